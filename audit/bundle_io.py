@@ -1,0 +1,381 @@
+"""Safe, read-only access to an untrusted bundle (a directory or a zip file).
+
+Nothing here trusts the bundle: every name is checked before it is used (no absolute paths,
+no ``..``, no links, no device files), every read has a size limit, and a zip is inspected
+(entry count, declared sizes, compression ratios, entry types) before anything is extracted
+into a private temporary directory under a byte budget, with the bytes actually written
+counted (declared sizes are not trusted either).
+
+:class:`BundleError` means the input is unusable (the CLI exits with code 2); problems that an
+integrity check should report (a link inside a directory bundle, say) are collected in
+:attr:`Bundle.problems` instead.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+__all__ = [
+    "BundleError",
+    "BundleFileError",
+    "Bundle",
+    "open_bundle",
+    "safe_name",
+    "LIMITS",
+]
+
+MB = 1024 * 1024
+GB = 1024 * MB
+
+
+@dataclass(frozen=True)
+class Limits:
+    data_csv: int = 2 * GB          # data.csv
+    json: int = 10 * MB             # any *.json
+    csv: int = 100 * MB             # any other *.csv (metrics.csv)
+    other: int = 200 * MB           # README.pdf, README.html, anything else
+    signature: int = 1024           # manifest.sig
+    total: int = 3 * GB             # the whole bundle (extracted)
+    max_files: int = 1000           # number of entries / files
+    max_depth: int = 8              # directory depth
+    max_ratio: float = 200.0        # zip: uncompressed / compressed for one entry
+    ratio_floor: int = 1 * MB       # zip: the ratio is checked for entries larger than this
+
+    def for_name(self, name: str) -> int:
+        base = name.rsplit("/", 1)[-1]
+        if name == "data.csv":
+            return self.data_csv
+        if name == "manifest.sig":
+            return self.signature
+        if base.endswith(".json"):
+            return self.json
+        if base.endswith(".csv"):
+            return self.csv
+        return self.other
+
+
+LIMITS = Limits()
+
+
+class BundleError(Exception):
+    """The bundle cannot be used at all (exit code 2)."""
+
+
+class BundleFileError(Exception):
+    """One file of the bundle cannot be read (missing, unsafe name, too large, malformed)."""
+
+
+def safe_name(name: object) -> str:
+    """Return ``name`` if it is a safe relative POSIX path inside the bundle, else raise.
+
+    Rejected: non-strings, empty names, NUL or control characters, backslashes, absolute paths,
+    drive letters, ``.``/``..`` components, empty components, over-long names.
+    """
+    if not isinstance(name, str):
+        raise BundleFileError(f"file name {name!r} is not a string")
+    if not name or len(name) > 255:
+        raise BundleFileError(f"file name {name!r} is empty or too long")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise BundleFileError(f"file name {name!r} contains control characters")
+    if "\\" in name:
+        raise BundleFileError(f"file name {name!r} contains a backslash")
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise BundleFileError(f"file name {name!r} is an absolute path")
+    parts = name.split("/")
+    for p in parts:
+        if p in ("", ".", ".."):
+            raise BundleFileError(f"file name {name!r} has an unsafe path component {p!r}")
+    return name
+
+
+@dataclass
+class Bundle:
+    """A bundle opened for reading.
+
+    ``root`` is a directory (the bundle itself, or a private extraction of a zip);
+    ``files`` maps each regular file's relative POSIX path to its size; ``problems`` lists
+    entries that were not regular files (links, devices, ...) and were never read.
+    """
+
+    root: Path
+    source: str
+    kind: str                       # "directory" or "zip"
+    files: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    limits: Limits = LIMITS
+    _tmp: str | None = None
+    _cache: dict = field(default_factory=dict)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> "Bundle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- reading -----------------------------------------------------------------------
+    def has(self, name: str) -> bool:
+        return name in self.files
+
+    def _open(self, name: str):
+        safe_name(name)
+        if name not in self.files:
+            raise BundleFileError(f"{name}: not in the bundle")
+        size = self.files[name]
+        limit = self.limits.for_name(name)
+        if size > limit:
+            raise BundleFileError(f"{name}: {size} bytes, more than the limit of {limit} bytes")
+        path = self.root.joinpath(*name.split("/"))
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        try:
+            fd = os.open(path, flags)
+        except OSError as e:
+            raise BundleFileError(f"{name}: cannot open ({e.strerror})") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise BundleFileError(f"{name}: not a regular file")
+        return os.fdopen(fd, "rb"), limit
+
+    def read_bytes(self, name: str) -> bytes:
+        """All bytes of ``name`` (size-limited)."""
+        key = ("bytes", name)
+        if key in self._cache:
+            return self._cache[key]
+        f, limit = self._open(name)
+        with f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise BundleFileError(f"{name}: larger than the limit of {limit} bytes")
+        if len(data) <= 64 * MB:
+            self._cache[key] = data
+        return data
+
+    def digest(self, name: str) -> tuple[str, int]:
+        """(sha256 hex, size in bytes) of ``name``, streamed."""
+        key = ("digest", name)
+        if key in self._cache:
+            return self._cache[key]
+        f, limit = self._open(name)
+        h = hashlib.sha256()
+        size = 0
+        with f:
+            while True:
+                chunk = f.read(4 * MB)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > limit:
+                    raise BundleFileError(f"{name}: larger than the limit of {limit} bytes")
+                h.update(chunk)
+        self._cache[key] = (h.hexdigest(), size)
+        return self._cache[key]
+
+    def read_json(self, name: str):
+        """Parsed JSON of ``name``; BundleFileError with a clear message if it is malformed."""
+        key = ("json", name)
+        if key in self._cache:
+            return self._cache[key]
+        data = self.read_bytes(name)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BundleFileError(f"{name}: not UTF-8 ({e.reason} at byte {e.start})") from None
+
+        def no_constants(c):
+            raise ValueError(f"non-standard JSON constant {c}")
+
+        try:
+            obj = json.loads(text, parse_constant=no_constants)
+        except (ValueError, RecursionError) as e:
+            raise BundleFileError(f"{name}: malformed JSON ({e})") from None
+        self._cache[key] = obj
+        return obj
+
+    def open_text(self, name: str):
+        """A text stream (UTF-8, strict, newline='') over ``name`` (size-limited by the walk)."""
+        f, _ = self._open(name)
+        import io
+
+        return io.TextIOWrapper(f, encoding="utf-8", errors="strict", newline="")
+
+
+# -- opening ---------------------------------------------------------------------------
+
+
+def open_bundle(path: str | os.PathLike, limits: Limits = LIMITS) -> Bundle:
+    """Open a bundle directory or zip file; raise :class:`BundleError` if it is unusable."""
+    p = Path(path)
+    try:
+        st = os.lstat(p)
+    except OSError as e:
+        raise BundleError(f"{path}: cannot access ({e.strerror})") from None
+    if stat.S_ISLNK(st.st_mode):
+        # A link given on the command line is the user's choice; resolve it once.
+        p = p.resolve()
+        try:
+            st = os.stat(p)
+        except OSError as e:
+            raise BundleError(f"{path}: cannot access ({e.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        b = Bundle(root=p, source=str(path), kind="directory", limits=limits)
+        _walk_directory(b)
+        return b
+    if stat.S_ISREG(st.st_mode):
+        if not zipfile.is_zipfile(p):
+            raise BundleError(f"{path}: neither a directory nor a zip file")
+        return _open_zip(p, str(path), limits)
+    raise BundleError(f"{path}: neither a directory nor a zip file")
+
+
+def _walk_directory(b: Bundle) -> None:
+    total = 0
+    stack: list[tuple[Path, str, int]] = [(b.root, "", 0)]
+    while stack:
+        d, prefix, depth = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError as e:
+            raise BundleError(f"{b.source}: cannot list {prefix or '.'} ({e.strerror})") from None
+        for e in entries:
+            rel = prefix + e.name
+            if len(b.files) + len(b.problems) > b.limits.max_files:
+                raise BundleError(f"{b.source}: more than {b.limits.max_files} entries")
+            try:
+                safe_name(rel)
+            except BundleFileError as err:
+                b.problems.append(f"unsafe entry name: {err}")
+                continue
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                b.problems.append(f"{rel}: is a symbolic link (not followed)")
+            elif stat.S_ISDIR(st.st_mode):
+                if depth + 1 > b.limits.max_depth:
+                    b.problems.append(f"{rel}: directory nested too deeply (not read)")
+                else:
+                    stack.append((Path(e.path), rel + "/", depth + 1))
+            elif stat.S_ISREG(st.st_mode):
+                if st.st_nlink > 1:
+                    b.problems.append(f"{rel}: has {st.st_nlink} hard links (not read)")
+                    continue
+                b.files[rel] = st.st_size
+                total += st.st_size
+            else:
+                b.problems.append(f"{rel}: not a regular file (not read)")
+    if total > b.limits.total:
+        raise BundleError(
+            f"{b.source}: {total} bytes in all, more than the limit of {b.limits.total} bytes"
+        )
+
+
+def _open_zip(p: Path, source: str, limits: Limits) -> Bundle:
+    try:
+        zf = zipfile.ZipFile(p)
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise BundleError(f"{source}: unreadable zip file ({e})") from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > limits.max_files:
+            raise BundleError(f"{source}: {len(infos)} zip entries, more than {limits.max_files}")
+        names: list[tuple[zipfile.ZipInfo, str]] = []
+        declared_total = 0
+        for info in infos:
+            raw = info.filename
+            mode = (info.external_attr >> 16) & 0xFFFF
+            if raw.endswith("/") or info.is_dir():
+                try:
+                    safe_name(raw.rstrip("/"))
+                except BundleFileError as e:
+                    raise BundleError(f"{source}: zip entry escapes the bundle: {e}") from None
+                continue
+            try:
+                safe_name(raw)
+            except BundleFileError as e:
+                raise BundleError(f"{source}: zip entry escapes the bundle: {e}") from None
+            if mode and stat.S_IFMT(mode) not in (0, stat.S_IFREG):
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+                raise BundleError(f"{source}: zip entry {raw!r} is {kind}")
+            if info.flag_bits & 0x1:
+                raise BundleError(f"{source}: zip entry {raw!r} is encrypted")
+            declared_total += info.file_size
+            names.append((info, raw))
+        # A zip of the bundle directory itself ("B/manifest.json", ...): strip the one prefix.
+        plain = [n for _, n in names]
+        strip = ""
+        if plain and "manifest.json" not in plain:
+            tops = {n.split("/", 1)[0] for n in plain}
+            if len(tops) == 1 and all("/" in n for n in plain):
+                strip = tops.pop() + "/"
+        seen: set[str] = set()
+        for info, raw in names:
+            rel = raw[len(strip):]
+            if rel in seen:
+                raise BundleError(f"{source}: zip entry {rel!r} appears more than once")
+            seen.add(rel)
+            limit = limits.for_name(rel)
+            if info.file_size > limit:
+                raise BundleError(
+                    f"{source}: zip entry {rel!r} declares {info.file_size} bytes, "
+                    f"more than the limit of {limit} bytes"
+                )
+            if info.file_size > limits.ratio_floor:
+                ratio = info.file_size / max(info.compress_size, 1)
+                if ratio > limits.max_ratio:
+                    raise BundleError(
+                        f"{source}: zip entry {rel!r} has compression ratio {ratio:.0f}, "
+                        f"more than {limits.max_ratio:.0f} (zip bomb?)"
+                    )
+        if declared_total > limits.total:
+            raise BundleError(
+                f"{source}: zip declares {declared_total} bytes in all, "
+                f"more than the limit of {limits.total} bytes"
+            )
+        tmp = tempfile.mkdtemp(prefix="dpbundle-audit-")
+        b = Bundle(root=Path(tmp), source=source, kind="zip", limits=limits, _tmp=tmp)
+        try:
+            budget = limits.total
+            for info, raw in names:
+                rel = raw[len(strip):]
+                limit = min(limits.for_name(rel), info.file_size)
+                target = Path(tmp).joinpath(*rel.split("/"))
+                # The target stays inside tmp: rel is a safe relative name.
+                target.parent.mkdir(parents=True, exist_ok=True)
+                written = 0
+                try:
+                    with zf.open(info) as src, open(target, "xb") as dst:
+                        while True:
+                            chunk = src.read(1 * MB)
+                            if not chunk:
+                                break
+                            written += len(chunk)
+                            if written > limit or written > budget:
+                                raise BundleError(
+                                    f"{source}: zip entry {rel!r} expands beyond its declared "
+                                    f"size or the size budget (zip bomb?)"
+                                )
+                            dst.write(chunk)
+                except BundleError:
+                    raise
+                except (zipfile.BadZipFile, OSError, EOFError, ValueError,
+                        NotImplementedError, RuntimeError) as e:
+                    raise BundleError(f"{source}: cannot extract zip entry {rel!r} ({e})") from None
+                except Exception as e:  # zlib.error and friends
+                    raise BundleError(f"{source}: cannot extract zip entry {rel!r} ({e})") from None
+                budget -= written
+                b.files[rel] = written
+        except BaseException:
+            b.close()
+            raise
+        return b

@@ -1,0 +1,175 @@
+"""Checks 3-5 on the released table: size (rows = public n), face privacy (every full record
+and every declared quasi-identifier combination at least min_count times, no unique row) and
+the synthetic constraints (no row matches a ``when`` conjunction)."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .context import AuditContext, Missing
+from .report import CheckResult
+
+__all__ = ["check_size", "check_face_privacy", "check_constraints", "cell_counts", "OPS"]
+
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+       "==": operator.eq, "!=": operator.ne}
+
+
+def cell_counts(codes: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows as flat keys, their counts) over the columns with these domain sizes."""
+    if codes.shape[0] == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    total = 1
+    for s in sizes:
+        total *= max(int(s), 1)
+    if total < 2**62:
+        key = np.zeros(codes.shape[0], dtype=np.int64)
+        for j, s in enumerate(sizes):
+            key *= int(s)
+            key += codes[:, j]
+        return np.unique(key, return_counts=True)
+    _, inv, counts = np.unique(codes, axis=0, return_inverse=True, return_counts=True)
+    return np.arange(len(counts)), counts
+
+
+def check_size(ctx: AuditContext) -> CheckResult:
+    r = CheckResult("size")
+    try:
+        table = ctx.table()
+        n = ctx.declared_n()
+    except Missing as e:
+        r.fail(str(e))
+        return r
+    declared = {}
+    for name in ("manifest.json", "metrics.json"):
+        try:
+            v = ctx.json(name).get("n")
+            declared[name] = v
+        except (Missing, AttributeError):
+            r.fail(f"{name}: unusable, cannot read its n")
+    for name, v in declared.items():
+        if v != n:
+            r.fail(f"{name}: n = {v!r} differs from the public n {n}")
+    r.facts.update({"n": n, "rows": table.rows})
+    if table.codes is None:
+        r.fail("data.csv: unusable, rows not counted")
+    elif table.rows != n:
+        r.fail(f"data.csv has {table.rows} rows, the public n is {n}")
+    if not r.failed:
+        r.detail = f"{table.rows} rows = public n"
+    return r
+
+
+def check_face_privacy(ctx: AuditContext) -> CheckResult:
+    r = CheckResult("face_privacy")
+    try:
+        view = ctx.view()
+        k = ctx.min_count()
+        table = ctx.table()
+    except Missing as e:
+        r.fail(str(e))
+        return r
+    if table.codes is None:
+        r.fail("data.csv: unusable")
+        return r
+    if table.problems:
+        r.fail(f"data.csv: {table.bad_rows} row(s) could not be read; face privacy cannot be verified")
+    codes = table.codes
+    sizes = [c.size for c in view.columns]
+    _, counts = cell_counts(codes, sizes)
+    r.facts["min_count"] = k
+    r.facts["distinct_records"] = int(counts.size)
+    low = int(np.sum(counts < k))
+    if low:
+        r.fail(f"{low} distinct full record(s) appear fewer than min_count = {k} times "
+               f"(smallest count {int(counts.min())})")
+    uniq = int(np.sum(counts == 1))
+    if uniq:
+        r.fail(f"{uniq} unique row(s) (a full record that appears once)")
+    qis = ((view.spec.get("face_privacy") or {}).get("quasi_identifiers")) or []
+    if not isinstance(qis, list):
+        r.fail("spec.json: face_privacy.quasi_identifiers is not a list")
+        qis = []
+    for i, qi in enumerate(qis):
+        if not isinstance(qi, list) or not qi:
+            r.fail(f"spec.json: face_privacy.quasi_identifiers[{i}] is not a list of columns")
+            continue
+        try:
+            idx = [view.index(c) for c in qi]
+        except (KeyError, TypeError):
+            r.fail(f"spec.json: face_privacy.quasi_identifiers[{i}] names an unknown column ({qi})")
+            continue
+        _, qc = cell_counts(codes[:, idx], [sizes[j] for j in idx])
+        bad = int(np.sum(qc < k))
+        if bad:
+            r.fail(f"k-anonymity (k = {k}) fails for {qi}: {bad} combination(s) appear fewer than "
+                   f"{k} times (smallest {int(qc.min())})")
+    if not r.failed:
+        smallest = int(counts.min()) if counts.size else 0
+        r.detail = (f"every full record appears >= {k} times (smallest count {smallest}); "
+                    f"k-anonymity holds for {len(qis)} quasi-identifier set(s); no unique row")
+    return r
+
+
+def check_constraints(ctx: AuditContext) -> CheckResult:
+    r = CheckResult("constraints")
+    try:
+        view = ctx.view()
+        table = ctx.table()
+    except Missing as e:
+        r.fail(str(e))
+        return r
+    if table.codes is None:
+        r.fail("data.csv: unusable")
+        return r
+    if table.problems:
+        r.fail(f"data.csv: {table.bad_rows} row(s) could not be read; constraints checked on the others")
+    cons = view.spec.get("synthetic_constraints") or []
+    if not isinstance(cons, list):
+        r.fail("spec.json: synthetic_constraints is not a list")
+        return r
+    codes = table.codes
+    n = codes.shape[0]
+    checked = 0
+    for i, c in enumerate(cons):
+        name = c.get("name", f"#{i}") if isinstance(c, dict) else f"#{i}"
+        when = c.get("when") if isinstance(c, dict) else None
+        if not isinstance(when, list) or not when:
+            r.fail(f"synthetic_constraints[{i}] ({name}): no 'when' conjunction the audit can evaluate")
+            continue
+        mask = np.ones(n, dtype=bool)
+        usable = True
+        for cond in when:
+            if not (isinstance(cond, list) and len(cond) == 3):
+                r.fail(f"synthetic_constraints[{i}] ({name}): malformed condition {cond!r}")
+                usable = False
+                break
+            col, op, value = cond
+            if op not in OPS:
+                r.fail(f"synthetic_constraints[{i}] ({name}): unknown operator {op!r}")
+                usable = False
+                break
+            try:
+                j = view.index(col)
+            except (KeyError, TypeError):
+                r.fail(f"synthetic_constraints[{i}] ({name}): unknown released column {col!r}")
+                usable = False
+                break
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                r.fail(f"synthetic_constraints[{i}] ({name}): value {value!r} is not a number")
+                usable = False
+                break
+            numbers = view.columns[j].numbers
+            hit = OPS[op](numbers, float(value))          # per code
+            mask &= hit[codes[:, j]]
+        if not usable:
+            continue
+        checked += 1
+        bad = int(mask.sum())
+        if bad:
+            first = int(np.flatnonzero(mask)[0]) + 2     # line number in data.csv (header = 1)
+            r.fail(f"{bad} row(s) violate synthetic constraint {name!r} (first at data.csv line {first})")
+    if not r.failed:
+        r.detail = f"{checked} synthetic constraint(s) hold on all {n} rows"
+    return r

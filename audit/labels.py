@@ -1,0 +1,283 @@
+"""The audit's own reading of a spec: which labels each released column may carry, and the
+number of each label (DESIGN / internals "Numbers of codes").
+
+Independent of ``release/transform.py``: labels are derived from the selected alternative of
+each column, and numbers are parsed back from the labels:
+
+* ``"<18"``  -> open below, number 18
+* ``"44<"``  -> open above, number 44
+* ``"18-19"`` -> bounded, number 18.5 (midpoint of the inclusive integers)
+* ``"7"``   -> 7
+* categories -> the spec's ``values`` (else 0, 1, ...)
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "AuditColumn",
+    "SpecView",
+    "SpecViewError",
+    "label_number",
+    "alternative_labels",
+    "build_view",
+]
+
+_NUM = r"-?\d+(?:\.\d+)?"
+_RE_BELOW = re.compile(rf"^<({_NUM})$")
+_RE_ABOVE = re.compile(rf"^({_NUM})<$")
+_RE_RANGE = re.compile(rf"^({_NUM})-({_NUM})$")
+_RE_ONE = re.compile(rf"^({_NUM})$")
+
+
+class SpecViewError(ValueError):
+    """The bundle's spec.json cannot be interpreted (names the field)."""
+
+
+def label_number(label: str) -> float:
+    """Number of a numeric label; ValueError if the label is not of a known form."""
+    s = label.strip()
+    m = _RE_BELOW.match(s)
+    if m:
+        return float(m.group(1))
+    m = _RE_ABOVE.match(s)
+    if m:
+        return float(m.group(1))
+    m = _RE_RANGE.match(s)
+    if m:
+        return (float(m.group(1)) + float(m.group(2))) / 2.0
+    m = _RE_ONE.match(s)
+    if m:
+        return float(m.group(1))
+    raise ValueError(f"label {label!r} is not of the form '<a', 'a<', 'a-b' or 'a'")
+
+
+def _fmt(x) -> str:
+    f = float(x)
+    if f.is_integer():
+        return str(int(f))
+    return f"{f:g}"
+
+
+@dataclass(frozen=True)
+class AuditColumn:
+    name: str
+    alternative: str
+    labels: tuple[str, ...]
+    numbers: np.ndarray          # float64, the number of each label
+    ordered: bool
+
+    @property
+    def size(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class SpecView:
+    spec: dict
+    configuration: dict
+    configuration_id: str
+    columns: list[AuditColumn]
+    min_count: int | None
+    notes: list[str]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def index(self, name: str) -> int:
+        for j, c in enumerate(self.columns):
+            if c.name == name:
+                return j
+        raise KeyError(name)
+
+
+def _bins(alt: dict) -> list[tuple[float, float]]:
+    if "edges" in alt:
+        e = [float(x) for x in alt["edges"]]
+        return list(zip(e[:-1], e[1:]))
+    a, b = alt["unit_bins"]
+    return [(float(v), float(v) + 1.0) for v in range(int(a), int(b) + 1)]
+
+
+def alternative_labels(column: dict, alt: dict, input_column: dict | None) -> tuple[list[str], list[float], bool]:
+    """(labels, numbers, ordered) of one alternative of a released column."""
+    if "categories" in alt:
+        labels = [str(c) for c in alt["categories"]]
+        values = alt.get("values")
+        if values is None:
+            values = list(range(len(labels)))
+        if len(values) != len(labels):
+            raise SpecViewError(f"column {column.get('name')!r}: {len(values)} values for {len(labels)} categories")
+        return labels, [float(v) for v in values], False
+    if "edges" not in alt and "unit_bins" not in alt:
+        raise SpecViewError(f"column {column.get('name')!r}, alternative {alt.get('id')!r}: no edges, unit_bins or categories")
+    bins = _bins(alt)
+    clip = alt.get("clip")
+    src_min = src_max = None
+    integer = True
+    if input_column is not None:
+        src_min, src_max = input_column.get("min"), input_column.get("max")
+        integer = input_column.get("type", "integer") in ("integer", "date")
+    below = above = False
+    if clip is not None:
+        lo, hi = float(clip[0]), float(clip[1])
+        below = src_min is None or float(src_min) < lo
+        above = src_max is None or float(src_max) > hi
+    default_labels, rule_numbers = [], []
+    for i, (a, b) in enumerate(bins):
+        last = b - 1 if integer else b
+        if i == 0 and below:
+            default_labels.append(f"<{_fmt(b)}")
+            rule_numbers.append(b)
+        elif i == len(bins) - 1 and above:
+            edge = a - 1 if integer else a
+            default_labels.append(f"{_fmt(edge)}<")
+            rule_numbers.append(edge)
+        elif integer and last == a:
+            default_labels.append(_fmt(a))
+            rule_numbers.append(a)
+        else:
+            default_labels.append(f"{_fmt(a)}-{_fmt(last)}")
+            rule_numbers.append((a + last) / 2.0)
+    labels = [str(s) for s in alt["labels"]] if "labels" in alt else default_labels
+    if len(labels) != len(bins):
+        raise SpecViewError(f"column {column.get('name')!r}: {len(labels)} labels for {len(bins)} bins")
+    if "values" in alt:
+        numbers = [float(v) for v in alt["values"]]
+        if len(numbers) != len(labels):
+            raise SpecViewError(f"column {column.get('name')!r}: {len(numbers)} values for {len(labels)} bins")
+    elif "labels" in alt:
+        numbers = [float(x) for x in rule_numbers]
+    else:
+        try:
+            numbers = [label_number(s) for s in labels]
+        except ValueError as e:
+            raise SpecViewError(f"column {column.get('name')!r}: {e}") from None
+    return labels, numbers, True
+
+
+# -- the selected configuration ---------------------------------------------------------
+
+_COLUMN_KEYS = ("columns", "transformations", "alternatives", "column_alternatives")
+
+
+def _selected_ids(configuration: dict) -> dict[str, str]:
+    """Released column -> alternative id, from the forms a configuration may take."""
+    out: dict[str, str] = {}
+    for key in _COLUMN_KEYS:
+        v = configuration.get(key)
+        if isinstance(v, dict):
+            for name, alt in v.items():
+                if isinstance(alt, str):
+                    out[str(name)] = alt
+                elif isinstance(alt, dict):
+                    for k in ("id", "alternative", "alternative_id"):
+                        if isinstance(alt.get(k), str):
+                            out[str(name)] = alt[k]
+                            break
+        elif isinstance(v, list):
+            for item in v:
+                if isinstance(item, dict):
+                    name = item.get("column", item.get("name"))
+                    alt = item.get("alternative", item.get("id", item.get("alternative_id")))
+                    if isinstance(name, str) and isinstance(alt, str):
+                        out[name] = alt
+    return out
+
+
+def _min_count(configuration: dict) -> int | None:
+    candidates = []
+    proj = configuration.get("projection")
+    if isinstance(proj, dict):
+        candidates.append(proj.get("min_count"))
+    elif isinstance(proj, int):
+        candidates.append(proj)
+    candidates.append(configuration.get("min_count"))
+    candidates.append(configuration.get("projection_min_count"))
+    for c in candidates:
+        if isinstance(c, int) and not isinstance(c, bool):
+            return c
+    return None
+
+
+def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> SpecView:
+    """Interpret spec.json (``{"spec", "configuration", "configuration_id"}``).
+
+    The alternative of each column is read from the configuration; if the configuration does
+    not name it and the column has one alternative, that one; else the single alternative whose
+    labels cover the labels ``observed`` in data.csv (SpecViewError if ambiguous).
+    """
+    if not isinstance(spec_json, dict):
+        raise SpecViewError("spec.json: not an object")
+    spec = spec_json.get("spec")
+    configuration = spec_json.get("configuration")
+    if not isinstance(spec, dict):
+        raise SpecViewError("spec.json: missing 'spec' object")
+    if not isinstance(configuration, dict):
+        raise SpecViewError("spec.json: missing 'configuration' object")
+    cols = spec.get("columns")
+    if not isinstance(cols, list) or not cols:
+        raise SpecViewError("spec.json: spec.columns missing or empty")
+    inputs = {}
+    for c in (spec.get("input") or {}).get("columns", []) or []:
+        if isinstance(c, dict) and isinstance(c.get("name"), str):
+            inputs[c["name"]] = c
+    chosen = _selected_ids(configuration)
+    notes: list[str] = []
+    out: list[AuditColumn] = []
+    for i, col in enumerate(cols):
+        if not isinstance(col, dict) or not isinstance(col.get("name"), str):
+            raise SpecViewError(f"spec.json: spec.columns[{i}] has no name")
+        name = col["name"]
+        alts = col.get("alternatives")
+        if not isinstance(alts, list) or not alts or not all(isinstance(a, dict) for a in alts):
+            raise SpecViewError(f"spec.json: spec.columns[{i}].alternatives missing")
+        src = col.get("source") or {}
+        input_column = inputs.get(src.get("column")) if isinstance(src, dict) else None
+        if isinstance(src, dict) and src.get("derive") == "month":
+            input_column = {"min": 1, "max": 12, "type": "integer"}
+        elif isinstance(src, dict) and src.get("derive") == "year" and input_column is not None:
+            lo, hi = input_column.get("min"), input_column.get("max")
+            input_column = {"min": int(str(lo)[:4]) if lo else None,
+                            "max": int(str(hi)[:4]) if hi else None, "type": "integer"}
+        by_id = {a.get("id"): a for a in alts}
+        try:
+            if name in chosen:
+                if chosen[name] not in by_id:
+                    raise SpecViewError(
+                        f"spec.json: configuration selects alternative {chosen[name]!r} for column "
+                        f"{name!r}, which the spec does not declare"
+                    )
+                alt = by_id[chosen[name]]
+            elif len(alts) == 1:
+                alt = alts[0]
+            else:
+                seen = (observed or {}).get(name)
+                fits = []
+                for a in alts:
+                    labels, _, _ = alternative_labels(col, a, input_column)
+                    if seen is not None and seen <= set(labels):
+                        fits.append(a)
+                if len(fits) != 1:
+                    raise SpecViewError(
+                        f"spec.json: the configuration does not name the alternative of column "
+                        f"{name!r} and the data fit {len(fits)} of its alternatives"
+                    )
+                alt = fits[0]
+                notes.append(f"{name}: alternative {alt.get('id')!r} inferred from data.csv")
+            labels, numbers, ordered = alternative_labels(col, alt, input_column)
+        except (TypeError, KeyError, IndexError) as e:
+            raise SpecViewError(f"spec.json: column {name!r}: malformed alternative ({e})") from None
+        if any(not math.isfinite(x) for x in numbers):
+            raise SpecViewError(f"spec.json: column {name!r}: non-finite bin number")
+        out.append(AuditColumn(name=name, alternative=str(alt.get("id")), labels=tuple(labels),
+                               numbers=np.asarray(numbers, dtype=np.float64), ordered=ordered))
+    cid = spec_json.get("configuration_id")
+    return SpecView(spec=spec, configuration=configuration,
+                    configuration_id=cid if isinstance(cid, str) else "",
+                    columns=out, min_count=_min_count(configuration), notes=notes)

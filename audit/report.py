@@ -1,0 +1,188 @@
+"""Audit results: one :class:`CheckResult` per named check, rendered as a Rich table, JSON
+(validated against ``schemas/audit-report.schema.json``) or HTML."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+__all__ = ["CheckResult", "AuditReport", "CHECK_NAMES", "PASS", "FAIL", "SKIP"]
+
+PASS, FAIL, SKIP = "pass", "fail", "skipped"
+
+# The named checks, in the order they run (issue: integrity .. replay).
+CHECK_NAMES = (
+    "integrity",
+    "schema",
+    "size",
+    "face_privacy",
+    "constraints",
+    "budget",
+    "acceptance",
+    "documentation",
+    "replay",
+)
+
+MAX_PROBLEMS = 50  # per check, in the report (the count is always exact)
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one named check.
+
+    ``problems`` are the reasons for a failure (empty when passed); ``warnings`` do not make the
+    check fail (e.g. "key not pinned"); ``facts`` are the public numbers the check used.
+    """
+
+    check: str
+    result: str = PASS
+    detail: str = ""
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
+
+    def fail(self, message: str) -> None:
+        self.problems.append(message)
+        self.result = FAIL
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def skip(self, message: str) -> None:
+        self.result = SKIP
+        self.detail = message
+
+    @property
+    def failed(self) -> bool:
+        return self.result == FAIL
+
+    def summary(self) -> str:
+        """One line for the table: the first problems, else the detail."""
+        if self.problems:
+            head = "; ".join(self.problems[:3])
+            more = len(self.problems) - 3
+            return head + (f" (+{more} more)" if more > 0 else "")
+        return self.detail
+
+    def to_dict(self) -> dict:
+        return {
+            "check": self.check,
+            "result": self.result,
+            "detail": self.detail,
+            "problems": self.problems[:MAX_PROBLEMS],
+            "problem_count": len(self.problems),
+            "warnings": self.warnings,
+            "facts": _jsonable(self.facts),
+        }
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(f) or math.isinf(f):
+        return str(f)
+    if f.is_integer() and not isinstance(x, float) and abs(f) < 2**53:
+        return int(f)
+    return f
+
+
+@dataclass
+class AuditReport:
+    bundle: str
+    checks: list[CheckResult] = field(default_factory=list)
+    key_pinned: bool = False
+    tool_version: str = ""
+    created: str = field(
+        default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")
+    )
+
+    @property
+    def passed(self) -> bool:
+        return not any(c.failed for c in self.checks)
+
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def get(self, name: str) -> CheckResult | None:
+        for c in self.checks:
+            if c.check == name:
+                return c
+        return None
+
+    def to_dict(self) -> dict:
+        return {
+            "format": "dpbundle-audit-report/1",
+            "dpbundle_version": self.tool_version,
+            "created": self.created,
+            "bundle": self.bundle,
+            "passed": self.passed,
+            "key_pinned": self.key_pinned,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+    def validate(self) -> None:
+        """Validate :meth:`to_dict` against ``schemas/audit-report.schema.json``."""
+        from .schema_util import validate
+
+        errors = validate(self.to_dict(), "audit-report")
+        if errors:
+            raise ValueError("audit report does not match its schema: " + "; ".join(errors[:5]))
+
+    # -- rendering ---------------------------------------------------------------------
+    def render(self, console) -> None:
+        from rich.table import Table
+
+        table = Table(title=f"dpbundle audit: {self.bundle}", show_lines=False)
+        table.add_column("check", style="bold")
+        table.add_column("result")
+        table.add_column("detail", overflow="fold")
+        style = {PASS: "[green]pass[/green]", FAIL: "[red]FAIL[/red]", SKIP: "[yellow]skipped[/yellow]"}
+        from rich.markup import escape
+
+        for c in self.checks:
+            table.add_row(c.check, style.get(c.result, c.result), escape(c.summary()))
+        console.print(table)
+        for c in self.checks:
+            for w in c.warnings:
+                console.print(f"[yellow]warning[/yellow] ({c.check}): {escape(w)}")
+        verdict = "[green]all checks passed[/green]" if self.passed else "[red]audit FAILED[/red]"
+        console.print(verdict)
+
+    def to_html(self) -> str:
+        """A standalone HTML page (template ``audit_report.html.j2`` if present)."""
+        import html
+
+        try:
+            from importlib.resources import files
+
+            import jinja2
+
+            text = files("dpbundle.templates").joinpath("audit_report.html.j2").read_text("utf-8")
+            env = jinja2.Environment(autoescape=True)
+            return env.from_string(text).render(report=self.to_dict())
+        except (FileNotFoundError, ModuleNotFoundError, OSError):
+            rows = "".join(
+                f"<tr><td>{html.escape(c.check)}</td><td>{html.escape(c.result)}</td>"
+                f"<td>{html.escape(c.summary())}</td></tr>"
+                for c in self.checks
+            )
+            return (
+                "<!doctype html><html><head><meta charset='utf-8'><title>dpbundle audit</title>"
+                f"</head><body><h1>dpbundle audit: {html.escape(self.bundle)}</h1>"
+                f"<table><tr><th>check</th><th>result</th><th>detail</th></tr>{rows}</table>"
+                "</body></html>"
+            )

@@ -1,0 +1,180 @@
+"""The audit's own recomputation of every criterion's sensitivity and derived threshold from the
+public bundle only (n, data.csv, the spec), following DESIGN.md:
+
+* kway_marginals, faithfulness: 1/n
+* smoothed_ratio: s' = min over the full domain of (synthetic count + 1);
+  Delta = max(1/s', c - 1/(1/c + 1/s'))
+* conditional_means: margin = ceil(margin_share n) + margin_plus (defaults 0.01, 1);
+  m_g = max(s_g - margin, 1) over every coarse group of every ``by`` column (groups absent from
+  C count with m_g = 1; ``null`` = the overall mean, size n); Delta = (U - L) / min m_g
+* regression_coefficients: functional mechanism, 2 (1 + 2d + d^2) with d as in the criterion's
+  sensitivity_inputs (d = number of features, +1 if the intercept is modelled as a feature)
+* regression_mae_difference: 2 (U - L) / n
+* derived threshold (laplace_false_positive): c0 - F^-1_Laplace(1 - p; Delta_assumed / eps)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .labels import SpecView
+
+__all__ = ["Unverifiable", "recompute_sensitivity", "derive_threshold", "ratio_delta",
+           "laplace_inverse_cdf"]
+
+
+class Unverifiable(ValueError):
+    """The sensitivity cannot be recomputed from the public bundle (the message says why)."""
+
+
+def ratio_delta(s: float, c: float) -> float:
+    return max(1.0 / s, c - 1.0 / (1.0 / c + 1.0 / s))
+
+
+def laplace_inverse_cdf(q: float, scale: float) -> float:
+    if not 0.0 < q < 1.0:
+        raise Unverifiable(f"quantile level {q} outside (0, 1)")
+    if q >= 0.5:
+        return -scale * math.log(2.0 * (1.0 - q))
+    return scale * math.log(2.0 * q)
+
+
+def _num(entry: dict, key: str, where: str, default=None) -> float:
+    v = entry.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+        raise Unverifiable(f"{where}: {key} = {v!r} is not a finite number")
+    return float(v)
+
+
+def _bounds(entry: dict, where: str) -> tuple[float, float]:
+    b = entry.get("bounds")
+    if (not isinstance(b, list) or len(b) != 2
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in b)
+            or not b[0] < b[1]):
+        raise Unverifiable(f"{where}: bounds {b!r} is not [L, U] with L < U")
+    return float(b[0]), float(b[1])
+
+
+def derive_threshold(entry: dict) -> tuple[float, float | None, dict]:
+    """(threshold, stakeholder threshold or None, facts) from a spec acceptance entry."""
+    where = f"spec acceptance[{entry.get('id')}].threshold"
+    t = entry.get("threshold")
+    if not isinstance(t, dict):
+        if isinstance(t, bool) or not isinstance(t, (int, float)):
+            raise Unverifiable(f"{where}: {t!r} is not a number")
+        return float(t), None, {}
+    if t.get("derive") != "laplace_false_positive":
+        raise Unverifiable(f"{where}: unknown derivation {t.get('derive')!r}")
+    c0 = _num(t, "stakeholder", where)
+    p = _num(t, "false_positive", where)
+    eps = _num(entry, "epsilon", f"spec acceptance[{entry.get('id')}]")
+    if not 0 < p < 0.5 or eps <= 0:
+        raise Unverifiable(f"{where}: false_positive {p} or epsilon {eps} out of range")
+    if "assumed_sensitivity" in t:
+        delta = _num(t, "assumed_sensitivity", where)
+    elif entry.get("type") == "smoothed_ratio":
+        a = _num(t, "assumed_min_count", where)
+        c = _num(entry, "clip", f"spec acceptance[{entry.get('id')}]")
+        if a <= 0 or c <= 1:
+            raise Unverifiable(f"{where}: assumed_min_count {a} or clip {c} out of range")
+        delta = ratio_delta(a, c)
+    else:
+        raise Unverifiable(f"{where}: no assumed sensitivity for type {entry.get('type')!r}")
+    scale = delta / eps
+    thr = c0 - laplace_inverse_cdf(1.0 - p, scale)
+    return thr, c0, {"assumed_sensitivity": delta, "scale": scale}
+
+
+def _groups_of(view: SpecView, codes: np.ndarray, column: str) -> tuple[np.ndarray, int]:
+    """Coarse group id of every row by ``column`` and the number of groups in its domain."""
+    j = view.index(column)
+    col = view.columns[j]
+    gb = (view.spec.get("group_bins") or {}).get(column)
+    if gb is None:
+        return codes[:, j], col.size
+    edges = gb.get("edges") if isinstance(gb, dict) else None
+    if not isinstance(edges, list) or not all(isinstance(e, (int, float)) for e in edges):
+        raise Unverifiable(f"spec group_bins.{column}.edges is not a list of numbers")
+    e = np.asarray(edges, dtype=np.float64)
+    # group of a bin's number v: how many edges are <= v
+    of_code = np.array([int(np.sum(e <= v)) for v in col.numbers], dtype=np.int64)
+    return of_code[codes[:, j]], len(edges) + 1
+
+
+def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndarray | None,
+                          n: int) -> tuple[float, dict]:
+    """(Delta, facts) for one criterion from public data; Unverifiable if it cannot be done."""
+    typ = entry.get("type")
+    where = f"criterion {entry.get('id')}"
+    if n <= 0:
+        raise Unverifiable("n must be positive")
+    if typ in ("kway_marginals", "faithfulness"):
+        return 1.0 / n, {"n": n}
+    if typ == "regression_mae_difference":
+        L, U = _bounds(entry, where)
+        return 2.0 * (U - L) / n, {"n": n, "bounds": [L, U]}
+    if codes is None:
+        raise Unverifiable(f"{where}: data.csv is needed to recompute the sensitivity and is unusable")
+    if codes.shape[0] != n:
+        raise Unverifiable(f"{where}: data.csv has {codes.shape[0]} rows, not n = {n}")
+    if typ == "smoothed_ratio":
+        c = _num(entry, "clip", where)
+        if c <= 1:
+            raise Unverifiable(f"{where}: clip {c} must be > 1")
+        s_min = None
+        for j, col in enumerate(view.columns):
+            cnt = np.bincount(codes[:, j], minlength=col.size)
+            m = int(cnt.min()) + 1
+            s_min = m if s_min is None else min(s_min, m)
+        return ratio_delta(float(s_min), c), {"min_smoothed_synthetic_count": s_min, "clip": c}
+    if typ == "conditional_means":
+        L, U = _bounds(entry, where)
+        share = _num(entry, "margin_share", where, default=0.01)
+        plus = _num(entry, "margin_plus", where, default=1)
+        margin = math.ceil(share * n) + int(plus)
+        by = entry.get("by", [None])
+        if not isinstance(by, list) or not by:
+            raise Unverifiable(f"{where}: by is not a list")
+        best = n if None in by else None
+        for col in by:
+            if col is None:
+                continue
+            try:
+                ids, k = _groups_of(view, codes, col)
+            except KeyError:
+                raise Unverifiable(f"{where}: by column {col!r} is not released") from None
+            s = np.bincount(ids, minlength=k)
+            m = int(np.maximum(s - margin, 1).min())
+            best = m if best is None else min(best, m)
+        if best is None:
+            raise Unverifiable(f"{where}: no groups")
+        declared = (row.get("sensitivity_inputs") or {}).get("min_group_size")
+        facts = {"margin": margin, "min_group_size": best}
+        if declared is not None and declared != best:
+            facts["declared_min_group_size"] = declared
+        return (U - L) / best, facts
+    if typ == "regression_coefficients":
+        inputs = row.get("sensitivity_inputs") or {}
+        d = None
+        for key in ("d", "dimension", "dimensions", "n_features", "num_features"):
+            v = inputs.get(key)
+            if isinstance(v, int) and not isinstance(v, bool):
+                d = v
+                break
+        feats = entry.get("features")
+        target = entry.get("target")
+        if isinstance(feats, list):
+            p = len(feats)
+        else:
+            p = len([c for c in view.names if c != target])
+        if d is None:
+            d = p
+            facts_note = "d not declared; taken as the number of features"
+        else:
+            facts_note = "d as declared in sensitivity_inputs"
+        if d not in (p, p + 1):
+            raise Unverifiable(f"{where}: sensitivity_inputs declares d = {d}, but there are {p} "
+                               f"features ({p + 1} with an intercept)")
+        return 2.0 * (1 + 2 * d + d * d), {"d": d, "features": p, "note": facts_note}
+    raise Unverifiable(f"{where}: unknown criterion type {typ!r}; the audit cannot recompute its sensitivity")

@@ -1,0 +1,131 @@
+"""Criterion ``regression_mae_difference``: |MAE on T of the "real" fit - MAE on T of C's fit|.
+
+Spec: ``target``, ``bounds: [L, U]``, optional ``reference`` (id of a
+``regression_coefficients`` criterion; default: the one with the same target evaluated earlier
+on the same :class:`EvalContext`).
+
+    MAE_T(beta) = (1/n) sum_{i in T} |y_i - clip(beta_0 + z_i.beta, L, U)|
+    f(T, C)     = |MAE_T(beta_ref) - MAE_T(beta_C)|
+
+with the design of the regression criterion (y clipped to [L, U], features standardised with
+C's means/sds and clipped to C's bounds), beta_C = OLS on C.
+
+Which "real" coefficients. DESIGN's sensitivity 2(U-L)/n holds only if *both* coefficient
+vectors are fixed when one record of T changes. It does NOT hold for beta_T = exact OLS on T:
+the changed record also moves beta_T, and through it every one of the n predictions; the change
+of MAE_T(beta_T) is then bounded only in terms of the conditioning of T's X'X (private,
+unbounded from public information: with nearly collinear features one record can swing the
+coefficients arbitrarily). So, as in Hod & Canetti (Sec. 2.5.4: "we consider the coefficient
+vector ... as public since it is released in the previous acceptance criterion"), beta_ref is
+the *DP* coefficient vector released by the ``regression_coefficients`` criterion (public
+post-processing; the two releases compose to eps_reg + eps_mae). Evaluating this criterion
+without such a release on the same context is an error.
+
+Sensitivity 2(U - L)/n. With beta_ref, beta_C fixed, each record contributes g_i = |y_i -
+p_i| - |y_i - q_i| with p_i, q_i, y_i in [L, U], so g_i in [-(U-L), U-L]; changing one record
+changes sum_i g_i by at most 2(U - L), hence (1/n) sum g_i and its absolute value by at most
+2(U - L)/n. (The 2024 code used (U - L)/n: known bug 4, the paper's erratum.)
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from .base import Criterion, CriterionError, EvalContext, register
+from .regression import RegressionDesign, _parse_bounds, ols
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpbundle.mechanisms.noise import Randomness
+
+__all__ = ["RegressionMAEDifference", "mae_difference"]
+
+
+def mae_difference(des: RegressionDesign, real, beta_ref: np.ndarray,
+                   beta_c: np.ndarray) -> float:
+    """|MAE_T(beta_ref) - MAE_T(beta_C)| with predictions clipped to [L, U]."""
+    y = des.y(real)
+    Z = des.z(real)
+    p = np.clip(beta_ref[0] + Z @ beta_ref[1:], des.L, des.U)
+    q = np.clip(beta_c[0] + Z @ beta_c[1:], des.L, des.U)
+    return abs(float(np.mean(np.abs(y - p) - np.abs(y - q))))
+
+
+@register
+class RegressionMAEDifference(Criterion):
+    """Difference of the MAEs on T of the DP "real" regression and of C's OLS regression."""
+
+    type: ClassVar[str] = "regression_mae_difference"
+    summary: ClassVar[str] = ("|MAE_T(DP coefficients on T) - MAE_T(OLS on C)|, predictions "
+                              "clipped to [L, U]; sensitivity 2(U - L)/n")
+    parameters: ClassVar[dict[str, str]] = {
+        "target": "the regressed column",
+        "bounds": "[L, U] public bounds of the target",
+        "reference": "id of the regression_coefficients criterion whose DP coefficients are "
+                     "the real regression (default: the one with the same target)",
+    }
+
+    def __init__(self, entry: dict) -> None:
+        super().__init__(entry)
+        t = entry.get("target")
+        if not isinstance(t, str):
+            raise CriterionError(f"{self.where}.target: expected a column name, got {t!r}")
+        self.target = t
+        self.L, self.U = _parse_bounds(entry, self.where)
+        ref = entry.get("reference")
+        if ref is not None and not isinstance(ref, str):
+            raise CriterionError(f"{self.where}.reference: expected a criterion id")
+        self.reference: str | None = ref
+
+    def design(self, ctx: EvalContext) -> RegressionDesign:
+        return RegressionDesign.from_synth(ctx.synth, self.target, self.L, self.U)
+
+    def _reference(self, ctx: EvalContext) -> tuple[str, np.ndarray]:
+        found = []
+        for cid, rel in ctx.released.items():
+            if rel.get("type") != "regression_coefficients":
+                continue
+            if self.reference is not None and cid != self.reference:
+                continue
+            if self.reference is None and (rel.get("target") != self.target
+                                           or rel.get("bounds") != [self.L, self.U]):
+                continue
+            found.append((cid, np.asarray(rel["coefficients"], dtype=np.float64)))
+        if not found:
+            raise CriterionError(
+                f"{self.where}: needs the DP coefficients of a regression_coefficients criterion "
+                f"({'id ' + repr(self.reference) if self.reference else 'target ' + repr(self.target)}"
+                ") evaluated before it on the same context (list it earlier in `acceptance`)")
+        return found[0]
+
+    def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
+        """2(U - L)/n."""
+        n = ctx.n
+        return 2.0 * (self.U - self.L) / n, {
+            "n": n, "bounds": [self.L, self.U], "formula": "2 (U - L) / n",
+            "reference": self.reference or f"regression_coefficients on {self.target}"}
+
+    def value(self, ctx: EvalContext, beta_ref: np.ndarray | None = None) -> float:
+        """f(T, C) with ``beta_ref`` (default: the released reference; else OLS on T, which is
+        for information only -- the sensitivity does not cover that variant)."""
+        self._check(ctx)
+        des = self.design(ctx)
+        if beta_ref is None:
+            try:
+                _, beta_ref = self._reference(ctx)
+            except CriterionError:
+                beta_ref = ols(des.z(ctx.real), des.y(ctx.real))
+        beta_c = ols(des.z(ctx.synth), des.y(ctx.synth))
+        return mae_difference(des, ctx.real, beta_ref, beta_c)
+
+    def evaluate(self, ctx: EvalContext, rand: "Randomness"):
+        from dpbundle.mechanisms.noise import calibrated_laplace_scale
+
+        self._check(ctx)
+        cid, beta_ref = self._reference(ctx)
+        sens, inputs = self.sensitivity(ctx)
+        inputs = dict(inputs, reference=cid)
+        true = self.value(ctx, beta_ref)
+        noisy = float(rand.laplace(true, sensitivity=sens, epsilon=self.epsilon,
+                                   purpose=self.purpose()))
+        return self._result(noisy, sens, inputs, calibrated_laplace_scale(sens, self.epsilon))

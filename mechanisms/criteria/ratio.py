@@ -1,0 +1,100 @@
+"""Criterion ``smoothed_ratio``: the largest clipped, smoothed ratio of 1-way counts.
+
+For every column j and every value v of its *full* domain, r = count of v in T, s = count of v
+in C (either may be 0), and
+
+    rho(r, s) = min(c, max((r+1)/(s+1), (s+1)/(r+1)))       (>= 1 always, so clipping to [1, c]
+                                                            only acts at the top)
+    f(T, C)   = max_{j, v} rho(r_{j,v}, s_{j,v}).
+
+Sensitivity (C fixed; s' = min over all columns and values of the smoothed count s+1 >= 1):
+
+    Delta = max(1/s', c - 1/(1/c + 1/s')).
+
+Derivation. Write a = s+1 >= s' (fixed) and x = r+1 >= 1; a changed record moves x by at most
+one for each (j, v), and rho = max(min(c, x/a), min(c, a/x)). Since max and min(c, .) are
+1-Lipschitz in the sup norm, |rho(x+1) - rho(x)| <= the larger change of the two branches.
+ * x/a branch: changes by at most 1/a <= 1/s'.
+ * a/x branch g(x) = min(c, a/x) (decreasing): if a/x <= c, with u = a/x the change is
+   a/x - a/(x+1) = u - 1/(1/u + 1/a) = u^2/(u + a) <= c^2/(c + a) (increasing in u <= c);
+   if a/x > c >= a/(x+1), then x + 1 < a/c + 1, so the change c - a/(x+1) < c - a/(a/c + 1)
+   = c^2/(c + a); if both are clipped it is 0. And c^2/(c + a) = c - 1/(1/c + 1/a) decreases
+   in a, so it is <= its value at a = s'.
+A changed record changes r at two values per column at most, each term by <= Delta, hence the
+maximum over all terms by <= Delta. s' uses the smoothed count over the full domain (known bug 2:
+the 2024 code used the smallest *observed* count, which ignores values absent from C).
+
+Derived threshold (``{derive: laplace_false_positive, stakeholder: c0, false_positive: p,
+assumed_min_count: m}``): Delta_assumed = Delta at s' = m, and threshold = c0 -
+F^-1_Laplace(1 - p; Delta_assumed / epsilon). Births: c = 2, m = 50, epsilon = 0.3, p = 0.05:
+Delta = 2 - 1/(0.52) = 0.0769, scale 0.256, quantile 0.590, threshold 1.41.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from .base import Criterion, CriterionError, EvalContext, _number, register
+
+__all__ = ["SmoothedRatio", "ratio_sensitivity", "smoothed_ratio_value"]
+
+
+def ratio_sensitivity(min_smoothed: float, clip: float) -> float:
+    """max(1/s', c - 1/(1/c + 1/s'))."""
+    s = float(min_smoothed)
+    return max(1.0 / s, clip - 1.0 / (1.0 / clip + 1.0 / s))
+
+
+def _counts(codes: np.ndarray, domain: tuple[int, ...]) -> list[np.ndarray]:
+    return [np.bincount(codes[:, j], minlength=domain[j]) for j in range(len(domain))]
+
+
+def smoothed_ratio_value(real: np.ndarray, synth: np.ndarray, domain: tuple[int, ...],
+                         clip: float) -> float:
+    """max over columns and values of min(c, max((r+1)/(s+1), (s+1)/(r+1)))."""
+    best = 1.0
+    for r, s in zip(_counts(real, domain), _counts(synth, domain)):
+        r1 = r.astype(np.float64) + 1.0
+        s1 = s.astype(np.float64) + 1.0
+        rho = np.minimum(clip, np.maximum(r1 / s1, s1 / r1))
+        best = max(best, float(rho.max()))
+    return best
+
+
+@register
+class SmoothedRatio(Criterion):
+    """Largest clipped ratio of smoothed 1-way counts over the full domain."""
+
+    type: ClassVar[str] = "smoothed_ratio"
+    summary: ClassVar[str] = ("max over columns and values of min(c, max((r+1)/(s+1), "
+                              "(s+1)/(r+1))); sensitivity max(1/s', c - 1/(1/c + 1/s'))")
+    parameters: ClassVar[dict[str, str]] = {"clip": "clip c of the ratio (> 1)"}
+
+    def __init__(self, entry: dict) -> None:
+        super().__init__(entry)
+        self.clip = _number(entry, "clip", self.where, positive=True)
+        if self.clip <= 1.0:
+            raise CriterionError(f"{self.where}.clip: must be > 1, got {self.clip}")
+
+    def assumed_sensitivity(self, t: dict) -> tuple[float, dict]:
+        """Delta at s' = assumed_min_count."""
+        m = _number(t, "assumed_min_count", f"{self.where}.threshold", positive=True)
+        return ratio_sensitivity(m, self.clip), {"assumed_min_count": m, "clip": self.clip}
+
+    def value(self, ctx: EvalContext) -> float:
+        self._check(ctx)
+        return smoothed_ratio_value(ctx.real.codes, ctx.synth.codes, ctx.synth.domain, self.clip)
+
+    def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
+        """Delta from s' = min smoothed synthetic count over the full domain (C only)."""
+        counts = _counts(ctx.synth.codes, ctx.synth.domain)
+        mins = [int(c.min()) for c in counts]
+        j = int(np.argmin(mins))
+        v = int(np.argmin(counts[j]))
+        s_min = mins[j] + 1
+        return ratio_sensitivity(s_min, self.clip), {
+            "n": ctx.n, "clip": self.clip, "min_smoothed_synthetic_count": s_min,
+            "at": {"column": ctx.synth.columns[j].name, "value": ctx.synth.columns[j].labels[v]},
+            "formula": "max(1/s', c - 1/(1/c + 1/s')), s' = min over the full domain of "
+                       "(synthetic count + 1)"}

@@ -1,0 +1,301 @@
+"""Criterion ``regression_coefficients``: DP linear regression on T vs OLS on C.
+
+Spec: ``target``, ``bounds: [L, U]`` (public bounds of the target), ``fit`` (default
+``functional_mechanism``; or ``sufficient_statistics``), optional ``include_intercept`` (default
+false: the distance is over the feature coefficients only; see below).
+
+Design (public, from C only). y = clip(values[target], L, U). Features: every other column's
+code values x_j, standardised with C's mean mu_j and standard deviation sd_j: z_j = (x_j -
+mu_j)/sd_j; bounds [lo_j, hi_j] = min/max of z_j over C. T's z_j are clipped to [lo_j, hi_j]
+(otherwise the sensitivity below is wrong). Features constant in C (lo_j = hi_j) get
+coefficient 0 in both fits and are left out of the design (public decision). Coefficients are
+reported as beta = (beta_0, beta_1..p) of y ~ beta_0 + sum_j beta_j z_j (y in its own units, one
+standard deviation of C per feature).
+
+DP fit on T. Scale into [-1, 1]: ty = (2y - (L+U))/(U-L), tx_j = (2 z_j - (lo_j+hi_j))/(hi_j-lo_j),
+plus the intercept's constant feature tx_0 = 1, so d = p + 1 features (intercept counted).
+* ``functional_mechanism`` (Zhang et al., VLDB 2012): the squared loss sum_i (ty_i - w.tx_i)^2 is
+  the polynomial  sum ty^2  +  sum_j (-2 sum ty tx_j) w_j  +  sum_j (sum tx_j^2) w_j^2  +
+  sum_{j<k} (2 sum tx_j tx_k) w_j w_k, whose coefficient vector has 1 + d + d(d+1)/2 entries.
+  One record contributes |ty|^2 + 2|ty| sum|tx_j| + (sum|tx_j|)^2 = (|ty| + sum_j |tx_j|)^2
+  <= (1 + d)^2 in L1, so a changed record moves the vector by at most 2(1 + d)^2 = 2(1 + 2d + d^2)
+  in L1 (Zhang's Delta = 2 max_t sum |lambda_phi t|). Laplace noise with that L1 sensitivity is
+  added to all entries with one vector call ``rand.laplace``.
+* ``sufficient_statistics``: noisy X'y (d entries, |ty tx_j| <= 1) and the upper triangle of
+  X'X (d(d+1)/2 entries, |tx_j tx_k| <= 1) except the (0, 0) entry = n (public, not noised):
+  L1 sensitivity 2(d + d(d+1)/2 - 1).
+Post-processing: the noisy quadratic Q (symmetric) is made positive definite by clipping its
+eigenvalues from below at sqrt(d) * scale (the order of the noise's spectral norm, public), then
+w = argmin, and w is mapped back: beta_j = (U-L)/2 * w_j * 2/(hi_j-lo_j), beta_0 = (U-L)/2 *
+(w_0 - sum_j w_j (lo_j+hi_j)/(hi_j-lo_j)) + (L+U)/2.
+
+Released value: L1 distance between the DP coefficients on T and the OLS coefficients on C (over
+the feature coefficients; with ``include_intercept`` also |beta_0 - beta_0'|). The noise is
+*inside the fit*, not added to the distance: the result row reports mechanism =
+``functional_mechanism`` (or ``sufficient_statistics``), sensitivity = the L1 sensitivity of the
+noised vector, noise_scale = its Laplace scale (per entry). The DP coefficients are stored in
+``ctx.released[id]`` for the MAE criterion (public post-processing of this release).
+``value(ctx)`` (the private, non-noisy counterpart) is the same distance with OLS on T.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from .base import Criterion, CriterionError, EvalContext, register
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpbundle.mechanisms.coding import Coded
+    from dpbundle.mechanisms.noise import Randomness
+
+__all__ = ["RegressionCoefficients", "RegressionDesign", "ols", "fm_vector", "ss_vector",
+           "fm_sensitivity", "ss_sensitivity", "FITS"]
+
+FITS = ("functional_mechanism", "sufficient_statistics")
+
+
+def fm_sensitivity(d: int) -> float:
+    """2(1 + 2d + d^2), d features including the intercept's constant."""
+    return 2.0 * (1 + 2 * d + d * d)
+
+
+def ss_sensitivity(d: int) -> float:
+    """2(d + d(d+1)/2 - 1): X'y and X'X's upper triangle without the public (0,0) entry."""
+    return 2.0 * (d + d * (d + 1) // 2 - 1)
+
+
+def _parse_bounds(entry: dict, where: str) -> tuple[float, float]:
+    b = entry.get("bounds")
+    if (not isinstance(b, (list, tuple)) or len(b) != 2
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in b)
+            or not b[0] < b[1]):
+        raise CriterionError(f"{where}.bounds: expected [L, U] with L < U, got {b!r}")
+    return float(b[0]), float(b[1])
+
+
+@dataclass(frozen=True)
+class RegressionDesign:
+    """Public regression design derived from C: features, standardisation and bounds."""
+
+    target: str
+    L: float
+    U: float
+    features: tuple[str, ...]     # the active features (constant-in-C ones left out)
+    dropped: tuple[str, ...]      # features constant in C (coefficient 0)
+    mu: np.ndarray
+    sd: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @classmethod
+    def from_synth(cls, synth: "Coded", target: str, L: float, U: float) -> "RegressionDesign":
+        synth.column(target)
+        names = [c.name for c in synth.columns if c.name != target]
+        X = np.column_stack([synth.values_of(c) for c in names]) if names else \
+            np.zeros((synth.n, 0))
+        mu = X.mean(axis=0)
+        sd = X.std(axis=0)
+        active = sd > 0
+        sd_safe = np.where(active, sd, 1.0)
+        Z = (X - mu) / sd_safe
+        lo, hi = Z.min(axis=0), Z.max(axis=0)
+        active &= hi > lo
+        keep = np.flatnonzero(active)
+        return cls(target=target, L=L, U=U,
+                   features=tuple(names[i] for i in keep),
+                   dropped=tuple(names[i] for i in np.flatnonzero(~active)),
+                   mu=mu[keep], sd=sd_safe[keep], lo=lo[keep], hi=hi[keep])
+
+    @property
+    def d(self) -> int:
+        """Number of scaled features including the constant."""
+        return len(self.features) + 1
+
+    def y(self, coded: "Coded") -> np.ndarray:
+        return np.clip(coded.values_of(self.target), self.L, self.U)
+
+    def z(self, coded: "Coded") -> np.ndarray:
+        """Standardised features, clipped to C's bounds, shape (n, p)."""
+        if not self.features:
+            return np.zeros((coded.n, 0))
+        X = np.column_stack([coded.values_of(c) for c in self.features])
+        return np.clip((X - self.mu) / self.sd, self.lo, self.hi)
+
+    def scaled(self, coded: "Coded") -> tuple[np.ndarray, np.ndarray]:
+        """(tX with the constant column first, ty), all entries in [-1, 1]."""
+        Z = self.z(coded)
+        tx = (2.0 * Z - (self.lo + self.hi)) / (self.hi - self.lo)
+        tx = np.clip(tx, -1.0, 1.0)  # guards rounding only
+        ty = np.clip((2.0 * self.y(coded) - (self.L + self.U)) / (self.U - self.L), -1.0, 1.0)
+        return np.column_stack([np.ones(coded.n), tx]), ty
+
+    def unscale(self, w: np.ndarray) -> np.ndarray:
+        """Coefficients w of ty ~ w.tx -> beta of y ~ beta_0 + beta.z."""
+        half = 0.5 * (self.U - self.L)
+        width = self.hi - self.lo
+        slopes = half * w[1:] * 2.0 / width
+        b0 = half * (w[0] - np.sum(w[1:] * (self.lo + self.hi) / width)) + 0.5 * (self.L + self.U)
+        return np.concatenate([[b0], slopes])
+
+    def predict(self, beta: np.ndarray, coded: "Coded") -> np.ndarray:
+        """clip(beta_0 + z.beta, L, U)."""
+        return np.clip(beta[0] + self.z(coded) @ beta[1:], self.L, self.U)
+
+
+def ols(Z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares of y on [1, Z] (minimum-norm if rank deficient)."""
+    A = np.column_stack([np.ones(Z.shape[0]), Z])
+    beta, *_ = np.linalg.lstsq(A, y, rcond=None)
+    return beta
+
+
+def _triu(d: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(d)
+
+
+def fm_vector(tX: np.ndarray, ty: np.ndarray) -> np.ndarray:
+    """Polynomial coefficients of sum_i (ty_i - w.tx_i)^2: [const, linear (d), monomials j<=k]."""
+    d = tX.shape[1]
+    G = tX.T @ tX
+    iu, ju = _triu(d)
+    quad = np.where(iu == ju, 1.0, 2.0) * G[iu, ju]
+    return np.concatenate([[ty @ ty], -2.0 * (tX.T @ ty), quad])
+
+
+def ss_vector(tX: np.ndarray, ty: np.ndarray) -> np.ndarray:
+    """[X'y (d), X'X upper triangle without (0,0)]."""
+    d = tX.shape[1]
+    G = tX.T @ tX
+    iu, ju = _triu(d)
+    return np.concatenate([tX.T @ ty, G[iu, ju][1:]])
+
+
+def _solve(Q: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
+    """argmin w'Qw - 2b'w with Q's eigenvalues clipped below at ``floor`` (Q symmetric)."""
+    lam, V = np.linalg.eigh(0.5 * (Q + Q.T))
+    lam = np.maximum(lam, floor)
+    return V @ ((V.T @ b) / lam)
+
+
+def solve_fm(vec: np.ndarray, d: int, floor: float) -> np.ndarray:
+    """Minimiser of the (noisy) functional-mechanism polynomial."""
+    lin = vec[1:1 + d]
+    quad = vec[1 + d:]
+    iu, ju = _triu(d)
+    Q = np.zeros((d, d))
+    Q[iu, ju] = np.where(iu == ju, quad, 0.5 * quad)
+    Q[ju, iu] = Q[iu, ju]
+    return _solve(Q, -0.5 * lin, floor)
+
+
+def solve_ss(vec: np.ndarray, d: int, n: int, floor: float) -> np.ndarray:
+    """Solve the (noisy) normal equations X'X w = X'y."""
+    b = vec[:d]
+    iu, ju = _triu(d)
+    Q = np.zeros((d, d))
+    Q[iu, ju] = np.concatenate([[float(n)], vec[d:]])
+    Q[ju, iu] = Q[iu, ju]
+    return _solve(Q, b, floor)
+
+
+def coef_distance(a: np.ndarray, b: np.ndarray, include_intercept: bool) -> float:
+    """L1 distance of coefficient vectors (intercept first), optionally without the intercept."""
+    k = 0 if include_intercept else 1
+    return float(np.abs(np.asarray(a)[k:] - np.asarray(b)[k:]).sum())
+
+
+@register
+class RegressionCoefficients(Criterion):
+    """L1 distance between DP regression coefficients on T and OLS coefficients on C."""
+
+    type: ClassVar[str] = "regression_coefficients"
+    summary: ClassVar[str] = ("L1 distance between DP linear-regression coefficients on T "
+                              "(functional mechanism) and OLS coefficients on C")
+    parameters: ClassVar[dict[str, str]] = {
+        "target": "the regressed column (the others are the features)",
+        "bounds": "[L, U] public bounds of the target",
+        "fit": "functional_mechanism (default) or sufficient_statistics",
+        "include_intercept": "include |intercept difference| in the distance (default false)",
+    }
+
+    def __init__(self, entry: dict) -> None:
+        super().__init__(entry)
+        t = entry.get("target")
+        if not isinstance(t, str):
+            raise CriterionError(f"{self.where}.target: expected a column name, got {t!r}")
+        self.target = t
+        self.L, self.U = _parse_bounds(entry, self.where)
+        self.fit = entry.get("fit", "functional_mechanism")
+        if self.fit not in FITS:
+            raise CriterionError(f"{self.where}.fit: expected one of {list(FITS)}, got {self.fit!r}")
+        self.mechanism = self.fit  # type: ignore[misc]  # instance attribute shadows ClassVar
+        ii = entry.get("include_intercept", False)
+        if not isinstance(ii, bool):
+            raise CriterionError(f"{self.where}.include_intercept: expected true/false")
+        self.include_intercept = ii
+
+    def design(self, ctx: EvalContext) -> RegressionDesign:
+        return RegressionDesign.from_synth(ctx.synth, self.target, self.L, self.U)
+
+    def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
+        """L1 sensitivity of the noised polynomial / statistics vector (d from C)."""
+        des = self.design(ctx)
+        d = des.d
+        if self.fit == "functional_mechanism":
+            s, formula = fm_sensitivity(d), "2 (1 + 2d + d^2)"
+        else:
+            s, formula = ss_sensitivity(d), "2 (d + d(d+1)/2 - 1)"
+        return s, {
+            "n": ctx.n, "d": d, "intercept_counted_in_d": True, "features": list(des.features),
+            "features_constant_in_C": list(des.dropped), "bounds": [self.L, self.U],
+            "feature_means_C": des.mu.tolist(), "feature_sds_C": des.sd.tolist(),
+            "feature_bounds_C": [des.lo.tolist(), des.hi.tolist()], "formula": formula,
+            "include_intercept": self.include_intercept,
+            "note": ("Laplace noise is added to the fit's polynomial coefficients (L1 "
+                     "sensitivity above, one noise draw per coefficient); dp_value is the L1 "
+                     "distance of the resulting DP coefficients to C's OLS coefficients, not a "
+                     "noisy distance")}
+
+    def synth_coefficients(self, ctx: EvalContext, des: RegressionDesign) -> np.ndarray:
+        return ols(des.z(ctx.synth), des.y(ctx.synth))
+
+    def value(self, ctx: EvalContext) -> float:
+        """Non-private counterpart: L1(OLS on T, OLS on C) (same design)."""
+        self._check(ctx)
+        des = self.design(ctx)
+        bt = ols(des.z(ctx.real), des.y(ctx.real))
+        return coef_distance(bt, self.synth_coefficients(ctx, des), self.include_intercept)
+
+    def dp_coefficients(self, ctx: EvalContext, rand: "Randomness") -> tuple[np.ndarray, float]:
+        """The DP fit on T -> (beta, noise scale)."""
+        from dpbundle.mechanisms.noise import calibrated_laplace_scale
+
+        des = self.design(ctx)
+        sens, _ = self.sensitivity(ctx)
+        tX, ty = des.scaled(ctx.real)
+        d = des.d
+        vec = fm_vector(tX, ty) if self.fit == "functional_mechanism" else ss_vector(tX, ty)
+        noisy = np.asarray(rand.laplace(vec, sensitivity=sens, epsilon=self.epsilon,
+                                        purpose=self.purpose()), dtype=np.float64)
+        scale = calibrated_laplace_scale(sens, self.epsilon, vector=True)
+        floor = math.sqrt(d) * scale
+        if self.fit == "functional_mechanism":
+            w = solve_fm(noisy, d, floor)
+        else:
+            w = solve_ss(noisy, d, ctx.n, floor)
+        return des.unscale(w), scale
+
+    def evaluate(self, ctx: EvalContext, rand: "Randomness"):
+        self._check(ctx)
+        des = self.design(ctx)
+        sens, inputs = self.sensitivity(ctx)
+        beta, scale = self.dp_coefficients(ctx, rand)
+        bc = self.synth_coefficients(ctx, des)
+        ctx.released[self.id] = {"type": self.type, "target": self.target,
+                                 "bounds": [self.L, self.U], "features": list(des.features),
+                                 "coefficients": beta}
+        inputs = dict(inputs, dp_coefficients=beta.tolist(), synthetic_ols_coefficients=bc.tolist())
+        return self._result(coef_distance(beta, bc, self.include_intercept), sens, inputs, scale)

@@ -1,0 +1,190 @@
+"""Generator protocol and registry.
+
+A *generator* is a pure-DP mechanism (epsilon fixed at construction) that fits a *model* on
+integer-coded data over a public domain; the model samples synthetic codes (post-processing,
+with a caller-supplied recorded ``np.random.Generator``). Types are registered by name and
+imported lazily, so optional generators (AIM/MST) cost nothing when their extra is missing.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from .noise import Randomness
+
+__all__ = [
+    "Generator",
+    "Model",
+    "make_generator",
+    "generator_types",
+    "register_generator",
+    "check_codes",
+    "even_split",
+]
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A fitted model; sampling is post-processing."""
+
+    def sample(self, m: int, rng: np.random.Generator) -> np.ndarray:
+        """int64 array (m, d) of codes within the fitted domain."""
+        ...
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """A pure-DP generator: ``fit`` is ``epsilon``-DP under change-one-record neighbours."""
+
+    type: str
+    epsilon: float
+
+    def hyperparameters(self) -> dict: ...
+
+    def privacy_map(self, d_in: int) -> float: ...
+
+    def budget_parts(self) -> list[dict]: ...
+
+    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness) -> Model: ...
+
+
+# type -> "module:attribute" (lazy) or the class itself
+_REGISTRY: dict[str, str | type] = {
+    "privbayes": "dpbundle.mechanisms.privbayes:PrivBayes",
+    "crosstab": "dpbundle.mechanisms.marginals:NoisyCrossTab",
+    "marginals": "dpbundle.mechanisms.marginals:NoisyMarginals",
+    "aim": "dpbundle.mechanisms.mbi:AIM",
+    "mst": "dpbundle.mechanisms.mbi:MST",
+}
+
+
+def register_generator(type: str, target: str | type) -> None:
+    """Register a generator class (or ``"module:Class"`` for a lazy import) under ``type``."""
+    if not isinstance(type, str) or not type:
+        raise ValueError("generator type must be a non-empty string")
+    if isinstance(target, str) and ":" not in target:
+        raise ValueError(f"lazy generator target must be 'module:Class', got {target!r}")
+    _REGISTRY[type] = target
+
+
+def _resolve(type: str) -> tuple[type | None, str]:
+    """(class, "") or (None, reason it is unavailable)."""
+    target = _REGISTRY[type]
+    if not isinstance(target, str):
+        cls = target
+    else:
+        mod_name, _, attr = target.partition(":")
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError as e:
+            return None, f"cannot import {mod_name}: {e}"
+        cls = getattr(mod, attr, None)
+        if cls is None:
+            return None, f"{mod_name} has no {attr}"
+    avail = getattr(cls, "availability", None)
+    if callable(avail):
+        ok, reason = avail()
+        if not ok:
+            return None, reason
+    return cls, ""
+
+
+def _hyperparameter_names(cls: type) -> list[str]:
+    names = getattr(cls, "HYPERPARAMETERS", None)
+    if names is not None:
+        return list(names)
+    sig = inspect.signature(cls.__init__)
+    return [
+        p.name for p in sig.parameters.values()
+        if p.name not in ("self", "epsilon")
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+
+
+def generator_types() -> dict[str, dict]:
+    """type -> {"available": bool, "reason": str, "hyperparameters": [names]}."""
+    out: dict[str, dict] = {}
+    for t in sorted(_REGISTRY):
+        cls, reason = _resolve(t)
+        if cls is None:
+            target = _REGISTRY[t]
+            hp: list[str] = []
+            # the unavailable class may still be importable (e.g. mbi without its extra)
+            if isinstance(target, str):
+                try:
+                    mod_name, _, attr = target.partition(":")
+                    c = getattr(importlib.import_module(mod_name), attr)
+                    hp = _hyperparameter_names(c)
+                except Exception:  # noqa: BLE001 - listing only
+                    hp = []
+            out[t] = {"available": False, "reason": reason, "hyperparameters": hp}
+        else:
+            out[t] = {"available": True, "reason": "", "hyperparameters": _hyperparameter_names(cls)}
+    return out
+
+
+def make_generator(type: str, epsilon: float, **hyperparameters: Any) -> Generator:
+    """Construct a registered generator; ValueError naming the valid choices otherwise."""
+    if type not in _REGISTRY:
+        raise ValueError(
+            f"unknown generator type {type!r}; valid types are {sorted(_REGISTRY)}"
+        )
+    if not (isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool)
+            and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"generator {type!r}: epsilon must be a finite number > 0, got {epsilon!r}")
+    cls, reason = _resolve(type)
+    if cls is None:
+        raise ValueError(f"generator type {type!r} is not available: {reason}")
+    valid = _hyperparameter_names(cls)
+    unknown = sorted(set(hyperparameters) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"generator {type!r}: unknown hyperparameter(s) {unknown}; valid ones are {valid}"
+        )
+    try:
+        return cls(float(epsilon), **hyperparameters)
+    except TypeError as e:
+        raise ValueError(f"generator {type!r}: bad hyperparameters {hyperparameters}: {e}") from None
+
+
+# --------------------------------------------------------------------------- helpers for generators
+
+
+def check_codes(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Validate ``codes`` (n, d) against the public ``domain``; returns (int64 codes, domain).
+
+    Raises ValueError if a code lies outside ``range(domain[j])``: the domain comes from the
+    spec, never from the data, so such a code is a bug upstream, not something to adapt to.
+    """
+    dom = tuple(int(s) for s in domain)
+    if any(s < 1 for s in dom) or len(dom) == 0:
+        raise ValueError(f"domain sizes must be positive integers, got {tuple(domain)}")
+    arr = np.asarray(codes)
+    if arr.ndim != 2 or arr.shape[1] != len(dom):
+        raise ValueError(f"codes must have shape (n, {len(dom)}), got {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"codes must be integers, got dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.shape[0]:
+        lo, hi = arr.min(axis=0), arr.max(axis=0)
+        bad = [j for j in range(len(dom)) if lo[j] < 0 or hi[j] >= dom[j]]
+        if bad:
+            j = bad[0]
+            raise ValueError(
+                f"codes of column {j} lie in [{lo[j]}, {hi[j]}], outside the domain 0..{dom[j] - 1}"
+            )
+    return arr, dom
+
+
+def even_split(epsilon: float, k: int) -> float:
+    """Largest float e <= epsilon / k with fsum([e] * k) <= epsilon (sound even split)."""
+    if k < 1:
+        raise ValueError("cannot split a budget into fewer than one part")
+    e = epsilon / k
+    while math.fsum([e] * k) > epsilon:
+        e = float(np.nextafter(e, 0.0))
+    return e

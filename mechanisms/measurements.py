@@ -1,0 +1,130 @@
+"""Small self-describing DP steps, in the spirit of OpenDP measurements.
+
+Each descriptor states its input metric (change-one distance: bounded neighbours, n public),
+its output measure (pure DP, max-divergence), its noise scale and its privacy map, and releases
+through :class:`~dpbundle.mechanisms.noise.Randomness` (OpenDP samplers, transcript).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .noise import Randomness, calibrated_exponential_scale, calibrated_laplace_scale
+
+__all__ = ["LaplaceRelease", "ExponentialSelection"]
+
+
+def _check(sensitivity: float, epsilon: float) -> None:
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if not (isinstance(sensitivity, (int, float)) and math.isfinite(sensitivity) and sensitivity >= 0):
+        raise ValueError(f"sensitivity must be a finite number >= 0, got {sensitivity!r}")
+
+
+def _check_d_in(d_in: float) -> float:
+    if not (isinstance(d_in, (int, float)) and d_in >= 0):
+        raise ValueError(f"d_in must be a number >= 0, got {d_in!r}")
+    return float(d_in)
+
+
+@dataclass(frozen=True)
+class LaplaceRelease:
+    """Release ``f(D) + Lap(scale)`` (per coordinate) for an ``f`` with the given sensitivity.
+
+    ``sensitivity`` = max over change-one neighbours of ``|f(D) - f(D')|`` (L1 for vectors);
+    ``scale`` = the OpenDP-calibrated ``sensitivity / epsilon``; privacy map
+    ``d_in -> d_in * sensitivity / scale`` (<= ``d_in * epsilon``).
+    """
+
+    purpose: str
+    sensitivity: float
+    epsilon: float
+    vector: bool = False
+    input_metric: str = field(default="change_one_distance", init=False)
+    output_measure: str = field(default="max_divergence", init=False)
+    mechanism: str = field(default="laplace", init=False)
+
+    def __post_init__(self) -> None:
+        _check(self.sensitivity, self.epsilon)
+
+    @property
+    def scale(self) -> float:
+        """Noise scale b of Lap(b) (calibrated against OpenDP's privacy map)."""
+        return calibrated_laplace_scale(self.sensitivity, self.epsilon, self.vector)
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of Lap(b): sqrt(2) * b."""
+        return math.sqrt(2.0) * self.scale
+
+    def privacy_map(self, d_in: float) -> float:
+        """Epsilon for neighbours at change-one distance ``d_in``: d_in * sensitivity / scale."""
+        d = _check_d_in(d_in)
+        if self.sensitivity == 0 or d == 0:
+            return 0.0
+        return d * self.sensitivity / self.scale
+
+    def describe(self) -> dict:
+        """JSON-able summary of this step."""
+        return {
+            "purpose": self.purpose, "mechanism": self.mechanism,
+            "input_metric": self.input_metric, "output_measure": self.output_measure,
+            "sensitivity": float(self.sensitivity), "epsilon": float(self.epsilon),
+            "scale": self.scale, "noise_std": self.noise_std,
+        }
+
+    def release(self, true_value: float | np.ndarray, rand: Randomness) -> float | np.ndarray:
+        """The noisy value (through ``rand.laplace``; recorded in its transcript)."""
+        if (np.ndim(true_value) > 0) != self.vector:
+            kind = "an array" if self.vector else "a scalar"
+            raise ValueError(f"LaplaceRelease {self.purpose!r} expects {kind} true value")
+        return rand.laplace(true_value, sensitivity=self.sensitivity, epsilon=self.epsilon,
+                            purpose=self.purpose)
+
+
+@dataclass(frozen=True)
+class ExponentialSelection:
+    """Choose index i with probability ∝ exp(epsilon * u_i / (2 * sensitivity)).
+
+    ``sensitivity`` = max over change-one neighbours and candidates of ``|u_i(D) - u_i(D')|``;
+    implemented as OpenDP report-noisy-max with Gumbel noise of ``scale`` = 2 * sensitivity /
+    epsilon (nudged); privacy map ``d_in -> 2 * d_in * sensitivity / scale``.
+    """
+
+    purpose: str
+    sensitivity: float
+    epsilon: float
+    input_metric: str = field(default="change_one_distance", init=False)
+    output_measure: str = field(default="max_divergence", init=False)
+    mechanism: str = field(default="exponential (report noisy max, Gumbel)", init=False)
+
+    def __post_init__(self) -> None:
+        _check(self.sensitivity, self.epsilon)
+
+    @property
+    def scale(self) -> float:
+        """Gumbel noise scale (calibrated against OpenDP's privacy map)."""
+        return calibrated_exponential_scale(self.sensitivity, self.epsilon)
+
+    def privacy_map(self, d_in: float) -> float:
+        """Epsilon for change-one distance ``d_in``: 2 * d_in * sensitivity / scale."""
+        d = _check_d_in(d_in)
+        if self.sensitivity == 0 or d == 0:
+            return 0.0
+        return 2.0 * d * self.sensitivity / self.scale
+
+    def describe(self) -> dict:
+        """JSON-able summary of this step."""
+        return {
+            "purpose": self.purpose, "mechanism": self.mechanism,
+            "input_metric": self.input_metric, "output_measure": self.output_measure,
+            "sensitivity": float(self.sensitivity), "epsilon": float(self.epsilon),
+            "scale": self.scale,
+        }
+
+    def release(self, scores: np.ndarray, rand: Randomness) -> int:
+        """The chosen index (through ``rand.exponential``; recorded in its transcript)."""
+        return rand.exponential(scores, sensitivity=self.sensitivity, epsilon=self.epsilon,
+                                purpose=self.purpose)

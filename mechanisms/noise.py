@@ -1,0 +1,528 @@
+"""All randomness of a release: OpenDP noise, recorded post-processing seeds, and replay.
+
+Record mode: every DP release goes through OpenDP 0.16's exact samplers (OS randomness), and
+every post-processing random generator is seeded from :mod:`secrets`; each step appends a
+JSON-able record to a :class:`Transcript`. Replay mode walks the records of a recorded run
+instead: it re-checks what the code asks for (kind, purpose, sensitivity, epsilon, scale, the
+recomputed true value) against the record and returns the recorded output, so that an auditor
+with the private data and the transcript reproduces the released data byte for byte.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import secrets
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+__all__ = [
+    "Transcript",
+    "Randomness",
+    "ReplayMismatch",
+    "laplace_measurement",
+    "noisy_max_measurement",
+    "calibrated_laplace_scale",
+    "calibrated_exponential_scale",
+    "to_jsonable",
+    "write_transcript_file",
+    "read_transcript_file",
+    "TRANSCRIPT_FORMAT",
+]
+
+TRANSCRIPT_FORMAT = "dpbundle-transcript/1"
+_MAX_NUDGES = 10_000
+
+
+class ReplayMismatch(Exception):
+    """A replayed run asked for something other than what the transcript recorded."""
+
+    def __init__(self, message: str, *, index: int | None = None, purpose: str | None = None,
+                 field: str | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+        self.purpose = purpose
+        self.field = field
+
+
+# --------------------------------------------------------------------------- JSON helpers
+
+
+def to_jsonable(x: Any, _path: str = "record") -> Any:
+    """Convert numpy scalars/arrays, tuples and nested containers to plain JSON values.
+
+    Floats must be finite (the canonical form uses ``allow_nan=False``); dict keys must be str.
+    """
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        v = float(x)
+        if not math.isfinite(v):
+            raise ValueError(f"{_path}: non-finite number {v!r} cannot be recorded")
+        return v
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind == "f" and x.size and not np.all(np.isfinite(x)):
+            raise ValueError(f"{_path}: array with non-finite numbers cannot be recorded")
+        if x.dtype.kind in "fiub":
+            return x.tolist()
+        return [to_jsonable(v, f"{_path}[{i}]") for i, v in enumerate(x.tolist())]
+    if isinstance(x, dict):
+        out = {}
+        for k, v in x.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{_path}: dict key {k!r} is not a string")
+            out[k] = to_jsonable(v, f"{_path}.{k}")
+        return out
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v, f"{_path}[{i}]") for i, v in enumerate(x)]
+    raise ValueError(f"{_path}: value of type {type(x).__name__} cannot be recorded as JSON")
+
+
+def _canonical(record: dict) -> str:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+class Transcript:
+    """Append-only list of JSON-able dict records, with a canonical JSON-lines form."""
+
+    def __init__(self, records: Iterable[dict] | None = None) -> None:
+        self.records: list[dict] = []
+        for r in records or ():
+            self.append(r)
+
+    def append(self, record: dict) -> None:
+        """Append one record (converted to plain JSON values; must have a string ``kind``)."""
+        if not isinstance(record, dict):
+            raise ValueError(f"a transcript record must be a dict, got {type(record).__name__}")
+        rec = to_jsonable(record)
+        if not isinstance(rec.get("kind"), str):
+            raise ValueError("a transcript record needs a string field 'kind'")
+        self.records.append(rec)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self):
+        return iter(self.records)
+
+    def __getitem__(self, i):
+        return self.records[i]
+
+    def to_jsonl(self) -> bytes:
+        """Canonical bytes: one ``json.dumps(sort_keys, (",", ":"), allow_nan=False)`` per line."""
+        return "".join(_canonical(r) + "\n" for r in self.records).encode("utf-8")
+
+    @classmethod
+    def from_jsonl(cls, data: bytes | str) -> "Transcript":
+        """Parse the canonical form (blank lines are ignored)."""
+        if isinstance(data, bytes):
+            data = data.decode("utf-8")
+        t = cls()
+        for lineno, line in enumerate(data.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"transcript line {lineno}: not JSON ({e})") from None
+            t.append(rec)
+        return t
+
+    def commitment(self, salt: bytes) -> str:
+        """``sha256(salt || to_jsonl()).hexdigest()``; ``salt`` is 32 random bytes."""
+        if not isinstance(salt, (bytes, bytearray)) or len(salt) != 32:
+            raise ValueError("the commitment salt must be 32 bytes")
+        return hashlib.sha256(bytes(salt) + self.to_jsonl()).hexdigest()
+
+
+def write_transcript_file(path: str | Path, transcript: Transcript, salt: bytes) -> None:
+    """Write the private transcript file: a header line with the salt, then the records."""
+    if len(salt) != 32:
+        raise ValueError("the commitment salt must be 32 bytes")
+    header = {"kind": "header", "format": TRANSCRIPT_FORMAT, "salt": bytes(salt).hex()}
+    Path(path).write_bytes((_canonical(header) + "\n").encode("utf-8") + transcript.to_jsonl())
+
+
+def read_transcript_file(path: str | Path) -> tuple[bytes, Transcript]:
+    """Read a file written by :func:`write_transcript_file` -> ``(salt, transcript)``."""
+    data = Path(path).read_bytes()
+    first, _, rest = data.partition(b"\n")
+    try:
+        header = json.loads(first)
+    except json.JSONDecodeError:
+        raise ValueError(f"{path}: the first line is not a JSON transcript header") from None
+    if not isinstance(header, dict) or header.get("kind") != "header" \
+            or header.get("format") != TRANSCRIPT_FORMAT:
+        raise ValueError(f"{path}: the first line must be a {TRANSCRIPT_FORMAT!r} header")
+    salt = bytes.fromhex(header["salt"])
+    return salt, Transcript.from_jsonl(rest)
+
+
+# --------------------------------------------------------------------------- OpenDP
+
+
+def _dp():
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+def laplace_measurement(scale: float, vector: bool):
+    """OpenDP Laplace: scalar on (atom_domain, absolute_distance), vector on (vector_domain, l1)."""
+    dp = _dp()
+    atom = dp.atom_domain(T=float, nan=False)
+    if vector:
+        return dp.m.make_laplace(dp.vector_domain(atom), dp.l1_distance(T=float), scale)
+    return dp.m.make_laplace(atom, dp.absolute_distance(T=float), scale)
+
+
+def noisy_max_measurement(scale: float):
+    """OpenDP report-noisy-max (Gumbel) on (vector_domain, non-monotonic linf), max_divergence."""
+    dp = _dp()
+    return dp.m.make_noisy_max(
+        dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+        dp.linf_distance(T=float),
+        dp.max_divergence(),
+        scale,
+    )
+
+
+def _nudge(scale: float, build, sensitivity: float, epsilon: float):
+    """Increase ``scale`` by ulps until ``build(scale).map(sensitivity) <= epsilon``."""
+    for _ in range(_MAX_NUDGES):
+        meas = build(scale)
+        if meas.map(sensitivity) <= epsilon:
+            return scale, meas
+        scale = float(np.nextafter(scale, np.inf))
+    raise RuntimeError(
+        f"could not calibrate a scale with privacy map <= {epsilon} for sensitivity {sensitivity}"
+    )
+
+
+def _check_budget(sensitivity: float, epsilon: float) -> tuple[float, float]:
+    try:
+        s = float(sensitivity)
+        e = float(epsilon)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"sensitivity and epsilon must be numbers, got {sensitivity!r}, {epsilon!r}"
+        ) from None
+    if not math.isfinite(e) or e <= 0:
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if not math.isfinite(s) or s < 0:
+        raise ValueError(f"sensitivity must be a finite number >= 0, got {sensitivity!r}")
+    return s, e
+
+
+def calibrated_laplace_scale(sensitivity: float, epsilon: float, vector: bool = False) -> float:
+    """Smallest float scale >= sensitivity/epsilon whose OpenDP privacy map is <= epsilon."""
+    s, e = _check_budget(sensitivity, epsilon)
+    scale, _ = _nudge(s / e, lambda sc: laplace_measurement(sc, vector), s, e)
+    return scale
+
+
+def calibrated_exponential_scale(sensitivity: float, epsilon: float) -> float:
+    """Smallest float scale >= 2*sensitivity/epsilon with noisy-max privacy map <= epsilon."""
+    s, e = _check_budget(sensitivity, epsilon)
+    scale, _ = _nudge(2.0 * s / e, noisy_max_measurement, s, e)
+    return scale
+
+
+# --------------------------------------------------------------------------- Randomness
+
+
+def _check_purpose(purpose: str) -> str:
+    if not isinstance(purpose, str) or not purpose:
+        raise ValueError(f"purpose must be a non-empty string, got {purpose!r}")
+    return purpose
+
+
+def _fmt(v: Any) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+class Randomness:
+    """Source of all randomness of a run; records (default) or replays a transcript.
+
+    In replay mode ``transcript`` collects the replayed records, so it equals the recorded
+    transcript once the replay has consumed it.
+    """
+
+    def __init__(self, transcript: Transcript | None = None) -> None:
+        self.transcript: Transcript = transcript if transcript is not None else Transcript()
+        self._replay: list[dict] | None = None
+        self._cursor: int = 0
+
+    @classmethod
+    def replay(cls, records: Iterable[dict] | Transcript, start: int = 0) -> "Randomness":
+        """Replay mode over ``records`` with the cursor at record index ``start``."""
+        recs = list(records.records if isinstance(records, Transcript) else records)
+        if not 0 <= start <= len(recs):
+            raise ValueError(f"replay start {start} is outside 0..{len(recs)}")
+        r = cls()
+        r._replay = recs
+        r._cursor = int(start)
+        return r
+
+    # ---- state
+
+    @property
+    def replaying(self) -> bool:
+        """True in replay mode."""
+        return self._replay is not None
+
+    @property
+    def cursor(self) -> int:
+        """Index of the next record (replay mode) or the number of records so far (record mode)."""
+        return self._cursor if self.replaying else len(self.transcript)
+
+    def remaining(self) -> int:
+        """Records not yet replayed (0 in record mode)."""
+        return len(self._replay) - self._cursor if self._replay is not None else 0
+
+    def check_finished(self) -> None:
+        """Raise :class:`ReplayMismatch` if replay mode has records left over."""
+        if self.remaining():
+            rec = self._replay[self._cursor]
+            raise ReplayMismatch(
+                f"transcript record {self._cursor} ({rec.get('kind')} "
+                f"{rec.get('purpose', rec.get('mark'))!r}) and {self.remaining() - 1} more were "
+                "not replayed: the code differs from the recorded run",
+                index=self._cursor, purpose=rec.get("purpose"), field="end",
+            )
+
+    # ---- replay plumbing
+
+    def _next(self, kind: str, purpose: str) -> tuple[int, dict]:
+        assert self._replay is not None
+        i = self._cursor
+        if i >= len(self._replay):
+            raise ReplayMismatch(
+                f"the transcript ended after {len(self._replay)} records but the run asked for "
+                f"another ({kind} {purpose!r}): the code differs from the recorded run",
+                index=i, purpose=purpose, field="end",
+            )
+        rec = self._replay[i]
+        if rec.get("kind") != kind:
+            what = rec.get("purpose", rec.get("mark"))
+            raise ReplayMismatch(
+                f"transcript record {i} is a {rec.get('kind')} record ({what!r}) but the run asked "
+                f"for a {kind} record ({purpose!r}): the code differs from the recorded run",
+                index=i, purpose=purpose, field="kind",
+            )
+        label = f"transcript record {i} ({kind} {purpose!r})"
+        if kind != "mark" and rec.get("purpose") != purpose:
+            raise ReplayMismatch(
+                f"{label}: the recorded purpose is {rec.get('purpose')!r}: the code differs from "
+                "the recorded run", index=i, purpose=purpose, field="purpose",
+            )
+        return i, rec
+
+    def _expect(self, i: int, rec: dict, kind: str, purpose: str, field: str, value: Any,
+                what: str) -> None:
+        if rec.get(field) != value:
+            raise ReplayMismatch(
+                f"transcript record {i} ({kind} {purpose!r}): {what} {_fmt(value)} differs from "
+                f"the recorded {_fmt(rec.get(field))}: the code or the public spec differ from "
+                "the recorded run", index=i, purpose=purpose, field=field,
+            )
+
+    def _expect_true(self, i: int, rec: dict, kind: str, purpose: str, value: Any) -> None:
+        recorded = rec.get("true")
+        tail = ": the private data or the code differ from the recorded run"
+        label = f"transcript record {i} ({kind} {purpose!r})"
+        if isinstance(value, list):
+            if not isinstance(recorded, list) or len(recorded) != len(value):
+                n_rec = len(recorded) if isinstance(recorded, list) else "a scalar"
+                raise ReplayMismatch(
+                    f"{label}: recomputed true value has {len(value)} elements, the recorded one "
+                    f"{n_rec}{tail}", index=i, purpose=purpose, field="true",
+                )
+            a = np.asarray(value, dtype=np.float64)
+            b = np.asarray(recorded, dtype=np.float64)
+            diff = np.flatnonzero(a != b)
+            if diff.size:
+                k = int(diff[0])
+                raise ReplayMismatch(
+                    f"{label}: recomputed true value differs from the recorded one in "
+                    f"{diff.size} of {a.size} elements (first at element {k}: {a[k]!r} vs "
+                    f"recorded {b[k]!r}){tail}", index=i, purpose=purpose, field="true",
+                )
+        elif recorded != value:
+            raise ReplayMismatch(
+                f"{label}: recomputed true value {_fmt(value)} differs from the recorded "
+                f"{_fmt(recorded)}{tail}", index=i, purpose=purpose, field="true",
+            )
+
+    def _emit(self, record: dict) -> None:
+        self.transcript.append(record)
+        if self._replay is not None:
+            self._cursor += 1
+
+    # ---- mechanisms
+
+    def laplace(self, true_value: float | np.ndarray, *, sensitivity: float, epsilon: float,
+                purpose: str) -> float | np.ndarray:
+        """Laplace mechanism via OpenDP ``make_laplace``: ``true + Lap(scale)`` per coordinate.
+
+        Scalar: (atom_domain, absolute_distance); array: (vector_domain, l1_distance) where
+        ``sensitivity`` is the L1 sensitivity. ``scale = sensitivity / epsilon`` nudged up by
+        ulps until the OpenDP privacy map of ``sensitivity`` is ``<= epsilon`` (so the release
+        is ``epsilon``-DP for neighbours at that distance). Returns a float or a float64 array
+        of the input's shape.
+        """
+        purpose = _check_purpose(purpose)
+        s, e = _check_budget(sensitivity, epsilon)
+        vector = np.ndim(true_value) > 0
+        if vector:
+            arr = np.asarray(true_value, dtype=np.float64)
+            shape = arr.shape
+            if arr.size == 0:
+                raise ValueError(f"laplace {purpose!r}: the true value is an empty array")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"laplace {purpose!r}: the true value has non-finite entries")
+            true_rec: Any = arr.reshape(-1).tolist()
+        else:
+            try:
+                tv = float(true_value)
+            except (TypeError, ValueError):
+                raise ValueError(f"laplace {purpose!r}: true value {true_value!r} is not a number") from None
+            if not math.isfinite(tv):
+                raise ValueError(f"laplace {purpose!r}: true value {tv!r} is not finite")
+            true_rec = tv
+        scale, meas = _nudge(s / e, lambda sc: laplace_measurement(sc, vector), s, e)
+
+        if self._replay is not None:
+            i, rec = self._next("laplace", purpose)
+            self._expect(i, rec, "laplace", purpose, "sensitivity", s, "sensitivity")
+            self._expect(i, rec, "laplace", purpose, "epsilon", e, "epsilon")
+            self._expect(i, rec, "laplace", purpose, "scale", scale, "noise scale")
+            self._expect_true(i, rec, "laplace", purpose, true_rec)
+            noisy = rec.get("noisy")
+            if vector:
+                if not isinstance(noisy, list) or len(noisy) != len(true_rec):
+                    raise ReplayMismatch(
+                        f"transcript record {i} (laplace {purpose!r}): the recorded output is "
+                        "malformed", index=i, purpose=purpose, field="noisy")
+                out: Any = np.asarray(noisy, dtype=np.float64).reshape(shape)
+            else:
+                if not isinstance(noisy, (int, float)) or isinstance(noisy, bool):
+                    raise ReplayMismatch(
+                        f"transcript record {i} (laplace {purpose!r}): the recorded output is "
+                        "malformed", index=i, purpose=purpose, field="noisy")
+                out = float(noisy)
+            self._emit(rec)
+            return out
+
+        if vector:
+            noisy_list = [float(v) for v in meas(true_rec)]
+            out = np.asarray(noisy_list, dtype=np.float64).reshape(shape)
+            noisy_rec: Any = noisy_list
+        else:
+            out = float(meas(true_rec))
+            noisy_rec = out
+        record = {
+            "kind": "laplace", "purpose": purpose, "mechanism": "opendp.make_laplace",
+            "sensitivity": s, "epsilon": e, "scale": scale, "true": true_rec, "noisy": noisy_rec,
+        }
+        if vector and len(shape) != 1:
+            record["shape"] = list(shape)
+        self._emit(record)
+        return out
+
+    def exponential(self, scores: np.ndarray, *, sensitivity: float, epsilon: float,
+                    purpose: str) -> int:
+        """Exponential mechanism via OpenDP ``make_noisy_max`` (Gumbel noise, argmax).
+
+        ``sensitivity`` bounds ``max_i |u_i(D) - u_i(D')|`` (non-monotonic linf); scale =
+        ``2 * sensitivity / epsilon`` (nudged), so ``P[i] ∝ exp(epsilon * u_i / (2 * sensitivity))``.
+        Returns the chosen index.
+        """
+        purpose = _check_purpose(purpose)
+        s, e = _check_budget(sensitivity, epsilon)
+        arr = np.asarray(scores, dtype=np.float64).reshape(-1)
+        if arr.size == 0:
+            raise ValueError(f"exponential {purpose!r}: no candidates (empty scores)")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"exponential {purpose!r}: scores must be finite")
+        true_rec = arr.tolist()
+        scale, meas = _nudge(2.0 * s / e, noisy_max_measurement, s, e)
+
+        if self._replay is not None:
+            i, rec = self._next("exponential", purpose)
+            self._expect(i, rec, "exponential", purpose, "sensitivity", s, "sensitivity")
+            self._expect(i, rec, "exponential", purpose, "epsilon", e, "epsilon")
+            self._expect(i, rec, "exponential", purpose, "scale", scale, "noise scale")
+            self._expect_true(i, rec, "exponential", purpose, true_rec)
+            noisy = rec.get("noisy")
+            if not isinstance(noisy, int) or isinstance(noisy, bool) or not 0 <= noisy < arr.size:
+                raise ReplayMismatch(
+                    f"transcript record {i} (exponential {purpose!r}): the recorded choice "
+                    f"{noisy!r} is not an index of the {arr.size} candidates",
+                    index=i, purpose=purpose, field="noisy")
+            self._emit(rec)
+            return noisy
+
+        choice = int(meas(true_rec))
+        self._emit({
+            "kind": "exponential", "purpose": purpose, "mechanism": "opendp.make_noisy_max",
+            "sensitivity": s, "epsilon": e, "scale": scale, "true": true_rec, "noisy": choice,
+        })
+        return choice
+
+    def rng(self, purpose: str) -> np.random.Generator:
+        """Post-processing randomness: ``Generator(PCG64(seed))``, seed = ``secrets.randbits(256)``.
+
+        The seed is recorded as 64 hex characters (replay mode returns the recorded seed).
+        """
+        purpose = _check_purpose(purpose)
+        if self._replay is not None:
+            i, rec = self._next("seed", purpose)
+            hexseed = rec.get("seed")
+            if not isinstance(hexseed, str) or len(hexseed) != 64:
+                raise ReplayMismatch(
+                    f"transcript record {i} (seed {purpose!r}): the recorded seed is malformed",
+                    index=i, purpose=purpose, field="seed")
+            try:
+                seed = int(hexseed, 16)
+            except ValueError:
+                raise ReplayMismatch(
+                    f"transcript record {i} (seed {purpose!r}): the recorded seed is not hex",
+                    index=i, purpose=purpose, field="seed") from None
+            self._emit(rec)
+        else:
+            seed = secrets.randbits(256)
+            self._emit({"kind": "seed", "purpose": purpose, "seed": f"{seed:064x}"})
+        return np.random.Generator(np.random.PCG64(seed))
+
+    def mark(self, kind: str, **fields: Any) -> None:
+        """Structural record ``{"kind": "mark", "mark": kind, **fields}``; replay checks equality."""
+        if not isinstance(kind, str) or not kind:
+            raise ValueError(f"mark kind must be a non-empty string, got {kind!r}")
+        if "kind" in fields or "mark" in fields:
+            raise ValueError("mark fields may not be called 'kind' or 'mark'")
+        record = to_jsonable({"kind": "mark", "mark": kind, **fields})
+        if self._replay is not None:
+            i, rec = self._next("mark", kind)
+            if rec.get("mark") != kind:
+                raise ReplayMismatch(
+                    f"transcript record {i} is a mark {rec.get('mark')!r} but the run made a mark "
+                    f"{kind!r}: the code differs from the recorded run",
+                    index=i, purpose=kind, field="mark")
+            if _canonical(rec) != _canonical(record):
+                keys = sorted(set(rec) | set(record))
+                diff = [k for k in keys if rec.get(k) != record.get(k)]
+                raise ReplayMismatch(
+                    f"transcript record {i} (mark {kind!r}): field(s) {diff} differ from the "
+                    f"recorded run (recorded {[rec.get(k) for k in diff]}, now "
+                    f"{[record.get(k) for k in diff]})", index=i, purpose=kind, field=",".join(diff))
+            self._emit(rec)
+            return
+        self._emit(record)

@@ -1,0 +1,478 @@
+"""PrivBayes (Zhang, Cormode, Procopiuc, Srivastava, Xiao; SIGMOD 2014 / TODS 2017), pure DP.
+
+Input: integer codes ``(n, d)`` with a public domain ``(k_0, ..., k_{d-1})``; ``n`` is public
+(bounded neighbours: change one record). Total budget ``eps`` split in two parts:
+
+* ``eps_1 = epsilon_split * eps`` -- the network structure. The first attribute is drawn
+  uniformly at random (post-processing randomness, no data involved); then ``d - 1`` greedy
+  steps, each choosing one pair (attribute X, parent set Pi) with the exponential mechanism at
+  ``eps_1 / (d - 1)`` on the score R(X, Pi) (sensitivity ``3/n + 2/n^2``, see
+  :func:`r_score_sensitivity`). Sequential composition: ``(d - 1) * eps_1 / (d - 1) = eps_1``.
+* ``eps_2 = (1 - epsilon_split) * eps`` -- the parameters: ``d`` noisy count tables of
+  (X, Pi), Laplace with L1 sensitivity 2 and ``eps_2 / d`` each (see
+  :func:`count_table_sensitivity`). Sequential composition: ``d * eps_2 / d = eps_2``.
+
+Everything after the noisy tables (clipping, normalising, sampling) is post-processing, so
+the whole ``fit`` is ``eps_1 + eps_2 = eps``-DP under change-one distance, and
+``privacy_map(d_in) = d_in * eps`` (group privacy).
+
+Parents may be *generalised* (coarsened) by a public hierarchy computed from the domain size
+only: level ``l`` of a column maps code ``c`` to ``c >> l`` (= ``c // 2**l``, merging adjacent
+codes in pairs, then in fours, ...), so level ``l`` has ``ceil(k / 2**l)`` values. Levels with a
+single value carry no information and are never used.
+
+Flavours: ``theta`` (theta-usefulness bounds the size of every table, the original PrivBayes
+rule, see :func:`theta_max_cells`) or ``degree`` (parent sets of ``min(degree, #chosen)``
+attributes at level 0).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = [
+    "PrivBayes",
+    "PrivBayesModel",
+    "r_score",
+    "r_score_sensitivity",
+    "count_table",
+    "count_table_sensitivity",
+    "theta_max_cells",
+    "level_size",
+    "max_level",
+]
+
+#: A parent: (column index, generalisation level).
+Parent = tuple[int, int]
+
+#: Upper bound on the (attribute, parent set) candidates scored in one greedy step. Candidates
+#: beyond it are dropped deterministically (public rule: largest parent domain first, see
+#: :meth:`PrivBayes._candidates`), which keeps ``fit`` fast for wide tables.
+MAX_CANDIDATES_PER_STEP = 400
+
+#: Largest conditional table (cells) the degree flavour will build (memory guard).
+MAX_TABLE_CELLS = 1 << 24
+
+
+# --------------------------------------------------------------------------------------------
+# public math helpers (also used by the tests)
+# --------------------------------------------------------------------------------------------
+
+def level_size(size: int, level: int) -> int:
+    """Number of values of a column of ``size`` codes at generalisation ``level``: ceil(size / 2**level)."""
+    return ((int(size) - 1) >> int(level)) + 1
+
+
+def max_level(size: int) -> int:
+    """Coarsest useful level: the largest ``l`` with ``level_size(size, l) >= 2`` (-1 if size < 2)."""
+    size = int(size)
+    if size < 2:
+        return -1
+    return (size - 1).bit_length() - 1
+
+
+def theta_max_cells(n: int, epsilon_2: float, d: int, theta: float) -> float:
+    """Largest table size |dom(X)| * |dom(Pi)| that is theta-useful.
+
+    Derivation (PrivBayes TODS 2017, Def. of theta-usefulness: the average scale of the
+    information in a noisy distribution over the average scale of its noise is at least theta).
+    Each of the ``d`` tables gets ``eps_2 / d``; on the frequency scale (counts / n) one changed
+    record moves L1 mass ``2/n``, so the Laplace noise per cell has scale ``2 d / (n eps_2)``.
+    A table with ``|dom(X, Pi)|`` cells has average information ``1 / |dom(X, Pi)|`` per cell.
+    theta-useful iff ``(1/|dom|) / (2 d / (n eps_2)) >= theta`` iff
+    ``|dom(X, Pi)| <= n eps_2 / (2 d theta)``.  It is ``eps_2``, the budget that actually pays
+    for the tables -- not the total epsilon (the bug in the code behind the 2024 release).
+    """
+    return float(n) * float(epsilon_2) / (2.0 * int(d) * float(theta))
+
+
+def r_score_sensitivity(n: int) -> float:
+    """Sensitivity of R(X, Pi) = 1/2 ||Pr[X,Pi] - Pr[X] Pr[Pi]||_1 under change-one, n public: 3/n + 2/n^2.
+
+    Derivation: one changed record moves the empirical joint p by L1 at most 2/n (one cell
+    -1/n, one +1/n) and each marginal a = Pr[X], b = Pr[Pi] by L1 at most 2/n. For the product
+    sum_{x,pi} |a'b' - ab| = sum |da b + a db + da db| <= |da|_1 |b|_1 + |a|_1 |db|_1 +
+    |da|_1 |db|_1 <= 2/n + 2/n + 4/n^2. By the triangle inequality the L1 norm inside R moves
+    at most 2/n + 4/n + 4/n^2, so R moves at most 3/n + 2/n^2. (Holds for generalised parents
+    too: they are a fixed public function of the record.)
+    """
+    n = float(n)
+    return 3.0 / n + 2.0 / (n * n)
+
+
+def count_table_sensitivity() -> float:
+    """L1 sensitivity of a count table of (X, Pi) under change-one: 2.
+
+    Derivation: the changed record leaves one cell (-1) and enters one cell (+1); if both are
+    the same cell nothing moves. Every other record keeps its cell. So ||c(D) - c(D')||_1 <= 2.
+    """
+    return 2.0
+
+
+def _parent_sizes(parents: Sequence[Parent], domain: Sequence[int]) -> list[int]:
+    return [level_size(domain[j], lv) for j, lv in parents]
+
+
+def _parent_index(codes: np.ndarray, parents: Sequence[Parent], domain: Sequence[int]) -> np.ndarray:
+    """Mixed-radix index of the (generalised) parent configuration of each row (0 if no parent)."""
+    idx = np.zeros(codes.shape[0], dtype=np.int64)
+    for j, lv in parents:
+        idx *= level_size(domain[j], lv)
+        idx += codes[:, j] >> lv
+    return idx
+
+
+def count_table(codes: np.ndarray, domain: Sequence[int], x: int, parents: Sequence[Parent],
+                weights: np.ndarray | None = None) -> np.ndarray:
+    """Counts of (Pi, X) as a float64 array of shape (|dom(Pi)|, |dom(X)|), Pi in mixed radix."""
+    kx = int(domain[x])
+    n_pi = math.prod(_parent_sizes(parents, domain))
+    idx = _parent_index(codes, parents, domain) * kx + codes[:, x]
+    c = np.bincount(idx, weights=weights, minlength=n_pi * kx)
+    return c.astype(np.float64, copy=False).reshape(n_pi, kx)
+
+
+def _r_of_table(table: np.ndarray, n: float) -> float:
+    """R = 1/2 * sum |p(pi, x) - p(pi) p(x)| for a count table of shape (|Pi|, |X|)."""
+    p = table / n
+    return 0.5 * float(np.abs(p - np.outer(p.sum(axis=1), p.sum(axis=0))).sum())
+
+
+def r_score(codes: np.ndarray, domain: Sequence[int], x: int, parents: Sequence[Parent]) -> float:
+    """R(X, Pi) = 1/2 ||Pr[X, Pi] - Pr[X] Pr[Pi]||_1 on the empirical distribution of ``codes``."""
+    return _r_of_table(count_table(codes, domain, x, parents), float(codes.shape[0]))
+
+
+# --------------------------------------------------------------------------------------------
+# model
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NetworkNode:
+    """One node of the learned Bayesian network: attribute and its (parent, level) pairs."""
+
+    attribute: int
+    parents: tuple[Parent, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attribute": self.attribute,
+                "parents": [{"attribute": j, "level": lv} for j, lv in self.parents]}
+
+
+class PrivBayesModel:
+    """The noisy Bayesian network: ancestral sampling from the conditional tables.
+
+    ``conditionals[i]`` has shape (|dom(Pi_i)|, |dom(X_i)|), rows are probability vectors.
+    """
+
+    def __init__(self, domain: Sequence[int], network: Sequence[NetworkNode],
+                 conditionals: Sequence[np.ndarray]) -> None:
+        self.domain = tuple(int(k) for k in domain)
+        self.network = tuple(network)
+        self.conditionals = tuple(np.asarray(c, dtype=np.float64) for c in conditionals)
+        # flattened shifted CDFs: flat[c * k + x] = c + F(x | c); monotone, last of each row = c + 1
+        self._flat: list[np.ndarray] = []
+        for node, cond in zip(self.network, self.conditionals):
+            k = self.domain[node.attribute]
+            if cond.shape != (math.prod(_parent_sizes(node.parents, self.domain)), k):
+                raise ValueError(f"conditional table of attribute {node.attribute} has shape "
+                                 f"{cond.shape}, expected (|dom(Pi)|, {k})")
+            cdf = np.cumsum(cond, axis=1)
+            cdf /= cdf[:, -1:]
+            cdf[:, -1] = 1.0
+            self._flat.append((cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).ravel())
+
+    def network_description(self) -> list[dict[str, Any]]:
+        """The network in sampling order: [{"attribute": j, "parents": [{"attribute", "level"}]}]."""
+        return [node.to_dict() for node in self.network]
+
+    def sample(self, m: int, rng: np.random.Generator) -> np.ndarray:
+        """Ancestral sampling of ``m`` rows (int64, (m, d)), vectorised per attribute.
+
+        For attribute X with parent configuration c (mixed radix), draw u ~ U[0, 1) and return
+        the first x with c + F(x | c) > c + u (searchsorted on the flattened shifted CDFs).
+        """
+        m = int(m)
+        if m < 0:
+            raise ValueError(f"m must be >= 0, got {m}")
+        out = np.zeros((m, len(self.domain)), dtype=np.int64)
+        for node, flat in zip(self.network, self._flat):
+            k = self.domain[node.attribute]
+            cfg = _parent_index(out, node.parents, self.domain)
+            u = rng.random(m)
+            pos = np.searchsorted(flat, cfg + u, side="right")
+            x = pos - cfg * k
+            np.clip(x, 0, k - 1, out=x)
+            out[:, node.attribute] = x
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# generator
+# --------------------------------------------------------------------------------------------
+
+def _check_positive_finite(name: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ValueError(f"PrivBayes: {name} must be a number, got {v!r}")
+    v = float(v)
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"PrivBayes: {name} must be a finite number > 0, got {v!r}")
+    return v
+
+
+class PrivBayes:
+    """PrivBayes generator (pure DP, change-one neighbours, n public); see the module docstring."""
+
+    type = "privbayes"
+    HYPERPARAMETERS = ("epsilon_split", "theta", "degree", "score")
+
+    def __init__(self, epsilon: float, *, epsilon_split: float, theta: float | None = None,
+                 degree: int | None = None, score: str = "R") -> None:
+        self.epsilon = _check_positive_finite("epsilon", epsilon)
+        split = _check_positive_finite("epsilon_split", epsilon_split)
+        if not split < 1.0:
+            raise ValueError(f"PrivBayes: epsilon_split must be in (0, 1), got {epsilon_split!r}")
+        self.epsilon_split = split
+        if (theta is None) == (degree is None):
+            raise ValueError("PrivBayes: give exactly one of theta (theta flavour) or degree "
+                             f"(degree flavour), got theta={theta!r}, degree={degree!r}")
+        if theta is not None:
+            _check_positive_finite("theta", theta)
+            theta = int(theta) if isinstance(theta, (int, np.integer)) else float(theta)
+        self.theta = theta
+        if degree is not None:
+            if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
+                raise ValueError(f"PrivBayes: degree must be an integer >= 1, got {degree!r}")
+            degree = int(degree)
+        self.degree = degree
+        if score != "R":
+            raise ValueError(f"PrivBayes: score must be 'R' (mutual information is not "
+                             f"implemented), got {score!r}")
+        self.score = score
+        self.network: list[dict[str, Any]] | None = None  # set by fit (last fitted network)
+
+    # -- protocol -------------------------------------------------------------------------
+    @property
+    def flavour(self) -> str:
+        return "theta" if self.theta is not None else "degree"
+
+    @property
+    def epsilon_1(self) -> float:
+        """Structure budget: epsilon_split * epsilon (rounded down so eps_1 + eps_2 <= eps)."""
+        e1 = self.epsilon_split * self.epsilon
+        while e1 + (self.epsilon - e1) > self.epsilon:
+            e1 = float(np.nextafter(e1, 0.0))
+        return e1
+
+    @property
+    def epsilon_2(self) -> float:
+        """Conditional-tables budget: epsilon - epsilon_1 (rounded down so eps_1 + eps_2 <= eps)."""
+        e1 = self.epsilon_1
+        e2 = self.epsilon - e1
+        while e1 + e2 > self.epsilon:
+            e2 = float(np.nextafter(e2, 0.0))
+        return e2
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """Constructor keyword arguments (round-trip: ``PrivBayes(eps, **hyperparameters())``)."""
+        h: dict[str, Any] = {"epsilon_split": self.epsilon_split, "score": self.score}
+        if self.theta is not None:
+            h["theta"] = self.theta
+        else:
+            h["degree"] = self.degree
+        return h
+
+    def privacy_map(self, d_in: int) -> float:
+        """Change-one distance -> epsilon: d_in * epsilon (pure DP, group privacy)."""
+        if d_in < 0:
+            raise ValueError(f"d_in must be >= 0, got {d_in}")
+        return float(d_in) * self.epsilon
+
+    def budget_parts(self) -> list[dict[str, Any]]:
+        return [{"purpose": "network structure", "epsilon": self.epsilon_1},
+                {"purpose": "conditional tables", "epsilon": self.epsilon_2}]
+
+    def max_table_cells(self, n: int, d: int) -> float:
+        """theta flavour: theta_max_cells(n, eps_2, d, theta); degree flavour: inf."""
+        if self.theta is None:
+            return math.inf
+        return theta_max_cells(n, self.epsilon_2, d, self.theta)
+
+    # -- candidates -----------------------------------------------------------------------
+    def _theta_parent_sets(self, chosen: Sequence[int], domain: Sequence[int],
+                           cap: float) -> list[tuple[Parent, ...]]:
+        """Maximal parent sets over ``chosen`` (each parent at some level) with |dom(Pi)| <= cap.
+
+        Maximal: no parent can be refined by one level and no absent attribute can be added at
+        its coarsest level without exceeding ``cap``. Returns [()] when nothing fits.
+        """
+        opts: list[list[int]] = []  # per chosen attribute: feasible levels (finest first)
+        for j in chosen:
+            opts.append(list(range(0, max_level(domain[j]) + 1)))
+        found: list[tuple[Parent, ...]] = []
+
+        def rec(i: int, prod: int, cur: list[Parent]) -> None:
+            if i == len(chosen):
+                found.append(tuple(cur))
+                return
+            j = chosen[i]
+            rec(i + 1, prod, cur)  # j absent
+            for lv in opts[i]:
+                s = level_size(domain[j], lv)
+                if prod * s <= cap:
+                    cur.append((j, lv))
+                    rec(i + 1, prod * s, cur)
+                    cur.pop()
+
+        rec(0, 1, [])
+        maximal: list[tuple[Parent, ...]] = []
+        for ps in found:
+            prod = math.prod(_parent_sizes(ps, domain))
+            levels = dict(ps)
+            extendable = False
+            for j in chosen:
+                if j in levels:
+                    lv = levels[j]
+                    if lv > 0 and prod // level_size(domain[j], lv) * level_size(domain[j], lv - 1) <= cap:
+                        extendable = True
+                        break
+                elif max_level(domain[j]) >= 0 and prod * level_size(domain[j], max_level(domain[j])) <= cap:
+                    extendable = True
+                    break
+            if not extendable:
+                maximal.append(ps)
+        return maximal or [()]
+
+    def _candidates(self, chosen: Sequence[int], remaining: Sequence[int], domain: Sequence[int],
+                    n: int) -> list[tuple[int, tuple[Parent, ...]]]:
+        """All (X, Pi) pairs of one greedy step, capped at MAX_CANDIDATES_PER_STEP (public rule)."""
+        d = len(domain)
+        chosen_sorted = sorted(chosen)
+        cands: list[tuple[int, tuple[Parent, ...]]] = []
+        if self.theta is not None:
+            cells = self.max_table_cells(n, d)
+            for x in remaining:
+                for ps in self._theta_parent_sets(chosen_sorted, domain, cells / domain[x]):
+                    cands.append((x, ps))
+        else:
+            k = min(self.degree, len(chosen_sorted))
+            for x in remaining:
+                for comb in itertools.combinations(chosen_sorted, k):
+                    ps = tuple((j, 0) for j in comb)
+                    if domain[x] * math.prod(_parent_sizes(ps, domain)) <= MAX_TABLE_CELLS:
+                        cands.append((x, ps))
+                if not cands or cands[-1][0] != x:
+                    cands.append((x, ()))
+        if len(cands) > MAX_CANDIDATES_PER_STEP:
+            # public, deterministic: keep the candidates with the largest tables (most detail)
+            def key(c: tuple[int, tuple[Parent, ...]]) -> tuple:
+                x, ps = c
+                return (-domain[x] * math.prod(_parent_sizes(ps, domain)), -len(ps), x, ps)
+            cands = sorted(cands, key=key)[:MAX_CANDIDATES_PER_STEP]
+        return cands
+
+    # -- fit ------------------------------------------------------------------------------
+    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Any) -> PrivBayesModel:
+        """Learn the network (eps_1) and the noisy conditional tables (eps_2); see module doc."""
+        codes = np.asarray(codes)
+        if codes.ndim != 2:
+            raise ValueError(f"PrivBayes.fit: codes must be a 2-d array, got shape {codes.shape}")
+        if not np.issubdtype(codes.dtype, np.integer):
+            raise ValueError(f"PrivBayes.fit: codes must be integers, got dtype {codes.dtype}")
+        codes = codes.astype(np.int64, copy=False)
+        n, d = codes.shape
+        domain = tuple(int(k) for k in domain)
+        if len(domain) != d:
+            raise ValueError(f"PrivBayes.fit: domain has {len(domain)} sizes for {d} columns")
+        if d < 1 or n < 1:
+            raise ValueError(f"PrivBayes.fit: need at least one row and one column, got {codes.shape}")
+        if any(k < 1 for k in domain):
+            raise ValueError(f"PrivBayes.fit: domain sizes must be >= 1, got {domain}")
+        if codes.min(initial=0) < 0 or np.any(codes.max(axis=0) >= np.asarray(domain)):
+            raise ValueError("PrivBayes.fit: codes outside the (public) domain")
+
+        # Compress to distinct records with multiplicities (exact: integer weights < 2^53).
+        data, weights = _compress(codes, domain)
+        score_sens = r_score_sensitivity(n)
+
+        # ---- structure (eps_1) ----
+        first = int(rand.rng("privbayes: first attribute").integers(d))
+        network: list[NetworkNode] = [NetworkNode(first, ())]
+        chosen = [first]
+        remaining = [j for j in range(d) if j != first]
+        eps_step = _even_split(self.epsilon_1, d - 1) if d > 1 else 0.0
+        cache: dict[tuple[Parent, ...], np.ndarray] = {}
+        step = 0
+        while remaining:
+            step += 1
+            cands = self._candidates(chosen, remaining, domain, n)
+            scores = np.empty(len(cands), dtype=np.float64)
+            for i, (x, ps) in enumerate(cands):
+                pidx = cache.get(ps)
+                if pidx is None:
+                    pidx = _parent_index(data, ps, domain)
+                    cache[ps] = pidx
+                kx = domain[x]
+                n_pi = math.prod(_parent_sizes(ps, domain))
+                tab = np.bincount(pidx * kx + data[:, x], weights=weights,
+                                  minlength=n_pi * kx).reshape(n_pi, kx)
+                scores[i] = _r_of_table(tab, float(n))
+            pick = int(rand.exponential(scores, sensitivity=score_sens, epsilon=eps_step,
+                                        purpose=f"privbayes: network structure, step {step}"))
+            x, ps = cands[pick]
+            network.append(NetworkNode(x, ps))
+            chosen.append(x)
+            remaining.remove(x)
+
+        # ---- conditional tables (eps_2) ----
+        eps_table = _even_split(self.epsilon_2, d)
+        sens = count_table_sensitivity()
+        conditionals: list[np.ndarray] = []
+        for node in network:
+            counts = count_table(data, domain, node.attribute, node.parents, weights)
+            noisy = np.asarray(rand.laplace(counts.ravel(), sensitivity=sens, epsilon=eps_table,
+                                            purpose=f"privbayes: conditional table of column {node.attribute}"),
+                               dtype=np.float64).reshape(counts.shape)
+            conditionals.append(_normalise(noisy))
+        model = PrivBayesModel(domain, network, conditionals)
+        self.network = model.network_description()
+        return model
+
+
+def _even_split(epsilon: float, k: int) -> float:
+    """Largest float e <= epsilon / k with fsum([e] * k) <= epsilon (sequential composition stays sound)."""
+    e = epsilon / k
+    while math.fsum([e] * k) > epsilon:
+        e = float(np.nextafter(e, 0.0))
+    return e
+
+
+def _compress(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows and their multiplicities (float64), via a mixed-radix key when it fits int64."""
+    if math.prod(domain) < (1 << 62):
+        key = np.zeros(codes.shape[0], dtype=np.int64)
+        for j, k in enumerate(domain):
+            key *= k
+            key += codes[:, j]
+        uniq, counts = np.unique(key, return_counts=True)
+        rows = np.empty((uniq.shape[0], len(domain)), dtype=np.int64)
+        rest = uniq.copy()
+        for j in range(len(domain) - 1, -1, -1):
+            rows[:, j] = rest % domain[j]
+            rest //= domain[j]
+        return rows, counts.astype(np.float64)
+    return codes, np.ones(codes.shape[0], dtype=np.float64)
+
+
+def _normalise(noisy: np.ndarray) -> np.ndarray:
+    """Clip negative noisy counts to 0 and normalise each row; rows with zero mass -> uniform."""
+    t = np.clip(noisy, 0.0, None)
+    tot = t.sum(axis=1, keepdims=True)
+    k = t.shape[1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(tot > 0, t / np.where(tot > 0, tot, 1.0), 1.0 / k)
+    return p

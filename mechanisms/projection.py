@@ -1,0 +1,109 @@
+"""Face-privacy projection: every released record appears at least `min_count` times.
+
+Post-processing only (no privacy budget): the output holds only records present in the input,
+has the same number of rows n, and is shuffled so that row order reveals nothing.
+
+Algorithm (m = min_count; "type" = a distinct full record, with count c in the input):
+
+1. Common types (c >= m) are kept exactly as they are.
+2. Rare types (0 < c < m) hold R = n - (rows of common types) rows. Write R = m*K + r with
+   K = R // m and 0 <= r < m.
+3. If R == 0 there is nothing to do. If R >= m (so K >= 1): choose exactly K rare types by
+   systematic sampling (exact integer arithmetic, over the rare types in a random order) with
+   inclusion probabilities P_t = K*c_t/R (each <= 1 since c_t < m <= R/K). Each chosen type gets
+   m rows, and the r remaining rows go, one by one, to chosen types drawn uniformly at random.
+   Then E[count_t] = m*P_t + P_t*(r/K) = c_t*(m*K + r)/R = c_t: every rare type keeps its expected
+   count exactly, every common type its count, and the total is exactly n. When r == 0, P_t is
+   the natural c_t/m (a rare type is raised to m with probability c_t/m, else removed).
+4. If 0 < R < m, no rare type can reach m rows within the rare rows, so the expectations cannot
+   be kept: every rare type is removed and the R freed rows go to common types (each an extra
+   copy of a common record drawn uniformly among the common rows, i.e. proportionally to the
+   counts). This is the only case in which a common type's count changes (it only grows).
+5. n < m is impossible (no type can reach m rows): ValueError.
+
+Types are found with a mixed-radix integer key (np.unique on one int64 column) when the domain
+fits in 63 bits, else np.unique(axis=0); the output is np.repeat of the types, then
+rng.permutation.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ProjectionError", "project", "record_types"]
+
+
+class ProjectionError(ValueError):
+    """The projection is impossible or its input is unusable."""
+
+
+def record_types(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows (sorted, as an (k, d) int64 array) and their counts."""
+    n, d = codes.shape
+    if n == 0:
+        return codes.reshape(0, d), np.zeros(0, dtype=np.int64)
+    lo = codes.min(axis=0)
+    span = (codes.max(axis=0) - lo + 1).astype(object)  # Python ints: no overflow in the check
+    total = 1
+    for s in span:
+        total *= int(s)
+    if total < 2**63:
+        radix = np.ones(d, dtype=np.int64)
+        for j in range(d - 2, -1, -1):
+            radix[j] = radix[j + 1] * int(span[j + 1])
+        keys = (codes - lo) @ radix
+        uniq_keys, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        return codes[first], counts.astype(np.int64)
+    types, counts = np.unique(codes, axis=0, return_counts=True)
+    return types, counts.astype(np.int64)
+
+
+def _out_counts(counts: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
+    """Output count of each type (see the module docstring for the algorithm)."""
+    out = counts.copy()
+    rare = np.flatnonzero(counts < m)
+    if rare.size == 0:
+        return out
+    c = counts[rare]
+    R = int(c.sum())
+    K, r = divmod(R, m)
+    out[rare] = 0
+    if K == 0:  # 0 < R < m: expectations cannot be kept; give the rows to common records
+        common = np.flatnonzero(counts >= m)
+        p = counts[common] / counts[common].sum()
+        out[common] += rng.multinomial(R, p)
+        return out
+    order = rng.permutation(rare.size)
+    cum = np.cumsum(K * c[order])               # integers, total K*R
+    start = int(rng.integers(0, R))             # systematic sampling, step R, exact
+    points = start + R * np.arange(K, dtype=np.int64)
+    chosen = order[np.searchsorted(cum, points, side="right")]
+    extra = np.bincount(rng.integers(0, K, size=r), minlength=K) if r else np.zeros(K, np.int64)
+    out[rare[chosen]] = m + extra
+    return out
+
+
+def project(codes: np.ndarray, min_count: int, rng: np.random.Generator) -> np.ndarray:
+    """Face-privacy projection of coded records: same n, every output record type >= min_count.
+
+    codes: int (n, d) array of records; min_count: the minimum count (>= 1); rng: the seeded
+    post-processing generator. Returns a new shuffled int64 (n, d) array.
+    """
+    codes = np.asarray(codes)
+    if codes.ndim != 2:
+        raise ProjectionError(f"project: codes must be a 2-d array (n, d), got shape {codes.shape}")
+    if codes.dtype.kind not in "iu":
+        raise ProjectionError(f"project: codes must be integers, got dtype {codes.dtype}")
+    if isinstance(min_count, bool) or int(min_count) != min_count or min_count < 1:
+        raise ProjectionError(f"project: min_count must be an integer >= 1, got {min_count!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise ProjectionError("project: rng must be a numpy Generator (seeded by the caller)")
+    m = int(min_count)
+    n = codes.shape[0]
+    if n < m:
+        raise ProjectionError(
+            f"project: impossible: {n} records cannot all appear at least min_count={m} times")
+    codes = codes.astype(np.int64, copy=False)
+    types, counts = record_types(codes)
+    out_counts = _out_counts(counts, m, rng)
+    result = np.repeat(types, out_counts, axis=0)
+    return rng.permutation(result, axis=0)

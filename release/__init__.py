@@ -1,0 +1,7 @@
+"""dpbundle.release: the universal scheme (spec, data preparation, iteration, selection, bundle, CLI)."""
+from importlib.metadata import PackageNotFoundError, version as _version
+
+try:
+    __version__ = _version("dpbundle")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+    __version__ = "0.0.0+unknown"

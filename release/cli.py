@@ -1,0 +1,163 @@
+"""The `dpbundle` command line (Typer). Command bodies live in the modules that own them."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+
+app = typer.Typer(
+    name="dpbundle",
+    help=(
+        "Auditable differentially private open-data releases.\n\n"
+        "Produce a signed release bundle from a confidential registry (`release`), verify one "
+        "independently (`audit`), and study which configurations pass on public data (`sweep`).\n\n"
+        "Quick start:  dpbundle release --example births --out births-bundle && dpbundle audit births-bundle"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+spec_app = typer.Typer(help="Check a release spec and inspect its configuration space.", no_args_is_help=True)
+app.add_typer(spec_app, name="spec")
+
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"dpbundle {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
+                                                    help="Print the version and exit.")] = None,
+) -> None:
+    """Auditable differentially private open-data releases."""
+
+
+def fail_input(message: str) -> None:
+    """Print an input error to stderr and exit with code 2."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(EXIT_INPUT)
+
+
+def load_spec_or_exit(path: Path):
+    from .spec import SpecError, load_spec
+
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        fail_input(str(exc).replace("[", r"\["))
+
+
+@spec_app.command("validate")
+def spec_validate(
+    spec: Annotated[Path, typer.Argument(help="Release spec (YAML or JSON).")],
+    data: Annotated[Optional[Path], typer.Option("--data", help="Also load this CSV/CSV.gz, validate it and apply the raw constraints (run inside the enclave: the per-constraint counts are private).")] = None,
+) -> None:
+    """Validate a release spec, and optionally prepare a data file with it.
+
+    Checks the spec against its JSON Schema and what a schema cannot check (bin edges, column
+    references, the privacy budget against the cap). With --data, reads the file exactly as a
+    release would: types, ranges, missing values, then the raw-data constraints, and prints the
+    rows read, the rows each raw constraint drops and the resulting n.
+
+    Example: dpbundle spec validate examples/births.yaml --data registry.csv.gz
+    """
+    s = load_spec_or_exit(spec)
+    console.print(f"[green]ok[/] {spec}: valid release spec; total epsilon "
+                  f"2 x ({s.epsilon_generation:g} + {s.epsilon_evaluation:g}) = {s.total_epsilon:.6g} <= cap {s.epsilon_cap:g}")
+    if data is None:
+        return
+    from .prepare import InputError, prepare
+
+    try:
+        prepared = prepare(data, s)
+    except InputError as exc:
+        fail_input(str(exc).replace("[", r"\["))
+    table = Table(title=f"Preparation of {data}", show_lines=False)
+    table.add_column("step")
+    table.add_column("rows", justify="right")
+    table.add_row("rows read", f"{prepared.rows_read:,}")
+    for name, count in prepared.dropped_by:
+        table.add_row(f"  matching raw constraint: {name}", f"{count:,}")
+    table.add_row("rows dropped (any constraint)", f"{prepared.dropped_total:,}")
+    table.add_row("[bold]n (public)[/]", f"[bold]{prepared.n:,}[/]")
+    console.print(table)
+    console.print(f"n = {prepared.n:,}")
+
+
+@spec_app.command("space")
+def spec_space(
+    spec: Annotated[Path, typer.Argument(help="Release spec (YAML or JSON).")],
+) -> None:
+    """Print the size of the configuration space, per dimension and in total.
+
+    The space is the Cartesian product of every column's alternatives, each generator's
+    hyperparameter grid and the projection's min_count values. Private selection draws from it
+    uniformly (or from a narrowed list produced by `dpbundle sweep`).
+
+    Example: dpbundle spec space examples/births.yaml
+    """
+    from .space import dimensions, space_size
+
+    s = load_spec_or_exit(spec)
+    table = Table(title=f"Configuration space of {spec}")
+    table.add_column("dimension")
+    table.add_column("size", justify="right")
+    table.add_column("values")
+    for name, values in dimensions(s):
+        shown = ", ".join(v if isinstance(v, str) else _short(v) for v in values[:6])
+        table.add_row(name, str(len(values)), shown + (" ..." if len(values) > 6 else ""))
+    total = space_size(s)
+    table.add_row("[bold]total[/]", f"[bold]{total:,}[/]", " x ".join(str(len(v)) for _, v in dimensions(s)))
+    console.print(table)
+    console.print(f"configurations: {total:,}")
+
+
+def _short(value) -> str:
+    if isinstance(value, dict):
+        return "/".join(f"{k}={v}" for k, v in value.items() if k != "type") or value.get("type", "")
+    return str(value)
+
+
+def _register() -> None:
+    from .release_cmd import cli_release
+
+    app.command("release")(cli_release)
+    from dpbundle.audit.cli import cli_audit
+
+    app.command("audit")(cli_audit)
+    from .sweep import cli_sweep
+
+    app.command("sweep")(cli_sweep)
+    from .keys import cli_keygen
+
+    app.command("keygen")(cli_keygen)
+    from .example import cli_example
+
+    app.command("example")(cli_example)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err_console.print("interrupted: nothing was written")
+        sys.exit(130)

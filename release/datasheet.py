@@ -1,0 +1,347 @@
+"""The bundle's datasheet (README.html and README.pdf).
+
+Modelled on Datasheets for Datasets (Gebru et al.) and the two-part README of Israel's 2024 DP
+births release (Hod & Canetti 2024): part 1 for data subjects and users (what the data is and is
+not, columns, intended uses, privacy in plain words, feedback); part 2 technical (data quality
+with noise, privacy budget, face privacy, faithfulness, production process, verification).
+
+Numbers: every DP value, threshold, noise figure and epsilon is printed with
+:func:`format_number` (``format(x, ".6g")``), the same text as in metrics.csv, so the audit can
+find them in the PDF; metrics.json and budget.json hold full precision.
+
+Rendering is offline: the CSS and the SVG charts are inline, fonts are local (DejaVu / generic
+families), and the PDF renderer refuses to fetch any URL.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import charts
+
+__all__ = ["NUMBER_FORMAT", "NUMBER_FORMAT_DOC", "format_number", "build_context", "render_html", "render_pdf",
+           "openssl_verify_command", "query_family"]
+
+NUMBER_FORMAT = ".6g"
+NUMBER_FORMAT_DOC = "format(x, '.6g')"
+
+
+def format_number(x: Any) -> str:
+    """The one documented way numbers are printed in metrics.csv and the datasheet."""
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    return format(float(x), NUMBER_FORMAT)
+
+
+def openssl_verify_command(pubkey: str = "KEY.pub") -> str:
+    return f"openssl pkeyutl -verify -pubin -inkey {pubkey} -rawin -in manifest.json -sigfile manifest.sig"
+
+
+def _pct(x: float) -> str:
+    return format(100 * float(x), ".3g")
+
+
+def _column_text(col: str | None, spec_columns: dict) -> str:
+    if col is None:
+        return "overall"
+    return col.replace("_", " ")
+
+
+def _groups_text(col: str | None, spec: dict) -> str:
+    if col is None:
+        return "all records"
+    labels = (spec.get("group_bins") or {}).get(col, {}).get("labels")
+    name = col.replace("_", " ")
+    return f"{name} ({', '.join(map(str, labels))})" if labels else name
+
+
+def query_family(criterion: dict, entry: dict | None, spec: dict, d: int) -> str | None:
+    """Plain-words description of the family of queries a criterion validates (None: not a query family)."""
+    typ = criterion.get("type")
+    entry = entry or {}
+    t = format_number(criterion["threshold"])
+    target = str(entry.get("target", "")).replace("_", " ")
+    if typ == "kway_marginals":
+        return (f"Counts and shares of records in any cross-tabulation of 1 to {d} columns, every combination of "
+                f"values included: the share of each cell differs from the real share by less than {t} "
+                f"({_pct(criterion['threshold'])} percentage points).")
+    if typ == "smoothed_ratio":
+        return (f"The number of records with a given value of one column: the real and synthetic counts differ by "
+                f"a factor of less than {t} (after adding 1 to both).")
+    if typ == "conditional_means":
+        by = entry.get("by") or [None]
+        groups = "; ".join(_groups_text(b, spec) for b in by)
+        return f"The mean {target} by group: {groups}; within {t} of the real mean in every group."
+    if typ == "regression_coefficients":
+        return (f"A linear regression of {target} on the other columns: the coefficients are within an L1 "
+                f"distance of {t} of the real ones.")
+    if typ == "regression_mae_difference":
+        return (f"Predicting {target} with a linear regression fitted on these data: its mean absolute error on the "
+                f"real data is within {t} of that of a regression fitted on the real data.")
+    if typ == "faithfulness":
+        return None
+    return f"{criterion.get('description', criterion['id'])} (validated to less than {t})."
+
+
+def _find_key(obj: Any, key: str) -> Any:
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        for v in obj.values():
+            found = _find_key(v, key)
+            if found is not None:
+                return found
+    elif isinstance(obj, list):
+        for v in obj:
+            found = _find_key(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
+        for i, v in enumerate(obj):
+            out += _flatten(v, f"{prefix}[{i}]")
+    else:
+        if isinstance(obj, list):
+            text = ", ".join(format_number(v) if isinstance(v, float) else str(v) for v in obj)
+        elif isinstance(obj, float):
+            text = format_number(obj)
+        else:
+            text = "" if obj is None else str(obj)
+        out.append((prefix, text))
+    return out
+
+
+def _min_multiplicity(codes: np.ndarray, cols: Sequence[int] | None = None) -> int:
+    sub = codes if cols is None else codes[:, list(cols)]
+    if len(sub) == 0:
+        return 0
+    _, counts = np.unique(sub, axis=0, return_counts=True)
+    return int(counts.min())
+
+
+def _source_text(entry: dict) -> str:
+    src = entry.get("source") or {}
+    col = src.get("column")
+    derive = src.get("derive")
+    if not col:
+        return ""
+    return f"{col} ({derive})" if derive else str(col)
+
+
+def build_context(*, spec: dict, configuration: dict, configuration_id: str, columns: Sequence[Any],
+                  codes: np.ndarray, metrics: list[dict], budget: dict, created: str, dpbundle_version: str,
+                  fingerprint: str, public_key_pem: str, commitment: str, files: Sequence[str],
+                  extra: dict | None = None) -> dict:
+    """Everything the template needs, as plain strings/lists (numbers already formatted)."""
+    release = spec.get("release") or {}
+    n, d = codes.shape
+    spec_cols = {c.get("name"): c for c in spec.get("columns") or []}
+    acceptance = {a.get("id"): a for a in spec.get("acceptance") or []}
+    fmt = format_number
+
+    cols = []
+    for j, col in enumerate(columns):
+        entry = spec_cols.get(col.name, {})
+        labels = [str(x) for x in col.labels]
+        counts = np.bincount(codes[:, j], minlength=len(labels))[: len(labels)].tolist()
+        description = getattr(col, "description", None) or entry.get("description") or ""
+        alt = None
+        cfg_cols = configuration.get("columns") if isinstance(configuration.get("columns"), dict) else None
+        if cfg_cols and col.name in cfg_cols:
+            alt = cfg_cols[col.name]
+        elif isinstance(configuration.get(col.name), (str, dict)):
+            alt = configuration[col.name]
+        if isinstance(alt, dict):
+            alt = alt.get("id") or ", ".join(f"{k}={v}" for k, v in alt.items())
+        cols.append({
+            "name": col.name,
+            "description": description,
+            "labels": labels,
+            "n_values": len(labels),
+            "source": _source_text(entry),
+            "alternative": alt,
+            "chart": charts.distribution_chart(labels, counts, title=f"{col.name}: records per value"),
+        })
+
+    crit_rows, uses = [], []
+    for m in metrics:
+        entry = acceptance.get(m["id"])
+        fam = query_family(m, entry, spec, d)
+        if fam:
+            uses.append({"id": m["id"], "text": fam})
+        crit_rows.append({
+            "id": m["id"],
+            "type": m["type"],
+            "description": m.get("description", ""),
+            "threshold": fmt(m["threshold"]),
+            "stakeholder_threshold": fmt(m.get("stakeholder_threshold")),
+            "threshold_inputs": _flatten(m.get("threshold_inputs")) if m.get("threshold_inputs") else [],
+            "dp_value": fmt(m["dp_value"]),
+            "noise_std": fmt(m["noise_std"]),
+            "noise_scale": fmt(m["noise_scale"]),
+            "epsilon": fmt(m["epsilon"]),
+            "sensitivity": fmt(m["sensitivity"]),
+            "mechanism": m["mechanism"],
+            "passed": bool(m["passed"]),
+        })
+    all_passed = all(m["passed"] for m in metrics)
+    faith = [m for m in metrics if m["type"] == "faithfulness"]
+    faithfulness = None
+    if faith:
+        f = faith[0]
+        faithfulness = {"dp_value": fmt(f["dp_value"]), "threshold": fmt(f["threshold"]),
+                        "noise_std": fmt(f["noise_std"]), "passed": bool(f["passed"]),
+                        "share_pct": _pct(1 - float(f["dp_value"]))}
+    fspec = spec.get("faithfulness") or {}
+
+    # Face privacy, from the released data itself (public) and the configuration.
+    min_count = _find_key(configuration, "min_count")
+    name_index = {c.name: j for j, c in enumerate(columns)}
+    qi_rows = [{"columns": ", ".join(c.name for c in columns), "min": _min_multiplicity(codes)}]
+    for qi in ((spec.get("face_privacy") or {}).get("quasi_identifiers") or []):
+        if all(q in name_index for q in qi):
+            qi_rows.append({"columns": ", ".join(qi), "min": _min_multiplicity(codes, [name_index[q] for q in qi])})
+
+    gen = budget["generation"]
+    sel = budget["selection"]
+    budget_rows = []
+    for p in gen.get("parts") or []:
+        budget_rows.append({"step": f"Generator ({gen['type']}): {p['purpose']}", "epsilon": fmt(p["epsilon"]), "kind": "part"})
+    budget_rows.append({"step": f"Generator ({gen['type']}) total", "epsilon": fmt(gen["epsilon"]), "kind": "subtotal"})
+    for c in budget["evaluation"]["criteria"]:
+        budget_rows.append({"step": f"Acceptance criterion {c['id']}", "epsilon": fmt(c["epsilon"]), "kind": "part"})
+    budget_rows.append({"step": "Acceptance criteria total", "epsilon": fmt(budget["evaluation"]["epsilon"]), "kind": "subtotal"})
+    budget_rows.append({"step": "Per candidate (generator + criteria)", "epsilon": fmt(budget["per_iteration_epsilon"]), "kind": "subtotal"})
+    budget_rows.append({"step": f"Private selection: factor {fmt(sel['factor'])} \u00d7 per candidate",
+                        "epsilon": fmt(float(sel["factor"]) * float(budget["per_iteration_epsilon"])), "kind": "subtotal"})
+    for p in budget.get("pre_selection") or []:
+        budget_rows.append({"step": f"Measured once before selection: {p['purpose']}", "epsilon": fmt(p["epsilon"]), "kind": "part"})
+    budget_rows.append({"step": "Total", "epsilon": fmt(budget["total_epsilon"]), "kind": "total"})
+
+    total = float(budget["total_epsilon"])
+    exp_total = math.exp(total) if total < 700 else float("inf")
+    hyper = gen.get("hyperparameters") or {}
+
+    n_fmt = f"{n:,}"
+    period = release.get("period") or {}
+    context = {
+        "title": release.get("title") or "Differentially private synthetic data",
+        "publisher": release.get("publisher") or "",
+        "contact": release.get("contact") or "",
+        "licence": release.get("licence") or "",
+        "period_start": period.get("start", ""),
+        "period_end": period.get("end", ""),
+        "description": release.get("description") or "",
+        "unit_of_privacy": budget.get("unit_of_privacy") or release.get("unit_of_privacy") or "one record",
+        "feedback": release.get("feedback") or (f"Contact {release.get('contact')}." if release.get("contact") else ""),
+        "n": n,
+        "n_fmt": n_fmt,
+        "d": d,
+        "columns": cols,
+        "criteria": crit_rows,
+        "all_passed": all_passed,
+        "uses": uses,
+        "criteria_chart": charts.criteria_chart(metrics),
+        "noise_z": fmt(charts.NOISE_Z),
+        "faithfulness": faithfulness,
+        "faithfulness_rules": {
+            "exact": ", ".join(fspec.get("exact") or []),
+            "adjacent": ", ".join(fspec.get("adjacent") or []),
+            "max_adjacent": fspec.get("max_adjacent"),
+            "exact_if_contains": ", ".join(f"{k} ({', '.join(map(str, v))})" for k, v in (fspec.get("exact_if_contains") or {}).items()),
+        },
+        "min_count": min_count,
+        "qi_rows": qi_rows,
+        "budget_rows": budget_rows,
+        "total_epsilon": fmt(total),
+        "exp_total_epsilon": fmt(exp_total) if math.isfinite(exp_total) else "very large",
+        "epsilon_cap": fmt(budget["epsilon_cap"]),
+        "total_epsilon_opendp": fmt(budget.get("total_epsilon_opendp")),
+        "neighbouring": budget["neighbouring"],
+        "input_metric": budget["input_metric"],
+        "opendp_version": budget["opendp_version"],
+        "selection_method": sel["method"],
+        "selection_factor": fmt(sel["factor"]),
+        "stop_probability": fmt(sel["stop_probability"]),
+        "generator_type": gen["type"],
+        "generator_epsilon": fmt(gen["epsilon"]),
+        "generator_hyperparameters": _flatten(hyper) if hyper else [],
+        "evaluation_epsilon": fmt(budget["evaluation"]["epsilon"]),
+        "per_iteration_epsilon": fmt(budget["per_iteration_epsilon"]),
+        "pre_selection": [{"purpose": p["purpose"], "epsilon": fmt(p["epsilon"])} for p in budget.get("pre_selection") or []],
+        "configuration_id": configuration_id,
+        "configuration_rows": _flatten(configuration),
+        "raw_constraints": [c.get("name", "") for c in spec.get("raw_constraints") or []],
+        "synthetic_constraints": [c.get("name", "") for c in spec.get("synthetic_constraints") or []],
+        "created": created,
+        "dpbundle_version": dpbundle_version,
+        "fingerprint": fingerprint,
+        "public_key_pem": public_key_pem.strip(),
+        "commitment": commitment,
+        "openssl_command": openssl_verify_command("KEY.pub"),
+        "audit_command": "dpbundle audit BUNDLE --pubkey KEY.pub",
+        "files": list(files),
+        "number_format": NUMBER_FORMAT_DOC,
+        "extra_rows": _flatten(extra) if extra else [],
+    }
+    return context
+
+
+def _read_resource(name: str) -> str:
+    return resources.files("dpbundle.templates").joinpath(name).read_text(encoding="utf-8")
+
+
+def render_html(context: dict) -> str:
+    """The datasheet as one self-contained HTML page (CSS and SVG inline)."""
+    import jinja2
+    from markupsafe import Markup
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    template = env.from_string(_read_resource("datasheet.html.j2"))
+    ctx = dict(context)
+    ctx["css"] = Markup(_read_resource("datasheet.css"))
+    ctx["criteria_chart"] = Markup(context["criteria_chart"])
+    ctx["columns"] = [dict(c, chart=Markup(c["chart"])) for c in context["columns"]]
+    return template.render(**ctx)
+
+
+def _url_fetcher():
+    from weasyprint import urls
+
+    if hasattr(urls, "URLFetcher"):  # WeasyPrint >= 66
+        return urls.URLFetcher(allowed_protocols=["data"], fail_on_errors=False)
+
+    def fetch(url: str):  # older WeasyPrint: a function returning a dict
+        if url.startswith("data:"):
+            return urls.default_url_fetcher(url)
+        raise ValueError(f"refusing to fetch {url!r}: the datasheet renders offline")
+    return fetch
+
+
+def render_pdf(html: str, path: Path) -> None:
+    """Render the HTML datasheet to an A4 PDF with WeasyPrint (offline)."""
+    import logging
+
+    import weasyprint
+
+    logging.getLogger("weasyprint").setLevel(logging.ERROR)
+    logging.getLogger("fontTools").setLevel(logging.ERROR)
+    document = weasyprint.HTML(string=html, base_url=None, url_fetcher=_url_fetcher())
+    document.write_pdf(str(path))

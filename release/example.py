@@ -1,0 +1,162 @@
+"""Built-in example data: a SIMULATED birth registry (`dpbundle example births`).
+
+The rows are drawn from a small Bayesian network whose parameters are public figures
+(release/data/births_example_model.json, estimated by examples/fit_example_model.py from the
+US NVSS 2019 public-use natality sample; aggregated counts and summary figures only). No row
+describes a real birth. Dates are 2014-MM-15 (month resolution), matching the births spec's
+period.
+
+Network: month ~ Cat; mother_age ~ Cat (years); parity | age band ~ Cat; true week | age band ~ Cat;
+is_female ~ Bernoulli; birth_weight | true week, is_female = center + scale * r of the week's
+group (r from a shared histogram of standardised residuals; whole grams); the recorded
+gestation_week is the true week or, with the model's error rate, a week drawn from its error weights (a
+recording error, which makes the rare implausible week/weight rows of real registries).
+
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+
+YEAR = 2014
+DEFAULT_ROWS = 167_000
+DEFAULT_SEED = 2014
+EXAMPLES = ("births",)
+COLUMNS = ("mother_age", "parity", "gestation_week", "is_female", "birth_weight", "date_of_birth")
+# the births spec's input ranges (examples/births.yaml `input.columns`); simulated values stay inside
+INPUT_RANGES = {"mother_age": (10, 70), "parity": (1, 30), "gestation_week": (10, 50),
+                "birth_weight": (100, 10000)}
+
+
+class ExampleError(ValueError):
+    """Unusable arguments for the example generator."""
+
+
+@lru_cache(maxsize=1)
+def load_model() -> dict:
+    """The parameter table of the births example (package data)."""
+    text = files("dpbundle.release").joinpath("data/births_example_model.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def _categorical(rng: np.random.Generator, counts, size: int) -> np.ndarray:
+    """Indices drawn with probabilities proportional to counts."""
+    p = np.asarray(counts, dtype=float)
+    return rng.choice(len(p), size=size, p=p / p.sum())
+
+
+def _conditional(rng: np.random.Generator, table, parent: np.ndarray) -> np.ndarray:
+    """Indices drawn from table[parent[i]] (rows of counts), vectorised by inverse CDF."""
+    t = np.asarray(table, dtype=float)
+    cdf = np.cumsum(t / t.sum(axis=1, keepdims=True), axis=1)
+    cdf[:, -1] = 1.0
+    u = rng.random(len(parent))
+    # count of cdf entries <= u in the parent's row
+    idx = (cdf[parent] <= u[:, None]).sum(axis=1)
+    return np.minimum(idx, t.shape[1] - 1)
+
+
+def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | None = None) -> dict[str, np.ndarray]:
+    """Simulated births as a dict of columns (deterministic for a seed)."""
+    if rows < 1:
+        raise ExampleError(f"--rows: must be at least 1 (got {rows})")
+    m = load_model() if model is None else model
+    rng = np.random.Generator(np.random.PCG64(seed))
+    month = _categorical(rng, m["month_counts"], rows) + 1
+    age = _categorical(rng, m["mother_age"]["counts"], rows) + m["mother_age"]["min"]
+    band = np.searchsorted(np.asarray(m["age_bands"]), age, side="right") - 1
+    parity = _conditional(rng, m["parity"]["counts_by_age_band"], band) + m["parity"]["min"]
+    week = _conditional(rng, m["gestation_week"]["counts_by_age_band"], band) + m["gestation_week"]["min"]
+    female = rng.random(rows) < m["female_share"]
+
+    bw = m["birth_weight"]
+    groups = bw["groups"]
+    starts = np.array([g["weeks"][0] for g in groups])
+    gi = np.clip(np.searchsorted(starts, week, side="right") - 1, 0, len(groups) - 1)
+    center = np.where(female, np.array([g["center_female"] for g in groups])[gi],
+                      np.array([g["center_male"] for g in groups])[gi])
+    scale = np.array([g["scale"] for g in groups])[gi]
+    res = bw["residual_histogram"]
+    r_bin = _categorical(rng, res["counts"], rows)
+    weight = center + scale * (res["start"] + res["bin"] * (r_bin + rng.random(rows)))
+    lo, hi = INPUT_RANGES["birth_weight"]
+    weight = np.clip(np.rint(weight), lo, hi).astype(np.int64)
+    # recording errors of the gestation week, at the weeks where the model places them
+    g = m["gestation_week"]
+    err = rng.random(rows) < g["error_rate"]
+    week[err] = g["min"] + _categorical(rng, g["error_week_weights"], int(err.sum()))
+
+    for name, col in (("mother_age", age), ("parity", parity), ("gestation_week", week)):
+        lo, hi = INPUT_RANGES[name]
+        np.clip(col, lo, hi, out=col)
+    return {"mother_age": age.astype(np.int64), "parity": parity.astype(np.int64),
+            "gestation_week": week.astype(np.int64), "is_female": female,
+            "birth_weight": weight, "month": month.astype(np.int64)}
+
+
+def _csv_bytes(cols: dict[str, np.ndarray]) -> bytes:
+    """The input-format CSV (header, True/False booleans, YYYY-MM-15 dates, '\\n' line ends)."""
+    months = np.array([f"{YEAR}-{mo:02d}-15" for mo in range(1, 13)])
+    sex = np.array(["False", "True"])
+    parts = [cols["mother_age"].astype(str), cols["parity"].astype(str),
+             cols["gestation_week"].astype(str), sex[cols["is_female"].astype(np.int64)],
+             cols["birth_weight"].astype(str), months[cols["month"] - 1]]
+    body = parts[0]
+    for p in parts[1:]:
+        body = np.char.add(np.char.add(body, ","), p)
+    return (",".join(COLUMNS) + "\n" + "\n".join(body.tolist()) + "\n").encode("ascii")
+
+
+def write_example(out: Path, rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, force: bool = False) -> int:
+    """Write a simulated birth registry CSV to `out` atomically; return the number of rows."""
+    out = Path(out)
+    if out.exists() and not force:
+        raise ExampleError(f"{out}: file exists (use --force to overwrite)")
+    if not out.parent.is_dir():
+        raise ExampleError(f"{out}: directory {out.parent} does not exist")
+    data = _csv_bytes(simulate(rows, seed))
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return rows
+
+
+def cli_example(
+    name: Annotated[str, typer.Argument(help="Example to write; one of: births.")],
+    out: Annotated[Path, typer.Option("--out", help="CSV file to write.")],
+    rows: Annotated[int, typer.Option("--rows", help="Number of simulated rows.")] = DEFAULT_ROWS,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulation (same seed, same file).")] = DEFAULT_SEED,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a SIMULATED example registry (no real person) in the input format of the spec.
+
+    The births example is drawn from a small Bayesian network whose parameters are public
+    aggregate figures of the US NVSS 2019 natality data; no row describes a real birth. Like a
+    real registry, it has rows outside the clipping ranges and rows that fail the raw constraints.
+
+    Example: dpbundle example births --out births.csv --rows 167000 --seed 2014
+    """
+    if name not in EXAMPLES:
+        typer.echo(f"example: unknown example {name!r}; choices: {', '.join(EXAMPLES)}", err=True)
+        raise typer.Exit(2)
+    try:
+        n = write_example(out, rows=rows, seed=seed, force=force)
+    except ExampleError as exc:
+        typer.echo(f"example: {exc}", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"wrote {n} SIMULATED birth records (seed {seed}, year {YEAR}) to {out}")

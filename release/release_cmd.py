@@ -1,0 +1,255 @@
+"""`dpbundle release`: prepare the private data, run the private selection, write the signed bundle."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from importlib.resources import as_file, files
+from pathlib import Path
+from typing import Annotated, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+console = Console()
+err = Console(stderr=True)
+
+EXAMPLES = {"births": "births.yaml"}
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(Text("error: ", style="bold red") + Text(message))
+    raise typer.Exit(code)
+
+
+@contextmanager
+def example_inputs(name: str, rows: int) -> Iterator[tuple[Path, Path]]:
+    """The packaged example spec and a freshly simulated registry (in a temporary directory)."""
+    from .example import write_example
+
+    if name not in EXAMPLES:
+        _fail(f"unknown example {name!r}; available: {', '.join(EXAMPLES)}")
+    with tempfile.TemporaryDirectory(prefix="dpbundle-example-") as tmp:
+        data = Path(tmp) / f"{name}-simulated.csv"
+        write_example(data, rows=rows)
+        with as_file(files("dpbundle.examples").joinpath(EXAMPLES[name])) as spec_path:
+            yield Path(spec_path), data
+
+
+class _Phase:
+    """A transient one-line progress display: current step and elapsed time, nothing else
+    (the number of attempts and their outcomes are private)."""
+
+    def __init__(self, live: Live, started: float):
+        self.live, self.started, self.name = live, started, "starting"
+
+    def __call__(self, name: str) -> None:
+        self.name = name
+        self.refresh()
+
+    def refresh(self) -> None:
+        elapsed = time.monotonic() - self.started
+        self.live.update(Text.assemble(("private selection ", "bold"), f"running: {self.name}  ",
+                                       (f"{elapsed:,.0f} s elapsed", "dim")))
+
+
+def cli_release(
+    spec: Annotated[Optional[Path], typer.Argument(help="Release spec (YAML or JSON).", show_default=False)] = None,
+    data: Annotated[Optional[Path], typer.Argument(help="The confidential registry (CSV or CSV.gz).", show_default=False)] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Bundle directory to create (must not exist unless --force).")] = ...,
+    example: Annotated[Optional[str], typer.Option("--example", help="Use a built-in example (spec + simulated registry) instead of SPEC and DATA: 'births'.")] = None,
+    key: Annotated[Optional[Path], typer.Option("--key", help="Ed25519 private key (PEM) from `dpbundle keygen`. With --example a demo key is generated next to the bundle.")] = None,
+    passphrase_file: Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the key's passphrase (or set DPBUNDLE_KEY_PASSPHRASE).")] = None,
+    transcript: Annotated[Optional[Path], typer.Option("--transcript", help="Where to write the PRIVATE randomness transcript (default: OUT.transcript.jsonl next to the bundle). It must stay inside the enclave.")] = None,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Private budget ledger (default: a file in your user data directory; --example uses a throwaway one).")] = None,
+    configs: Annotated[Optional[Path], typer.Option("--configs", help="Select only among these configurations (narrowed.yaml from `dpbundle sweep`).")] = None,
+    allow_additional_spend: Annotated[bool, typer.Option("--allow-additional-spend", help="Allow a further release on data that the ledger shows budget was already spent on.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing bundle directory.")] = False,
+    make_zip: Annotated[bool, typer.Option("--zip", help="Also write a deterministic OUT.zip.")] = False,
+    example_rows: Annotated[int, typer.Option("--example-rows", help="Rows of the simulated registry for --example.", min=1000)] = 167_000,
+) -> None:
+    """Produce a signed, differentially private release bundle.
+
+    Runs the universal scheme inside the enclave: validates and prepares DATA with SPEC, records
+    the privacy spend in the ledger, runs private selection (each attempt: transform, DP generator,
+    synthetic constraints, face-privacy projection, DP acceptance criteria) until a candidate
+    passes, and writes the bundle atomically: data.csv, metrics, budget, spec, datapackage.json,
+    README.html/.pdf, manifest.json and its Ed25519 signature. The private transcript is written
+    outside the bundle. Nothing about failed attempts is shown or stored in the bundle.
+
+    Examples:
+
+      dpbundle release --example births --out births-bundle
+
+      dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key --configs sweep/narrowed.yaml
+    """
+    if example is not None:
+        if spec is not None or data is not None:
+            _fail("give either --example or SPEC and DATA, not both")
+        with example_inputs(example, example_rows) as (spec_path, data_path):
+            with tempfile.TemporaryDirectory(prefix="dpbundle-ledger-") as tmp:
+                demo_key = key
+                if demo_key is None:
+                    demo_key = _demo_key(out)
+                _release(spec_path, data_path, out, demo_key, passphrase_file, transcript,
+                         ledger or Path(tmp) / "ledger.jsonl", configs, allow_additional_spend, force, make_zip,
+                         example_note=True)
+        return
+    if spec is None or data is None:
+        _fail("give SPEC and DATA (or --example births); see `dpbundle release --help`")
+    if key is None:
+        _fail("--key is required to sign the bundle; create one with `dpbundle keygen --out steward`")
+    _release(spec, data, out, key, passphrase_file, transcript, ledger, configs, allow_additional_spend, force,
+             make_zip, example_note=False)
+
+
+def _demo_key(out: Path) -> Path:
+    from .keys import generate_keypair
+
+    base = out.parent / f"{out.name}.demo-key"
+    keyfile = base.with_name(base.name + ".key")
+    if not keyfile.exists():
+        generate_keypair(base)
+        console.print(f"[yellow]note:[/] generated a demo signing key {keyfile} (public key {base}.pub) "
+                      "outside the bundle; a real release uses the steward's own key (`dpbundle keygen`).")
+    return keyfile
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    try:
+        path.resolve().relative_to(directory.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passphrase_file: Optional[Path],
+             transcript_path: Optional[Path], ledger_path: Optional[Path], configs_path: Optional[Path],
+             allow_additional_spend: bool, force: bool, make_zip: bool, example_note: bool) -> None:
+    from dpbundle.mechanisms.noise import Transcript
+
+    from .bundle import write_bundle
+    from .keys import load_private_key
+    from .ledger import Ledger, LedgerRefusal
+    from .prepare import InputError, prepare
+    from .selection import NothingSelected, select
+    from .spec import SpecError, load_spec
+    from .budget import build_budget
+    from .space import check_config
+
+    # 1. Everything that can be checked before touching the private data.
+    if out.exists() and not force:
+        _fail(f"{out} already exists; choose another --out or pass --force to replace it")
+    transcript_path = transcript_path or out.parent / f"{out.name}.transcript.jsonl"
+    if _inside(transcript_path, out):
+        _fail(f"the transcript {transcript_path} must not be inside the bundle {out}: it is private")
+    try:
+        spec = load_spec(spec_path)
+    except SpecError as exc:
+        _fail(str(exc))
+    try:
+        passphrase = _passphrase(passphrase_file)
+        private_key = load_private_key(key_path, passphrase)
+    except (OSError, ValueError, TypeError) as exc:
+        _fail(f"{key_path}: cannot load the signing key: {exc}")
+    configs = None
+    if configs_path is not None:
+        configs = _load_configs(configs_path, spec, check_config)
+
+    # 2. Prepare the private data (errors name file, line, column and rule).
+    with console.status("reading and validating the data"):
+        try:
+            prepared = prepare(data_path, spec)
+        except InputError as exc:
+            _fail(str(exc))
+    console.print(f"prepared {data_path.name if example_note else data_path}: n = {prepared.n:,} records (public)")
+
+    # 3. Write the spend to the ledger before the first iteration.
+    ledger = Ledger(ledger_path or Ledger.default_path())
+    data_fp = ledger.fingerprint_data(data_path) if hasattr(ledger, "fingerprint_data") else prepared.sha256
+    try:
+        composed = ledger.check_allowed(data_fp, spec.total_epsilon, allow_additional_spend)
+    except LedgerRefusal as exc:
+        _fail(str(exc))
+    entry = ledger.record(data_fp, spec.fingerprint, spec.total_epsilon,
+                          f"dpbundle release {spec.raw['release']['title']!r} -> {out}")
+    if composed > spec.total_epsilon * (1 + 1e-12):
+        console.print(f"[yellow]ledger:[/] the composed total spent on these data is now {composed:g}")
+
+    # 4. Private selection, with a transient display of the current step only.
+    transcript = Transcript()
+    started = time.monotonic()
+    try:
+        with Live(Text("private selection: starting"), console=console, transient=True, refresh_per_second=4) as live:
+            phase = _Phase(live, started)
+            selection = select(prepared, spec, transcript, configs, phase=phase)
+    except NothingSelected as exc:
+        ledger.mark_finished(entry, "nothing released")
+        _fail(str(exc), code=1)
+    except KeyboardInterrupt:
+        ledger.mark_finished(entry, "interrupted")
+        raise
+    except Exception:
+        ledger.mark_finished(entry, "failed")
+        raise
+    result = selection.result
+    console.print(f"private selection finished in {time.monotonic() - started:,.0f} s")
+
+    # 5. The bundle (atomic) and the private transcript.
+    budget = build_budget(spec, result.generator, selection.total_epsilon_opendp)
+    try:
+        bundle = write_bundle(
+            out, spec=spec.public_dict(), configuration=result.config, configuration_id=result.config_id,
+            columns=list(result.candidate.columns), codes=result.candidate.codes, metrics=result.metrics(),
+            budget=budget, transcript=transcript, transcript_path=transcript_path,
+            private_key=private_key, force=force, make_zip=make_zip)
+    except Exception:
+        ledger.mark_finished(entry, "failed while writing the bundle")
+        raise
+    ledger.mark_finished(entry, "released")
+    _summary(bundle, result, budget, transcript_path)
+
+
+def _passphrase(passphrase_file: Optional[Path]) -> Optional[bytes]:
+    if passphrase_file is not None:
+        return passphrase_file.read_bytes().rstrip(b"\r\n")
+    env = os.environ.get("DPBUNDLE_KEY_PASSPHRASE")
+    return env.encode() if env else None
+
+
+def _load_configs(path: Path, spec, check_config) -> list[dict]:
+    from .sweep import load_narrowed
+
+    try:
+        entries = load_narrowed(path)
+    except (OSError, ValueError) as exc:
+        _fail(f"{path}: cannot read the configuration list: {exc}")
+    configs = [e["config"] for e in entries]
+    if not configs:
+        _fail(f"{path}: lists no configurations; rerun the sweep with a lower --min-acceptance")
+    for i, c in enumerate(configs):
+        problems = check_config(spec, c)
+        if problems:
+            _fail(f"{path}: configurations[{i}] is not in the spec's space: {'; '.join(problems)}")
+    return configs
+
+
+def _summary(bundle: Path, result, budget: dict, transcript_path: Path) -> None:
+    table = Table(title="Acceptance criteria (DP values)")
+    for col in ("criterion", "DP value", "threshold", "epsilon", "noise std", "pass"):
+        table.add_column(col, justify="right" if col not in ("criterion",) else "left")
+    for r in result.results:
+        table.add_row(r.id, f"{r.dp_value:.6g}", f"{r.threshold:.6g}", f"{r.epsilon:g}", f"{r.noise_std:.3g}",
+                      "[green]yes[/]" if r.passed else "[red]no[/]")
+    console.print(table)
+    console.print(f"n = {result.candidate.n:,} records; total epsilon {budget['total_epsilon']:.6g} "
+                  f"(OpenDP: {budget['total_epsilon_opendp']:.6g}; cap {budget['epsilon_cap']:g})")
+    console.print(f"[bold green]bundle written:[/] {bundle}")
+    console.print(f"[bold yellow]private transcript:[/] {transcript_path} — keep it inside the enclave; "
+                  "only its salted commitment is in the bundle.")
+    console.print(f"verify with: dpbundle audit {bundle}")

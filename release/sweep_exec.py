@@ -1,0 +1,273 @@
+"""Execution backends of ``dpbundle sweep``: a local process pool (default) and a Dask cluster.
+
+Both run :func:`run_task` (one full iteration on the public data, plus optional utility
+measures) with a *payload* shipped once per worker: the prepared public data, the spec, the
+iteration function and the utility options.
+
+- :class:`LocalBackend`: ``concurrent.futures.ProcessPoolExecutor``; the payload is pickled once in
+  the parent and handed to every worker process by the pool's initializer.
+- :class:`DaskBackend`: ``distributed.Client(address)``; the payload is scattered once to every
+  worker (``broadcast=True``) and every task refers to it by its future.
+
+:func:`execute` drives either backend with a bounded number of runs in flight (so that decisions
+such as "does this run still need a utility evaluation?" are made late, and an interrupt loses
+at most the running runs) and hands every finished run to a callback as soon as it finishes.
+"""
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import socket
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
+from concurrent.futures import wait as cf_wait
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Iterator
+
+__all__ = ["Task", "run_task", "LocalBackend", "DaskBackend", "execute", "jsonable"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One run of the sweep: configuration ``config_id`` (``config``), repetition ``rep``."""
+
+    config_id: str
+    rep: int
+    config: dict
+    utility: bool = False
+
+
+def jsonable(x: Any) -> Any:
+    """JSON-able copy: numpy scalars -> Python, non-finite floats -> None, tuples -> lists."""
+    import numpy as np
+
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    return x
+
+
+def _criterion_row(r: Any) -> dict:
+    get = (lambda k: r.get(k)) if isinstance(r, dict) else (lambda k: getattr(r, k, None))
+    return jsonable({"id": get("id"), "dp_value": get("dp_value"), "threshold": get("threshold"),
+                     "passed": bool(get("passed"))})
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def run_task(payload: dict, task: Task) -> dict:
+    """Run one iteration of ``task`` on the payload's public data; return the run record.
+
+    A fresh recording ``Randomness`` is used per run (the same DP noise as the private run); its
+    transcript is discarded (the data are public). An exception in the iteration becomes a
+    record with ``error`` set (such runs are retried when the sweep is resumed).
+    """
+    from dpbundle.mechanisms.noise import Randomness
+
+    iteration = payload["iteration"]
+    prepared, spec = payload["prepared"], payload["spec"]
+    record: dict = {"config_id": task.config_id, "rep": int(task.rep),
+                    "worker": f"{socket.gethostname()}:{os.getpid()}"}
+    t0 = time.perf_counter()
+    try:
+        result = iteration(prepared, spec, task.config, Randomness())
+    except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
+        record.update(passed=False, criteria=[], seconds=time.perf_counter() - t0, finished=_now(),
+                      error=f"{type(exc).__name__}: {exc}"[:2000],
+                      traceback="".join(traceback.format_exc(limit=6))[-4000:])
+        return jsonable(record)
+    record.update(passed=bool(result.passed),
+                  criteria=[_criterion_row(r) for r in result.results],
+                  seconds=time.perf_counter() - t0, finished=_now(), error=None)
+    if task.utility and result.passed:
+        t1 = time.perf_counter()
+        try:
+            from .utility import evaluate_utility
+
+            real = getattr(result, "coded_real", None)
+            if real is None:
+                from .transform import transform
+
+                real = transform(prepared, spec, task.config)
+            raw = getattr(spec, "raw", spec)
+            options = payload.get("utility_options") or {}
+            record["utility"] = evaluate_utility(real, result.candidate, raw, **options)
+        except Exception as exc:  # noqa: BLE001
+            record["utility_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        record["utility_seconds"] = time.perf_counter() - t1
+    return jsonable(record)
+
+
+# --------------------------------------------------------------------------- local process pool
+
+_WORKER_PAYLOAD: dict | None = None
+
+
+def _init_worker(blob: bytes) -> None:
+    global _WORKER_PAYLOAD
+    _WORKER_PAYLOAD = pickle.loads(blob)
+
+
+def _pool_task(task: Task) -> dict:
+    if _WORKER_PAYLOAD is None:  # pragma: no cover - initializer failed
+        raise RuntimeError("sweep worker has no payload (initializer did not run)")
+    return run_task(_WORKER_PAYLOAD, task)
+
+
+class LocalBackend:
+    """A local process pool; ``workers`` processes (default: every core)."""
+
+    name = "local"
+
+    def __init__(self, payload: dict, workers: int | None = None, *, mp_context: str = "spawn"):
+        import multiprocessing
+
+        self.workers = int(workers or os.cpu_count() or 1)
+        if self.workers < 1:
+            raise ValueError("--workers must be at least 1")
+        blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context(mp_context),
+            initializer=_init_worker, initargs=(blob,))
+
+    @property
+    def description(self) -> str:
+        return f"local process pool, {self.workers} worker(s)"
+
+    def submit(self, task: Task):
+        return self._pool.submit(_pool_task, task)
+
+    def wait(self, futures: set):
+        done, pending = cf_wait(futures, return_when=FIRST_COMPLETED)
+        return set(done), set(pending)
+
+    @staticmethod
+    def outcome(future) -> dict:
+        return future.result()
+
+    def close(self, cancel: bool = False) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=cancel)
+
+
+# --------------------------------------------------------------------------- Dask
+
+def _dask_task(payload: dict, task: Task) -> dict:
+    return run_task(payload, task)
+
+
+class DaskBackend:
+    """Runs on a Dask distributed cluster at ``address`` (e.g. ``tcp://127.0.0.1:8786``)."""
+
+    name = "dask"
+
+    def __init__(self, payload: dict, address: str, *, timeout: float = 30.0):
+        try:
+            from distributed import Client
+        except ImportError as exc:  # pragma: no cover - optional dependency
+            raise RuntimeError("--scheduler needs dask.distributed: pip install 'dpbundle[dask]'") from exc
+        self.address = address
+        self.client = Client(address, timeout=timeout, set_as_default=False)
+        info = self.client.scheduler_info()
+        threads = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values())
+        self.workers = max(threads, 1)
+        # shipped once: every worker holds a copy, tasks refer to it by its future
+        self._payload = self.client.scatter(payload, broadcast=True, hash=False)
+
+    @property
+    def description(self) -> str:
+        return f"Dask cluster {self.address}, {self.workers} worker thread(s)"
+
+    def submit(self, task: Task):
+        return self.client.submit(_dask_task, self._payload, task, pure=False,
+                                  key=f"dpbundle-sweep-{task.config_id}-{task.rep}-{os.urandom(4).hex()}")
+
+    def wait(self, futures: set):
+        from distributed import wait
+
+        res = wait(list(futures), return_when="FIRST_COMPLETED")
+        return set(res.done), set(res.not_done)
+
+    @staticmethod
+    def outcome(future) -> dict:
+        return future.result()
+
+    def close(self, cancel: bool = False) -> None:
+        try:
+            self._payload.release()
+        except Exception:  # noqa: BLE001
+            pass
+        self.client.close()
+
+
+# --------------------------------------------------------------------------- driver
+
+def execute(backend, tasks: Iterable[Task], on_result: Callable[[Task, dict], None], *,
+            window: int | None = None, prepare_task: Callable[[Task], Task] | None = None) -> int:
+    """Run ``tasks`` on ``backend``, at most ``window`` in flight (default 2 x workers).
+
+    ``prepare_task`` may adjust a task just before it is submitted (e.g. set ``utility``).
+    ``on_result(task, record)`` is called in the calling process as each run finishes; a run that
+    failed outside the iteration (a worker died) gets a record with ``error`` set. On an
+    exception (KeyboardInterrupt included) the runs in flight are cancelled and it propagates.
+    Returns the number of finished runs.
+    """
+    window = int(window or 2 * backend.workers)
+    it: Iterator[Task] = iter(tasks)
+    in_flight: dict = {}
+    finished = 0
+    exhausted = False
+
+    def fill() -> None:
+        nonlocal exhausted
+        while not exhausted and len(in_flight) < window:
+            try:
+                task = next(it)
+            except StopIteration:
+                exhausted = True
+                return
+            if prepare_task is not None:
+                task = prepare_task(task)
+            in_flight[backend.submit(task)] = task
+
+    ok = False
+    try:
+        fill()
+        while in_flight:
+            done, _ = backend.wait(set(in_flight))
+            for fut in done:
+                task = in_flight.pop(fut)
+                try:
+                    record = backend.outcome(fut)
+                except Exception as exc:  # noqa: BLE001 - a lost worker, a killed task
+                    if type(exc).__name__ == "BrokenProcessPool":
+                        raise
+                    record = {"config_id": task.config_id, "rep": task.rep, "passed": False,
+                              "criteria": [], "seconds": 0.0, "finished": _now(), "worker": None,
+                              "error": f"{type(exc).__name__}: {exc}"[:2000]}
+                on_result(task, record)
+                finished += 1
+            fill()
+        ok = True
+    finally:
+        if not ok:
+            for fut in in_flight:
+                try:
+                    fut.cancel()
+                except Exception:  # noqa: BLE001
+                    pass
+    return finished

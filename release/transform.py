@@ -1,0 +1,154 @@
+"""One configuration's transformations: clip, bin and code every released column.
+
+Everything here comes from the public spec: clip ranges, bin edges, labels and the number of each
+bin. The rules (DESIGN.md, and the labels of the 2024 births release):
+
+* bins are left-closed ``[a, b)``; values are clipped into the clip range first;
+* labels: a bin holding one integer is ``"a"``, a wider one ``"a-(b-1)"`` (e.g. ``"18-19"``); the
+  first bin is ``"<b"`` when values below the clip minimum are possible (the input range allows
+  them), the last ``"(a-1)<"`` ("greater than a-1", e.g. ``"44<"``) when values above the clip
+  maximum are possible;
+* the number of a bin (used by means, regression and synthetic constraints): a single value is
+  itself, a bounded bin its midpoint over the integers it holds (``"18-19"`` -> 18.5), an open bin
+  the number in its label (``"<18"`` -> 18, ``"44<"`` -> 44); categories take the spec's
+  ``values`` (default 0, 1, ...). A spec may override labels and values per alternative.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dpbundle.mechanisms.coding import Coded, ColumnCoding
+
+from .prepare import Prepared
+from .spec import Spec
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _source_range(spec: Spec, col: dict) -> tuple[float | None, float | None, bool]:
+    """(min, max, integer?) of the values a released column's source can take, from the spec."""
+    src = spec.input_columns[col["source"]["column"]]
+    derive = col["source"].get("derive")
+    if derive == "month":
+        return 1, 12, True
+    if derive == "year":
+        lo, hi = src.get("min"), src.get("max")
+        return (int(str(lo)[:4]) if lo else None), (int(str(hi)[:4]) if hi else None), True
+    return src.get("min"), src.get("max"), src["type"] == "integer"
+
+
+def _bins(alt: dict) -> list[tuple[float, float]]:
+    if "edges" in alt:
+        e = alt["edges"]
+        return list(zip(e[:-1], e[1:]))
+    a, b = alt["unit_bins"]
+    return [(v, v + 1) for v in range(a, b + 1)]
+
+
+def column_coding(spec: Spec, name: str, alternative: str) -> ColumnCoding:
+    """The coding of released column ``name`` under one of its alternatives."""
+    col = spec.column(name)
+    alt = next((a for a in col["alternatives"] if a["id"] == alternative), None)
+    if alt is None:
+        known = ", ".join(a["id"] for a in col["alternatives"])
+        raise KeyError(f"column {name!r} has no alternative {alternative!r} (known: {known})")
+    if "categories" in alt:
+        k = len(alt["categories"])
+        labels = alt.get("labels", alt["categories"])
+        values = alt.get("values", list(range(k)))
+        nan = np.full(k, np.nan)
+        return ColumnCoding(name, tuple(labels), np.asarray(values, float), False, nan, nan)
+    bins = _bins(alt)
+    src_lo, src_hi, integer = _source_range(spec, col)
+    clip = alt.get("clip")
+    open_below = clip is not None and (src_lo is None or src_lo < clip[0])
+    open_above = clip is not None and (src_hi is None or src_hi > clip[1])
+    labels, values = [], []
+    for i, (a, b) in enumerate(bins):
+        last = b - 1 if integer else b
+        if i == 0 and open_below:
+            labels.append(f"<{_fmt(b)}")
+            values.append(float(b))
+        elif i == len(bins) - 1 and open_above:
+            edge = a - 1 if integer else a
+            labels.append(f"{_fmt(edge)}<")
+            values.append(float(edge))
+        elif integer and last == a:
+            labels.append(_fmt(a))
+            values.append(float(a))
+        else:
+            labels.append(f"{_fmt(a)}-{_fmt(last)}")
+            values.append((a + last) / 2.0)
+    labels = alt.get("labels", labels)
+    values = alt.get("values", values)
+    lower = np.array([a for a, _ in bins], float)
+    upper = np.array([b for _, b in bins], float)
+    return ColumnCoding(name, tuple(labels), np.asarray(values, float), True, lower, upper)
+
+
+def codings(spec: Spec, config: dict) -> tuple[ColumnCoding, ...]:
+    """The codings of every released column under a configuration (spec order)."""
+    return tuple(column_coding(spec, name, config["columns"][name]) for name in spec.column_names)
+
+
+def _source_values(spec: Spec, col: dict, table: dict[str, np.ndarray]) -> np.ndarray:
+    values = table[col["source"]["column"]]
+    derive = col["source"].get("derive")
+    if derive == "month":
+        return (values.astype("datetime64[M]").astype(np.int64) % 12 + 1).astype(np.float64)
+    if derive == "year":
+        return (values.astype("datetime64[Y]").astype(np.int64) + 1970).astype(np.float64)
+    return values
+
+
+def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.ndarray],
+                coding: ColumnCoding | None = None) -> np.ndarray:
+    """Integer codes of one released column for every row of a typed table."""
+    col = spec.column(name)
+    alt = next(a for a in col["alternatives"] if a["id"] == alternative)
+    coding = coding or column_coding(spec, name, alternative)
+    src_meta = spec.input_columns[col["source"]["column"]]
+    values = _source_values(spec, col, table)
+    if "categories" in alt:
+        if src_meta["type"] == "boolean":
+            mp = alt["map"]
+            cats = alt["categories"]
+            t, f = cats.index(mp["true"]), cats.index(mp["false"])
+            return np.where(values > 0.5, t, f).astype(np.int64)
+        mp = alt.get("map", {})
+        lookup = np.array([alt["categories"].index(mp.get(c, c)) for c in src_meta["categories"]], dtype=np.int64)
+        return lookup[values]
+    if "clip" in alt:
+        values = np.clip(values, alt["clip"][0], alt["clip"][1])
+    edges = np.array([a for a, _ in _bins(alt)] + [_bins(alt)[-1][1]], float)
+    codes = np.searchsorted(edges, values, side="right") - 1
+    outside = (codes < 0) | (codes >= coding.size)
+    if outside.any():
+        bad = values[np.flatnonzero(outside)[0]]
+        raise ValueError(f"column {name!r}: value {bad:g} lies outside the bins of alternative {alternative!r}; give the alternative a clip range")
+    return codes.astype(np.int64)
+
+
+def transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
+    """T = transform(original, config): the integer-coded released columns of the prepared data."""
+    cols = codings(spec, config)
+    codes = np.empty((prepared.n, len(cols)), dtype=np.int64)
+    for j, c in enumerate(cols):
+        codes[:, j] = code_column(spec, c.name, config["columns"][c.name], prepared.table, c)
+    return Coded(codes=codes, columns=cols)
+
+
+def labels_to_codes(coding: ColumnCoding, labels) -> np.ndarray:
+    """Map labels back to codes (KeyError naming an unknown label)."""
+    lookup = {label: i for i, label in enumerate(coding.labels)}
+    try:
+        return np.array([lookup[s] for s in labels], dtype=np.int64)
+    except KeyError as exc:
+        raise KeyError(f"column {coding.name!r}: unknown label {exc.args[0]!r} (declared: {', '.join(coding.labels)})") from None
+
+
+def codes_to_labels(coding: ColumnCoding, codes: np.ndarray) -> np.ndarray:
+    """Map codes to their labels."""
+    return np.asarray(coding.labels, dtype=object)[codes]

@@ -1,0 +1,388 @@
+"""Granular utility of a simulated release: how close is the candidate C to the transformed data T?
+
+Used by ``dpbundle sweep`` on PUBLIC data, beyond the acceptance criteria. Nothing here is
+differentially private and nothing here needs to be: it only ever sees public data.
+
+Measures (all computed on the integer-coded tables, numbers of codes as in ``ColumnCoding.values``):
+
+* ``groups``: mean and median of every ordered (binned numeric) column, overall and by the
+  spec's coarse group-by bins (``group_bins``), in T and in C.
+* ``correlations``: Pearson correlation matrices of the columns' numbers in T and in C.
+* ``marginals``: for every 2- and 3-way table (every cell of the full domain), the total
+  variation distance ``1/2 sum |f_T - f_C|`` and the largest absolute cell-share error.
+* ``s_pmse``: the table-based standardised pMSE of DP synthpop (Raab 2024, after Snoke et al.
+  2018 and Voas & Williams): for one table with counts ``y_j`` (T) and ``s_j`` (C) over the cells
+  seen in either, ``pMSE = sum_j (y_j + s_j) (s_j / (y_j + s_j) - c)^2 / N`` with ``N = n_T + n_C``,
+  ``c = n_C / N``; its expectation for a correct synthesis model is ``df (1 - c)^2 c / N`` with
+  ``df`` = cells seen - 1, and ``S_pMSE`` is the ratio. For ``c = 1/2`` this is Raab's
+  ``sum_j (y_j - s_j)^2 / ((y_j + s_j) / 2) / df``. Reference values: about 1 when C is drawn
+  from T's own empirical distribution (the synthpop null), about 2 when C is an independent
+  sample of the distribution T came from; Raab: below 10 useful, below 30 usable.
+* ``propensity``: Bowen & Snoke 2021 (Algorithm 1 with a logistic regression on all main
+  effects, one-hot coded): the propensity scores ``p_i = P(record i is synthetic | x_i)`` of the
+  pooled table, ``pMSE = mean_i (p_i - c)^2``; the **pMSE ratio** divides it by the null mean
+  pMSE estimated by permuting the T/C labels (``permutations`` refits), so it is about 1 when C
+  and T are samples of the same distribution. ``pmse_ratio_snoke`` divides by Snoke et al.'s
+  analytic expectation ``(k - 1)(1 - c)^2 c / N`` instead (k = parameters), whose null is a
+  synthesis from the correct model fitted to T (about 2 for an independent sample). **SPECKS**
+  (Bowen & Liu 2018) is the Kolmogorov-Smirnov distance between the empirical CDFs of the
+  propensity scores of T's and C's records (0 = indistinguishable, 1 = separated).
+
+Records are discrete, so the logistic regression is fitted on record *types* with counts (a
+weighted binomial IRLS), which gives the same estimates as a record-level fit at a fraction of
+the cost. A small ridge penalty (``ridge``, on the non-intercept coefficients) keeps the fit
+finite when a category occurs in only one of the two tables.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpbundle.mechanisms.coding import Coded, mixed_radix_index
+
+__all__ = [
+    "evaluate_utility",
+    "propensity_measures",
+    "fit_logistic",
+    "s_pmse_table",
+    "marginal_tables",
+    "correlations",
+    "group_statistics",
+    "weighted_median",
+]
+
+
+# --------------------------------------------------------------------------- logistic regression
+
+def fit_logistic(X: np.ndarray, successes: np.ndarray, trials: np.ndarray, *, ridge: float = 1.0,
+                 max_iter: int = 100, tol: float = 1e-9) -> np.ndarray:
+    """Binomial logistic regression by penalised Newton-Raphson (IRLS) with step halving.
+
+    ``X`` (K, p) has the intercept in column 0 (not penalised); row j has ``successes[j]`` of
+    ``trials[j]`` records labelled 1. Maximises the log-likelihood minus ``ridge/2 * |beta[1:]|^2``.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(successes, dtype=np.float64)
+    m = np.asarray(trials, dtype=np.float64)
+    K, p = X.shape
+    pen = np.full(p, float(ridge))
+    pen[0] = 0.0
+    total = m.sum()
+    c = min(max(y.sum() / total, 1e-12), 1 - 1e-12)
+    beta = np.zeros(p)
+    beta[0] = math.log(c / (1 - c))
+
+    def objective(b: np.ndarray) -> float:
+        eta = X @ b
+        # sum y*eta - m*log(1+exp(eta)), stable
+        return float(y @ eta - m @ np.logaddexp(0.0, eta) - 0.5 * (pen * b * b).sum())
+
+    obj = objective(beta)
+    for _ in range(max_iter):
+        eta = X @ beta
+        prob = 1.0 / (1.0 + np.exp(-eta))
+        w = m * prob * (1.0 - prob)
+        grad = X.T @ (y - m * prob) - pen * beta
+        H = (X * w[:, None]).T @ X + np.diag(pen) + 1e-10 * np.eye(p)
+        try:
+            step = np.linalg.solve(H, grad)
+        except np.linalg.LinAlgError:
+            step = np.linalg.lstsq(H, grad, rcond=None)[0]
+        t = 1.0
+        while True:
+            cand = beta + t * step
+            new = objective(cand)
+            if new >= obj - 1e-12 * abs(obj) or t < 1e-8:
+                break
+            t *= 0.5
+        beta, gain, obj = cand, new - obj, new
+        if np.max(np.abs(t * step)) < tol or abs(gain) < tol * max(1.0, abs(obj)) * 1e-3:
+            break
+    return beta
+
+
+def _one_hot_types(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Unique record types of ``codes`` -> (flat type index per record, main-effects design matrix).
+
+    The design matrix has an intercept and one indicator per non-reference level (level 0 of each
+    column is the reference); columns constant over the data are dropped.
+    """
+    flat = mixed_radix_index(codes, domain)
+    uniq, inverse = np.unique(flat, return_inverse=True)
+    types = codes[np.unique(inverse, return_index=True)[1]]
+    blocks = [np.ones((len(uniq), 1))]
+    for j, size in enumerate(domain):
+        if size < 2:
+            continue
+        onehot = np.zeros((len(uniq), size))
+        onehot[np.arange(len(uniq)), types[:, j]] = 1.0
+        blocks.append(onehot[:, 1:])
+    X = np.hstack(blocks)
+    keep = np.ones(X.shape[1], dtype=bool)
+    keep[1:] = X[:, 1:].any(axis=0) & ~X[:, 1:].all(axis=0)
+    return inverse.reshape(-1), X[:, keep]
+
+
+def _weighted_ks(values: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> float:
+    """Kolmogorov-Smirnov distance between two weighted empirical CDFs on the same support."""
+    order = np.argsort(values, kind="stable")
+    v = values[order]
+    a = np.cumsum(w1[order]) / w1.sum()
+    b = np.cumsum(w2[order]) / w2.sum()
+    # evaluate the CDFs only at the last position of each run of equal values
+    last = np.r_[v[1:] != v[:-1], True]
+    return float(np.max(np.abs(a[last] - b[last]))) if len(v) else 0.0
+
+
+def propensity_measures(real: np.ndarray, synth: np.ndarray, domain: Sequence[int], *,
+                        permutations: int = 5, seed: int = 0, ridge: float = 1.0) -> dict:
+    """pMSE, pMSE ratio (permutation null and Snoke's analytic null) and SPECKS (Bowen & Snoke 2021).
+
+    The logistic model has all main effects (one-hot). Fitted on the pooled table of T (label 0)
+    and C (label 1); ``permutations`` refits on randomly permuted labels estimate the null pMSE.
+    """
+    real = np.asarray(real, dtype=np.int64)
+    synth = np.asarray(synth, dtype=np.int64)
+    n_t, n_c = real.shape[0], synth.shape[0]
+    N = n_t + n_c
+    c = n_c / N
+    pooled = np.vstack([real, synth])
+    inverse, X = _one_hot_types(pooled, domain)
+    K = X.shape[0]
+    trials = np.bincount(inverse, minlength=K).astype(np.float64)
+    y_c = np.bincount(inverse[n_t:], minlength=K).astype(np.float64)
+    y_t = trials - y_c
+
+    def pmse_of(successes: np.ndarray) -> tuple[float, np.ndarray]:
+        beta = fit_logistic(X, successes, trials, ridge=ridge)
+        prob = 1.0 / (1.0 + np.exp(-(X @ beta)))
+        return float(trials @ (prob - c) ** 2 / N), prob
+
+    pmse, prob = pmse_of(y_c)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    nulls = []
+    for _ in range(max(int(permutations), 0)):
+        # labels permuted over the N records: the synthetic count of each type is multivariate hypergeometric
+        perm_c = rng.multivariate_hypergeometric(trials.astype(np.int64), n_c).astype(np.float64)
+        nulls.append(pmse_of(perm_c)[0])
+    k = X.shape[1]
+    expected_snoke = (k - 1) * (1 - c) ** 2 * c / N
+    expected_perm = (k - 1) * c * (1 - c) / N
+    pmse_null = float(np.mean(nulls)) if nulls else expected_perm
+    return {
+        "model": "logistic regression, main effects (one-hot), fitted on the pooled table",
+        "parameters": int(k),
+        "c": c,
+        "pmse": pmse,
+        "pmse_null": pmse_null,
+        "null": f"mean of {len(nulls)} label permutations" if nulls else "analytic permutation null (k-1)c(1-c)/N",
+        "pmse_ratio": pmse / pmse_null if pmse_null > 0 else float("nan"),
+        "pmse_expected_snoke": expected_snoke,
+        "pmse_ratio_snoke": pmse / expected_snoke if expected_snoke > 0 else float("nan"),
+        "specks": _weighted_ks(prob, y_t, y_c),
+    }
+
+
+# --------------------------------------------------------------------------- tables
+
+def _table_counts(codes: np.ndarray, domain: Sequence[int], cols: Sequence[int]) -> np.ndarray:
+    sub_domain = [int(domain[j]) for j in cols]
+    idx = mixed_radix_index(codes[:, list(cols)], sub_domain)
+    return np.bincount(idx, minlength=int(np.prod(sub_domain))).astype(np.float64)
+
+
+def s_pmse_table(y: np.ndarray, s: np.ndarray) -> tuple[float, int, float]:
+    """Table-based pMSE, its degrees of freedom and S_pMSE (Raab 2024) of count vectors y (T), s (C)."""
+    y = np.asarray(y, dtype=np.float64)
+    s = np.asarray(s, dtype=np.float64)
+    seen = (y + s) > 0
+    y, s = y[seen], s[seen]
+    N = y.sum() + s.sum()
+    c = s.sum() / N
+    tot = y + s
+    pmse = float(np.sum(tot * (s / tot - c) ** 2) / N)
+    df = int(seen.sum()) - 1
+    if df <= 0:
+        return pmse, df, float("nan")
+    expected = df * (1 - c) ** 2 * c / N
+    return pmse, df, pmse / expected
+
+
+def marginal_tables(real: Coded, synth: Coded, ways: Sequence[int] = (2, 3)) -> list[dict]:
+    """Every k-way table (k in ``ways``): TVD, largest cell-share error and S_pMSE."""
+    domain = real.domain
+    d = len(domain)
+    n_t, n_c = real.n, synth.n
+    rows = []
+    for k in ways:
+        for cols in itertools.combinations(range(d), k):
+            y = _table_counts(real.codes, domain, cols)
+            s = _table_counts(synth.codes, domain, cols)
+            diff = np.abs(y / n_t - s / n_c)
+            _, df, spmse = s_pmse_table(y, s)
+            rows.append({
+                "k": k,
+                "columns": [real.columns[j].name for j in cols],
+                "cells": int(len(y)),
+                "tvd": float(0.5 * diff.sum()),
+                "max_abs_error": float(diff.max()),
+                "df": df,
+                "s_pmse": spmse,
+            })
+    return rows
+
+
+def _summarise_tables(rows: list[dict], ways: Sequence[int]) -> tuple[dict, dict]:
+    marg, sp = {}, {}
+    for k in ways:
+        sel = [r for r in rows if r["k"] == k]
+        if not sel:
+            continue
+        worst_tvd = max(sel, key=lambda r: r["tvd"])
+        finite = [r for r in sel if math.isfinite(r["s_pmse"])]
+        marg[str(k)] = {
+            "tables": len(sel),
+            "mean_tvd": float(np.mean([r["tvd"] for r in sel])),
+            "max_tvd": worst_tvd["tvd"],
+            "max_abs_error": float(max(r["max_abs_error"] for r in sel)),
+            "worst": worst_tvd["columns"],
+        }
+        if finite:
+            worst = max(finite, key=lambda r: r["s_pmse"])
+            sp[str(k)] = {
+                "tables": len(finite),
+                "mean": float(np.mean([r["s_pmse"] for r in finite])),
+                "max": worst["s_pmse"],
+                "worst": worst["columns"],
+            }
+    return marg, sp
+
+
+# --------------------------------------------------------------------------- moments
+
+def correlations(real: Coded, synth: Coded) -> dict:
+    """Pearson correlations of the columns' numbers in T and in C (constant columns give 0)."""
+
+    def corr(t: Coded) -> np.ndarray:
+        V = np.column_stack([t.values_of(name) for name in t.names]).astype(np.float64)
+        V = V - V.mean(axis=0)
+        sd = np.sqrt((V * V).mean(axis=0))
+        sd[sd == 0] = np.inf
+        Z = V / sd
+        R = (Z.T @ Z) / max(V.shape[0], 1)
+        np.fill_diagonal(R, 1.0)
+        return R
+
+    R_t, R_c = corr(real), corr(synth)
+    iu = np.triu_indices(len(real.names), 1)
+    diff = np.abs(R_t - R_c)[iu]
+    worst = int(np.argmax(diff)) if len(diff) else 0
+    return {
+        "columns": list(real.names),
+        "real": np.round(R_t, 6).tolist(),
+        "synth": np.round(R_c, 6).tolist(),
+        "max_abs_diff": float(diff.max()) if len(diff) else 0.0,
+        "mean_abs_diff": float(diff.mean()) if len(diff) else 0.0,
+        "worst": [real.names[iu[0][worst]], real.names[iu[1][worst]]] if len(diff) else [],
+    }
+
+
+def weighted_median(values: np.ndarray) -> float:
+    """Median (lower median for an even count; values of binned columns are discrete)."""
+    if len(values) == 0:
+        return float("nan")
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    return float(v[(len(v) - 1) // 2])
+
+
+def _group_of(values: np.ndarray, rule: dict | None, coding) -> tuple[np.ndarray, list[str]]:
+    if rule and "edges" in rule:
+        edges = np.asarray(rule["edges"], dtype=np.float64)
+        labels = list(rule.get("labels") or [str(i) for i in range(len(edges) + 1)])
+        return np.searchsorted(edges, values, side="right"), labels
+    # no coarse bins: the column's own codes (numbers -> code index)
+    lookup = {float(v): i for i, v in enumerate(coding.values)}
+    return np.array([lookup.get(float(v), -1) for v in values]), list(coding.labels)
+
+
+def group_statistics(real: Coded, synth: Coded, spec: dict | None = None, *,
+                     max_groups: int = 12) -> dict:
+    """Mean and median of every ordered column, overall and by every group-by column.
+
+    Group-by columns are the spec's ``group_bins`` (coarse bins on the numbers); without a spec,
+    every column with at most ``max_groups`` codes, by its codes.
+    """
+    group_bins = (spec or {}).get("group_bins") or {}
+    names = list(real.names)
+    if group_bins:
+        by_cols = [b for b in group_bins if b in names]
+    else:
+        by_cols = [c.name for c in real.columns if c.size <= max_groups]
+    targets = [c.name for c in real.columns if c.ordered]
+    rows: list[dict] = []
+    summary: dict[str, dict] = {}
+    for target in targets:
+        vt, vc = real.values_of(target), synth.values_of(target)
+        tmax_mean, tmax_median = 0.0, 0.0
+        for by in [None] + [b for b in by_cols if b != target]:
+            if by is None:
+                gt, gc, labels = np.zeros(len(vt), int), np.zeros(len(vc), int), ["all"]
+            else:
+                coding = real.columns[real.column(by)]
+                gt, labels = _group_of(real.values_of(by), group_bins.get(by), coding)
+                gc, _ = _group_of(synth.values_of(by), group_bins.get(by), coding)
+            for g, label in enumerate(labels):
+                a, b = vt[gt == g], vc[gc == g]
+                mt = float(a.mean()) if len(a) else float("nan")
+                mc = float(b.mean()) if len(b) else float("nan")
+                dt, dc = weighted_median(a), weighted_median(b)
+                rows.append({
+                    "target": target, "by": by, "group": label,
+                    "n_real": int(len(a)), "n_synth": int(len(b)),
+                    "mean_real": mt, "mean_synth": mc,
+                    "median_real": dt, "median_synth": dc,
+                })
+                if len(a) and len(b):
+                    tmax_mean = max(tmax_mean, abs(mt - mc))
+                    tmax_median = max(tmax_median, abs(dt - dc))
+        summary[target] = {"max_abs_mean_diff": tmax_mean, "max_abs_median_diff": tmax_median}
+    return {"by": by_cols, "targets": targets, "rows": rows, "summary": summary}
+
+
+# --------------------------------------------------------------------------- everything
+
+def _clean(x: Any) -> Any:
+    """JSON-able copy: numpy scalars -> Python, non-finite floats -> None."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    return x
+
+
+def evaluate_utility(real: Coded, synth: Coded, spec: dict | None = None, *,
+                     ways: Sequence[int] = (2, 3), permutations: int = 5, seed: int = 0) -> dict:
+    """All granular utility measures of candidate ``synth`` (C) against ``real`` (T); JSON-able."""
+    if real.names != synth.names or real.domain != synth.domain:
+        raise ValueError("utility: T and C must have the same columns and domains")
+    tables = marginal_tables(real, synth, ways)
+    marg, sp = _summarise_tables(tables, ways)
+    return _clean({
+        "n_real": real.n,
+        "n_synth": synth.n,
+        "propensity": propensity_measures(real.codes, synth.codes, real.domain,
+                                          permutations=permutations, seed=seed),
+        "s_pmse": sp,
+        "marginals": marg,
+        "tables": tables,
+        "correlations": correlations(real, synth),
+        "groups": group_statistics(real, synth, spec),
+    })
