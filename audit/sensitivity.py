@@ -7,8 +7,9 @@ public bundle only (n, data.csv, the spec), following DESIGN.md:
 * conditional_means: margin = ceil(margin_share n) + margin_plus (defaults 0.01, 1);
   m_g = max(s_g - margin, 1) over every coarse group of every ``by`` column (groups absent from
   C count with m_g = 1; ``null`` = the overall mean, size n); Delta = (U - L) / min m_g
-* regression_coefficients: functional mechanism, 2 (1 + 2d + d^2) with d as in the criterion's
-  sensitivity_inputs (d = number of features, +1 if the intercept is modelled as a feature)
+* regression_coefficients: functional mechanism, 2 (1 + 2d + d^2) (sufficient statistics:
+  2 (d + d(d+1)/2 - 1)) with d = the features not constant in C + 1 for the intercept's
+  constant feature (as the criterion's sensitivity_inputs count it)
 * regression_mae_difference: 2 (U - L) / n
 * derived threshold (laplace_false_positive): c0 - F^-1_Laplace(1 - p; Delta_assumed / eps)
 """
@@ -155,26 +156,30 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
             facts["declared_min_group_size"] = declared
         return (U - L) / best, facts
     if typ == "regression_coefficients":
-        inputs = row.get("sensitivity_inputs") or {}
-        d = None
-        for key in ("d", "dimension", "dimensions", "n_features", "num_features"):
-            v = inputs.get(key)
-            if isinstance(v, int) and not isinstance(v, bool):
-                d = v
-                break
-        feats = entry.get("features")
         target = entry.get("target")
-        if isinstance(feats, list):
-            p = len(feats)
+        feats = entry.get("features")
+        if not isinstance(feats, list):
+            feats = [c for c in view.names if c != target]
+        used = []
+        for f in feats:
+            try:
+                j = view.index(f)
+            except (KeyError, TypeError):
+                raise Unverifiable(f"{where}: feature {f!r} is not a released column") from None
+            x = view.columns[j].numbers[codes[:, j]]
+            if x.size and float(x.max()) > float(x.min()):
+                used.append(f)          # features constant in C are left out of the design
+        d = len(used) + 1               # + the intercept's constant feature
+        fit = entry.get("fit", "functional_mechanism")
+        if fit == "functional_mechanism":
+            delta = 2.0 * (1 + 2 * d + d * d)
+        elif fit == "sufficient_statistics":
+            delta = 2.0 * (d + d * (d + 1) // 2 - 1)
         else:
-            p = len([c for c in view.names if c != target])
-        if d is None:
-            d = p
-            facts_note = "d not declared; taken as the number of features"
-        else:
-            facts_note = "d as declared in sensitivity_inputs"
-        if d not in (p, p + 1):
-            raise Unverifiable(f"{where}: sensitivity_inputs declares d = {d}, but there are {p} "
-                               f"features ({p + 1} with an intercept)")
-        return 2.0 * (1 + 2 * d + d * d), {"d": d, "features": p, "note": facts_note}
+            raise Unverifiable(f"{where}: unknown fit {fit!r}")
+        facts = {"d": d, "fit": fit}
+        declared = (row.get("sensitivity_inputs") or {}).get("d")
+        if declared is not None and declared != d:
+            facts["declared_d"] = declared
+        return delta, facts
     raise Unverifiable(f"{where}: unknown criterion type {typ!r}; the audit cannot recompute its sensitivity")

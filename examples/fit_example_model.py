@@ -8,18 +8,23 @@ Model (a small Bayesian network):
     month          ~ Categorical(month_counts)
     mother_age     ~ Categorical(age_counts) over years
     parity         | age band        ~ Categorical(parity_counts[band])
-    gestation_week | age band        ~ Categorical(gestation_counts[band])
+    true week      | age band        ~ Categorical(gestation_counts[band]); these counts are the
+                                       observed ones less the expected recording errors
     is_female      ~ Bernoulli(female_share)
     birth_weight   | true week, is_female = center[group, sex] + scale[group] * r, where
-        group = a run of consecutive weeks with >= 200 rows; center and scale are a trimmed
-        median and 1.4826 * median absolute deviation (rows within 3 scales, iterated, so that
-        recording errors do not inflate them); r ~ the pooled histogram of standardised residuals
-        within +-5 (bins of 0.1, uniform within a bin): one shared, skewed shape.
+        group = a run of consecutive weeks with >= 200 rows. Before week 37, EM fits per group
+        (1 - error_share) * Normal(center[sex], scale) + error_share * (pooled weight density),
+        so that recording errors (mostly term births recorded at a preterm week) do not inflate
+        center and scale; from week 37, where such errors look like the pooled density, center
+        and scale are trimmed medians and 1.4826 * MAD (iterated, rows within 3 scales) and
+        error_share is 0. r ~ the pooled histogram of standardised residuals of the rows more
+        likely clean than not, within +-5 (bins of 0.1, uniform within a bin): one shared,
+        skewed shape.
     recorded gestation_week = the true week, or with probability error_rate a week drawn with
         probabilities proportional to error_week_weights (a recording error: it gives the rare
         implausible weight/week combinations of real registries).
-    error_week_weights[w] = (rows more than 4 scales from their group's center at week w) /
-        (chance that a pooled weight draw is that far there); error_rate = their sum / rows.
+    error_week_weights[w] = expected number of rows recorded at week w by mistake (sum of the
+        EM's error probabilities); error_rate = their sum / rows.
 
 Usage: python examples/fit_example_model.py [DATA] [OUT]
 """
@@ -40,6 +45,7 @@ AGE_BANDS = [10, 20, 25, 30, 35, 40, 71]  # left-closed bands [10,20), [20,25), 
 MIN_GROUP_ROWS = 200
 WEIGHT_BIN = 100
 OUTLIER_Z = 5.0
+TERM = 37  # weeks from which recording errors are not modelled (they are not identifiable)
 
 
 def _counts(s: pd.Series, lo: int, hi: int) -> list[int]:
@@ -67,6 +73,36 @@ def week_groups(weeks: pd.Series) -> list[list[int]]:
     return groups
 
 
+def _fit_mixture(w: np.ndarray, f: np.ndarray, h: np.ndarray) -> tuple[float, float, float, float, np.ndarray]:
+    """EM for (1 - eps) Normal(center[sex], scale) + eps * h; returns cm, cf, scale, eps, resp."""
+    cm, cf = float(np.median(w[~f])), float(np.median(w[f]))
+    scale = float(1.4826 * np.median(np.abs(w - np.where(f, cf, cm))))
+    eps = 0.1
+    for _ in range(200):
+        c = np.where(f, cf, cm)
+        normal = np.exp(-0.5 * ((w - c) / scale) ** 2) / (scale * np.sqrt(2 * np.pi))
+        resp = eps * h / (eps * h + (1 - eps) * normal + 1e-300)
+        keep = 1 - resp
+        cm = float(np.sum(keep * w * ~f) / np.sum(keep * ~f))
+        cf = float(np.sum(keep * w * f) / np.sum(keep * f))
+        c = np.where(f, cf, cm)
+        scale = float(np.sqrt(np.sum(keep * (w - c) ** 2) / np.sum(keep)))
+        eps = float(np.mean(resp))
+    return cm, cf, scale, eps, resp
+
+
+def _fit_robust(w: np.ndarray, f: np.ndarray) -> tuple[float, float, float]:
+    """Trimmed medians (per sex) and 1.4826 * MAD of the rows within 3 scales, iterated."""
+    keep = np.ones(len(w), bool)
+    for _ in range(10):
+        cm = float(np.median(w[keep & ~f])) if (keep & ~f).any() else float(np.median(w[keep]))
+        cf = float(np.median(w[keep & f])) if (keep & f).any() else float(np.median(w[keep]))
+        c = np.where(f, cf, cm)
+        scale = float(1.4826 * np.median(np.abs(w[keep] - c[keep])))
+        keep = np.abs(w - c) <= 3 * scale
+    return cm, cf, scale
+
+
 def fit(df: pd.DataFrame) -> dict:
     """Estimate the parameter table from a births table."""
     month = pd.to_datetime(df["date_of_birth"]).dt.month
@@ -84,40 +120,36 @@ def fit(df: pd.DataFrame) -> dict:
     groups = week_groups(week)
     fem = female.to_numpy()
     w_all, wk = weight.to_numpy().astype(float), week.to_numpy()
-    table = []
-    z = np.zeros(len(df))
-    for lo, hi in groups:
-        in_g = (wk >= lo) & (wk <= hi)
-        w, f = w_all[in_g], fem[in_g]
-        keep = np.ones(len(w), bool)
-        for _ in range(10):
-            cm = float(np.median(w[keep & ~f])) if (keep & ~f).any() else float(np.median(w[keep]))
-            cf = float(np.median(w[keep & f])) if (keep & f).any() else float(np.median(w[keep]))
-            c = np.where(f, cf, cm)
-            scale = float(1.4826 * np.median(np.abs(w[keep] - c[keep])))
-            keep = np.abs(w - c) <= 3 * scale
-        table.append({"weeks": [lo, hi], "rows": int(in_g.sum()), "center_male": round(cm, 1),
-                      "center_female": round(cf, 1), "scale": round(scale, 1)})
-        z[in_g] = (w - c) / scale
-
     w_lo = int(weight.min()) // WEIGHT_BIN * WEIGHT_BIN
     w_hi = int(weight.max()) // WEIGHT_BIN * WEIGHT_BIN
     edges = np.arange(w_lo, w_hi + 2 * WEIGHT_BIN, WEIGHT_BIN)
     hist, _ = np.histogram(weight, bins=edges)
-    mids = edges[:-1] + WEIGHT_BIN / 2
-    p_bin = hist / hist.sum()
-    # recording errors: at week w, a pooled weight draw is a 4-scale outlier with chance p_far[w];
-    # O[w] outliers observed there mean about O[w] / p_far[w] rows were recorded at w by mistake
-    # (p_far floored at 0.01 against blow-ups where outliers can hardly be seen).
-    error_rows = []
-    for wk_ in range(g_lo, g_hi + 1):
-        g = next(t for t in table if t["weeks"][0] <= wk_ <= t["weeks"][1])
-        p_far = 0.5 * sum(p_bin[np.abs(mids - g[f"center_{s}"]) / g["scale"] > 4].sum()
-                          for s in ("male", "female"))
-        observed = int(np.sum((np.abs(z) > 4) & (wk == wk_)))
-        error_rows.append(round(observed / max(p_far, 0.01), 1))
+    density = hist / hist.sum() / WEIGHT_BIN  # pooled weight density: the error component
+    table = []
+    z = np.zeros(len(df))
+    error_share = np.zeros(len(df))  # probability that a row's week is a recording error
+    for lo, hi in groups:
+        in_g = (wk >= lo) & (wk <= hi)
+        w, f = w_all[in_g], fem[in_g]
+        h = density[np.clip(((w - w_lo) // WEIGHT_BIN).astype(int), 0, len(density) - 1)]
+        if hi < TERM:
+            cm, cf, scale, eps, resp = _fit_mixture(w, f, h)
+        else:  # at term, errors cannot be told apart from the pooled density: robust figures
+            cm, cf, scale = _fit_robust(w, f)
+            eps, resp = 0.0, np.zeros(len(w))
+        c = np.where(f, cf, cm)
+        table.append({"weeks": [lo, hi], "rows": int(in_g.sum()), "center_male": round(cm, 1),
+                      "center_female": round(cf, 1), "scale": round(scale, 1),
+                      "error_share": round(eps, 4)})
+        z[in_g] = (w - c) / scale
+        error_share[in_g] = resp
+    # expected number of rows recorded at each week by mistake
+    error_rows = [round(float(error_share[wk == w_].sum()), 1) for w_ in range(g_lo, g_hi + 1)]
     week_error_rate = float(sum(error_rows) / len(df))
-    inlier = np.abs(z) <= OUTLIER_Z
+    # the true-week tables: the observed counts less the expected recording errors
+    share = np.array([e / max(1, int((wk == w_).sum())) for e, w_ in zip(error_rows, range(g_lo, g_hi + 1))])
+    gest_counts = [[round(c * (1 - s_), 2) for c, s_ in zip(row, share)] for row in gest_counts]
+    inlier = (np.abs(z) <= OUTLIER_Z) & (error_share < 0.5)
     r_edges = np.round(np.arange(-OUTLIER_Z, OUTLIER_Z + 0.05, 0.1), 1)
     r_hist, _ = np.histogram(z[inlier], bins=r_edges)
 

@@ -57,18 +57,18 @@ def _n_cells(domain: Sequence[int]) -> int:
 
 
 def crosstab_counts(codes: np.ndarray, domain: Sequence[int]) -> np.ndarray:
-    """Full cross-tabulation: float64 counts of every cell of ``domain`` (C order, flat).
+    """Full cross-tabulation: int64 counts of every cell of ``domain`` (C order, flat).
 
     Cell index = mixed-radix index of the record; ``minlength = prod(domain)`` so empty cells
     are included. L1 sensitivity under change-one: 2 (see ``COUNT_SENSITIVITY``).
     """
     codes, dom = check_codes(codes, domain)
     idx = mixed_radix_index(codes, dom)
-    return np.bincount(idx, minlength=_n_cells(dom)).astype(np.float64)
+    return np.bincount(idx, minlength=_n_cells(dom)).astype(np.int64)
 
 
 def marginal_counts(codes: np.ndarray, domain: Sequence[int], cols: Sequence[int]) -> np.ndarray:
-    """Counts of the marginal on columns ``cols``: float64 array of shape ``[domain[j] for j in cols]``.
+    """Counts of the marginal on columns ``cols``: int64 array of shape ``[domain[j] for j in cols]``.
 
     It is the cross-tabulation of the projected records, so its L1 sensitivity is 2.
     """
@@ -76,7 +76,7 @@ def marginal_counts(codes: np.ndarray, domain: Sequence[int], cols: Sequence[int
     cols = tuple(int(j) for j in cols)
     sub = tuple(dom[j] for j in cols)
     idx = mixed_radix_index(codes[:, cols], sub)
-    return np.bincount(idx, minlength=_n_cells(sub)).astype(np.float64).reshape(sub)
+    return np.bincount(idx, minlength=_n_cells(sub)).astype(np.int64).reshape(sub)
 
 
 def resolve_marginals(spec: str | Sequence[Sequence[int]], d: int) -> list[tuple[int, ...]]:
@@ -157,7 +157,7 @@ class CrossTabModel:
 class NoisyCrossTab:
     """Laplace noise on every cell of the full cross-tabulation ("crosstab").
 
-    ``fit`` releases ``c(D) + Lap(2/epsilon)^cells`` (L1 sensitivity 2, see
+    ``fit`` releases ``c(D) + DLap(2/epsilon)^cells`` (OpenDP's exact discrete Laplace) (L1 sensitivity 2, see
     ``COUNT_SENSITIVITY``), which is epsilon-DP; the model clips negatives, normalises and
     samples cells. Refuses domains with more than ``max_cells`` cells.
     """
@@ -193,7 +193,7 @@ class NoisyCrossTab:
             )
         counts = crosstab_counts(codes, dom)
         noisy = rand.laplace(counts, sensitivity=COUNT_SENSITIVITY, epsilon=self.epsilon,
-                             purpose="crosstab counts")
+                             purpose="crosstab counts", integer=True)
         return CrossTabModel(domain=dom, p=_to_distribution(noisy))
 
 
@@ -270,7 +270,7 @@ class IPFResult:
 
 
 def ipf(targets: list[np.ndarray], attrs: list[tuple[int, ...]], domain: tuple[int, ...], *,
-        max_iterations: int = 500, tolerance: float = 1e-7) -> IPFResult:
+        max_iterations: int = 1000, tolerance: float = 1e-5) -> IPFResult:
     """Iterative proportional fitting of a joint distribution to marginal ``targets``.
 
     Start uniform; a sweep rescales the table for each marginal A in turn:
@@ -351,9 +351,9 @@ class NoisyMarginals:
                        "allow_nonconvergence", "consistency_rounds")
 
     def __init__(self, epsilon: float, marginals: str | Sequence[Sequence[int]] = "all-2way",
-                 max_cells: int = DEFAULT_MAX_CELLS, max_iterations: int = 500,
-                 tolerance: float = 1e-7, allow_nonconvergence: bool = False,
-                 consistency_rounds: int = 10) -> None:
+                 max_cells: int = DEFAULT_MAX_CELLS, max_iterations: int = 1000,
+                 tolerance: float = 1e-5, allow_nonconvergence: bool = False,
+                 consistency_rounds: int = 30) -> None:
         if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
             raise ValueError(f"marginals: epsilon must be a finite number > 0, got {epsilon!r}")
         self.epsilon = float(epsilon)
@@ -412,7 +412,7 @@ class NoisyMarginals:
         for a in attrs:
             true = marginal_counts(codes, dom, a)
             noisy.append(rand.laplace(true, sensitivity=COUNT_SENSITIVITY, epsilon=eps_k,
-                                      purpose=f"marginal {list(a)}"))
+                                      purpose=f"marginal {list(a)}", integer=True))
         n = float(codes.shape[0])
         tables = make_consistent(noisy, attrs, total=max(n, 1.0), rounds=self.consistency_rounds)
         res = ipf(tables, attrs, dom, max_iterations=self.max_iterations, tolerance=self.tolerance)

@@ -42,6 +42,7 @@ class LaplaceRelease:
     sensitivity: float
     epsilon: float
     vector: bool = False
+    integer: bool = False           # discrete Laplace on integer values (e.g. counts)
     input_metric: str = field(default="change_one_distance", init=False)
     output_measure: str = field(default="max_divergence", init=False)
     mechanism: str = field(default="laplace", init=False)
@@ -52,7 +53,7 @@ class LaplaceRelease:
     @property
     def scale(self) -> float:
         """Noise scale b of Lap(b) (calibrated against OpenDP's privacy map)."""
-        return calibrated_laplace_scale(self.sensitivity, self.epsilon, self.vector)
+        return calibrated_laplace_scale(self.sensitivity, self.epsilon, self.vector, self.integer)
 
     @property
     def noise_std(self) -> float:
@@ -73,6 +74,7 @@ class LaplaceRelease:
             "input_metric": self.input_metric, "output_measure": self.output_measure,
             "sensitivity": float(self.sensitivity), "epsilon": float(self.epsilon),
             "scale": self.scale, "noise_std": self.noise_std,
+            "discrete": self.integer,
         }
 
     def release(self, true_value: float | np.ndarray, rand: Randomness) -> float | np.ndarray:
@@ -81,16 +83,18 @@ class LaplaceRelease:
             kind = "an array" if self.vector else "a scalar"
             raise ValueError(f"LaplaceRelease {self.purpose!r} expects {kind} true value")
         return rand.laplace(true_value, sensitivity=self.sensitivity, epsilon=self.epsilon,
-                            purpose=self.purpose)
+                            purpose=self.purpose, integer=self.integer)
 
 
 @dataclass(frozen=True)
 class ExponentialSelection:
-    """Choose index i with probability ∝ exp(epsilon * u_i / (2 * sensitivity)).
+    """epsilon-DP choice of a high-scoring index (exponential-mechanism family).
 
     ``sensitivity`` = max over change-one neighbours and candidates of ``|u_i(D) - u_i(D')|``;
-    implemented as OpenDP report-noisy-max with Gumbel noise of ``scale`` = 2 * sensitivity /
-    epsilon (nudged); privacy map ``d_in -> 2 * d_in * sensitivity / scale``.
+    implemented as OpenDP report-noisy-max under max_divergence, which adds exponential noise
+    of ``scale`` = 2 * sensitivity / epsilon (nudged): permute-and-flip, whose choice
+    probabilities dominate the exponential mechanism's ``exp(epsilon * u_i / (2 * sensitivity))``.
+    Privacy map ``d_in -> 2 * d_in * sensitivity / scale``.
     """
 
     purpose: str
@@ -98,7 +102,7 @@ class ExponentialSelection:
     epsilon: float
     input_metric: str = field(default="change_one_distance", init=False)
     output_measure: str = field(default="max_divergence", init=False)
-    mechanism: str = field(default="exponential (report noisy max, Gumbel)", init=False)
+    mechanism: str = field(default="report noisy max (exponential noise; permute-and-flip)", init=False)
 
     def __post_init__(self) -> None:
         _check(self.sensitivity, self.epsilon)

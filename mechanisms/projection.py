@@ -47,12 +47,19 @@ def record_types(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for s in span:
         total *= int(s)
     if total < 2**63:
-        radix = np.ones(d, dtype=np.int64)
-        for j in range(d - 2, -1, -1):
-            radix[j] = radix[j + 1] * int(span[j + 1])
-        keys = (codes - lo) @ radix
-        uniq_keys, first, counts = np.unique(keys, return_index=True, return_counts=True)
-        return codes[first], counts.astype(np.int64)
+        keys = np.zeros(n, dtype=np.int64)
+        for j in range(d):  # mixed-radix key, column 0 most significant (same order as rows)
+            keys *= int(span[j])
+            keys += codes[:, j] - lo[j]
+        keys.sort()
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        counts = np.diff(np.r_[starts, n])
+        uniq = keys[starts]
+        types = np.empty((len(uniq), d), dtype=np.int64)
+        for j in range(d - 1, -1, -1):  # decode the keys back into rows
+            uniq, types[:, j] = np.divmod(uniq, int(span[j]))
+            types[:, j] += lo[j]
+        return types, counts.astype(np.int64)
     types, counts = np.unique(codes, axis=0, return_counts=True)
     return types, counts.astype(np.int64)
 
@@ -70,7 +77,7 @@ def _out_counts(counts: np.ndarray, m: int, rng: np.random.Generator) -> np.ndar
     if K == 0:  # 0 < R < m: expectations cannot be kept; give the rows to common records
         common = np.flatnonzero(counts >= m)
         p = counts[common] / counts[common].sum()
-        out[common] += rng.multinomial(R, p)
+        out[common[:1]] += R
         return out
     order = rng.permutation(rare.size)
     cum = np.cumsum(K * c[order])               # integers, total K*R
@@ -106,4 +113,4 @@ def project(codes: np.ndarray, min_count: int, rng: np.random.Generator) -> np.n
     types, counts = record_types(codes)
     out_counts = _out_counts(counts, m, rng)
     result = np.repeat(types, out_counts, axis=0)
-    return rng.permutation(result, axis=0)
+    return result[rng.permutation(n)]

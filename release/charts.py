@@ -49,7 +49,7 @@ def _tick_label(v: float) -> str:
 
 
 def distribution_chart(labels: Sequence[str], counts: Sequence[int], *, title: str = "",
-                       width: int = 640, height: int = 220) -> str:
+                       width: int = 640, height: int = 170) -> str:
     """An SVG bar chart: one bar per label, in label order, with a count axis."""
     labels = [str(x) for x in labels]
     counts = [int(c) for c in counts]
@@ -158,8 +158,11 @@ def criteria_chart(criteria: Sequence[dict], *, width: int = 640, z: float = NOI
         colour = _PASS if passed else _FAIL
         x0, x1 = X(val - err), X(val + err)
         out.append(f'<line x1="{_n(x0)}" y1="{_n(y)}" x2="{_n(x1)}" y2="{_n(y)}" stroke="{colour}" stroke-width="1.4"/>')
-        for xe in (x0, x1):
-            out.append(f'<line x1="{_n(xe)}" y1="{_n(y - 4)}" x2="{_n(xe)}" y2="{_n(y + 4)}" stroke="{colour}" stroke-width="1.2"/>')
+        for xe, clipped, sign in ((x0, val - err < lo, -1), (x1, val + err > hi, 1)):
+            if clipped:  # the bar runs off the axis: an arrow head instead of a cap
+                out.append(f'<path d="M{_n(xe)} {_n(y)} l{_n(-6 * sign)} -3.5 v7 z" fill="{colour}"/>')
+            else:
+                out.append(f'<line x1="{_n(xe)}" y1="{_n(y - 4)}" x2="{_n(xe)}" y2="{_n(y + 4)}" stroke="{colour}" stroke-width="1.2"/>')
         out.append(f'<circle cx="{_n(X(val))}" cy="{_n(y)}" r="3.6" fill="{colour}"><title>{escape(cid)}: {val:.4g} of threshold</title></circle>')
     out.append("</svg>")
     return "".join(out)

@@ -48,7 +48,10 @@ def constraint_mask(constraint: dict, table: Mapping[str, np.ndarray], kinds: Ma
                 mask &= OPS[op](values, code) & (values >= 0)
             continue
         with np.errstate(invalid="ignore"):
-            mask &= OPS[op](values, _operand(kind, value))
+            hit = OPS[op](values, _operand(kind, value))
+        # NaN != x and NaT != x are True in IEEE/numpy: exclude missing values explicitly.
+        present = ~np.isnat(values) if kind == "date" else ~np.isnan(values)
+        mask &= hit & present
     return mask
 
 

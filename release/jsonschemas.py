@@ -20,7 +20,7 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
-__all__ = ["SchemaValidationError", "load_schema", "validate", "iter_errors", "schema_names"]
+__all__ = ["SchemaValidationError", "load_schema", "validate", "validate_file", "iter_errors", "schema_names"]
 
 _PACKAGE = "dpbundle.schemas"
 _SUFFIX = ".schema.json"
@@ -115,3 +115,20 @@ def validate(instance: Any, name: str, *, document: str | None = None) -> None:
     errors = iter_errors(instance, name)
     if errors:
         raise SchemaValidationError(_file_name(name)[: -len(_SUFFIX)], errors, document)
+
+
+def validate_file(path, name: str) -> Any:
+    """Read the JSON file ``path``, validate it against schema ``name`` and return the document.
+
+    Raises :class:`SchemaValidationError` (also for a file that is not valid JSON, with path ``$``).
+    """
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SchemaValidationError(_file_name(name)[: -len(_SUFFIX)], [("$", f"not valid JSON: {exc}")],
+                                    str(path)) from exc
+    validate(doc, name, document=str(path))
+    return doc

@@ -78,7 +78,7 @@ class _Problems:
         rows = np.flatnonzero(mask)
         self.total += len(rows)
         for r in rows[:MAX_REPORTED]:
-            got = f" (got {cells[r]!r})" if cells is not None else ""
+            got = f" (got {str(cells[r])!r})" if cells is not None else ""
             self.items.append((int(_line(r)), f"line {int(_line(r))}, column {column!r}: {rule}{got}"))
 
     def messages(self) -> list[str]:
@@ -91,7 +91,7 @@ def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray,
     problems.add(empty, name, "empty cell (declare a missing-value marker in input.missing_values if this is intended)")
     present = ~missing & ~empty
     if kind in ("integer", "float"):
-        values = pd.to_numeric(pd.Series(cells), errors="coerce").to_numpy(dtype=np.float64)
+        values = pd.to_numeric(pd.Series(cells), errors="coerce").to_numpy(dtype=np.float64, copy=True)
         bad = present & ~np.isfinite(values)
         problems.add(bad, name, f"not a number ({kind} expected)", cells)
         if kind == "integer":
@@ -112,7 +112,7 @@ def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray,
         problems.add(present & ~t & ~f, name, "not a boolean (True/False expected)", cells)
         return np.where(t, 1.0, np.where(f, 0.0, np.nan))
     if kind == "date":
-        parsed = pd.to_datetime(pd.Series(cells), format="%Y-%m-%d", errors="coerce").to_numpy(dtype="datetime64[D]")
+        parsed = pd.to_datetime(pd.Series(cells), format="%Y-%m-%d", errors="coerce").to_numpy(dtype="datetime64[D]", copy=True)
         bad = present & np.isnat(parsed)
         problems.add(bad, name, "not a valid date (YYYY-MM-DD expected; impossible dates such as 2019-02-30 are rejected)", cells)
         parsed[~present | bad] = np.datetime64("NaT")

@@ -109,12 +109,12 @@ def cli_release(
 
 
 def _demo_key(out: Path) -> Path:
-    from .keys import generate_keypair
+    from .keys import write_keypair
 
     base = out.parent / f"{out.name}.demo-key"
     keyfile = base.with_name(base.name + ".key")
     if not keyfile.exists():
-        generate_keypair(base)
+        write_keypair(base)
         console.print(f"[yellow]note:[/] generated a demo signing key {keyfile} (public key {base}.pub) "
                       "outside the bundle; a real release uses the steward's own key (`dpbundle keygen`).")
     return keyfile
@@ -171,13 +171,12 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
 
     # 3. Write the spend to the ledger before the first iteration.
     ledger = Ledger(ledger_path or Ledger.default_path())
-    data_fp = ledger.fingerprint_data(data_path) if hasattr(ledger, "fingerprint_data") else prepared.sha256
     try:
-        composed = ledger.check_allowed(data_fp, spec.total_epsilon, allow_additional_spend)
+        entry, composed = ledger.reserve(prepared.sha256, spec.fingerprint, spec.total_epsilon,
+                                         f"dpbundle release {spec.raw['release']['title']!r} -> {out}",
+                                         allow_additional_spend)
     except LedgerRefusal as exc:
         _fail(str(exc))
-    entry = ledger.record(data_fp, spec.fingerprint, spec.total_epsilon,
-                          f"dpbundle release {spec.raw['release']['title']!r} -> {out}")
     if composed > spec.total_epsilon * (1 + 1e-12):
         console.print(f"[yellow]ledger:[/] the composed total spent on these data is now {composed:g}")
 
@@ -206,7 +205,7 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
         bundle = write_bundle(
             out, spec=spec.public_dict(), configuration=result.config, configuration_id=result.config_id,
             columns=list(result.candidate.columns), codes=result.candidate.codes, metrics=result.metrics(),
-            budget=budget, transcript=transcript, transcript_path=transcript_path,
+            budget=budget, transcript_records_jsonl=transcript.to_jsonl(), transcript_path=transcript_path,
             private_key=private_key, force=force, make_zip=make_zip)
     except Exception:
         ledger.mark_finished(entry, "failed while writing the bundle")

@@ -72,6 +72,9 @@ def enumerate_configs(spec: Spec) -> Iterator[dict]:
 def config_at(spec: Spec, index: int) -> dict:
     """The configuration at position ``index`` of :func:`enumerate_configs` (mixed radix)."""
     dims = [values for _, values in dimensions(spec)]
+    size = math.prod(len(values) for values in dims)
+    if not 0 <= index < size:
+        raise IndexError(f"configuration index {index} is outside the space 0..{size - 1}")
     choice = []
     for values in reversed(dims):
         index, r = divmod(index, len(values))

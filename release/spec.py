@@ -202,7 +202,12 @@ def read_spec_document(path: Path) -> dict:
         raise SpecError(str(path), [f"(file): cannot read: {exc.strerror or exc}"]) from None
     if size > MAX_SPEC_BYTES:
         raise SpecError(str(path), [f"(file): {size} bytes is larger than the {MAX_SPEC_BYTES}-byte limit for a spec"])
-    text = path.read_text("utf-8", errors="strict")
+    try:
+        text = path.read_text("utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [f"(file): not UTF-8 text: {exc}"]) from None
+    except OSError as exc:
+        raise SpecError(str(path), [f"(file): cannot read: {exc.strerror or exc}"]) from None
     try:
         if path.suffix.lower() == ".json":
             doc = json.loads(text)
@@ -221,8 +226,22 @@ def load_spec(path: Path | str) -> Spec:
     return validate_spec(doc, source=str(path))
 
 
+def _non_finite_problems(node: Any, path: tuple = ()) -> list[str]:
+    """NaN and infinities (YAML .nan/.inf, JSON NaN/Infinity) pass numeric schema checks and break the budget."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return [f"{json_path(path)}: must be a finite number (got {node!r})"]
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _non_finite_problems(v, path + (k,))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _non_finite_problems(v, path + (i,))]
+    return []
+
+
 def validate_spec(doc: dict, source: str = "<spec>") -> Spec:
     """Validate a spec dict: the JSON Schema first, then the semantic checks."""
+    problems = _non_finite_problems(doc)
+    if problems:
+        raise SpecError(source, problems)
     problems = schema_problems(doc, "spec.schema.json")
     if problems:
         raise SpecError(source, problems)
@@ -295,6 +314,9 @@ def _check_alternative(path: str, col: dict, alt: dict, src: dict | None, proble
                     problems.append(f"{path}.edges: bin edges must lie inside the clip range [{lo}, {hi}] (bin starting at {inside[0][0]})")
         elif src_type in ("integer", "float"):
             problems.append(f"{path}.clip: a numeric column needs a public clip range [min, max]")
+        elif derive == "month" and bins and not (bins[0][0] <= 1 and bins[-1][1] > 12):
+            # Without a clip range every month 1..12 must fall in a bin, or transform fails on the private data.
+            problems.append(f"{path}: the bins [{bins[0][0]}, {bins[-1][1]}) do not cover the months 1..12 (add a clip range)")
         n_bins = len(bins)
     if "labels" in alt and len(alt["labels"]) != n_bins:
         problems.append(f"{path}.labels: {len(alt['labels'])} labels for {n_bins} bins")

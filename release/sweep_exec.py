@@ -94,12 +94,20 @@ def run_task(payload: dict, task: Task) -> dict:
     record.update(passed=bool(result.passed),
                   criteria=[_criterion_row(r) for r in result.results],
                   seconds=time.perf_counter() - t0, finished=_now(), error=None)
+    note = getattr(result, "note", "")
+    if note:
+        record["note"] = str(note)[:2000]
+    timings = getattr(result, "timings", None)
+    if timings:
+        record["timings"] = {str(k): float(v) for k, v in timings.items()}
     if task.utility and result.passed:
         t1 = time.perf_counter()
         try:
             from .utility import evaluate_utility
 
-            real = getattr(result, "coded_real", None)
+            real = getattr(result, "real", None)
+            if real is None:
+                real = getattr(result, "coded_real", None)
             if real is None:
                 from .transform import transform
 
@@ -187,20 +195,28 @@ class DaskBackend:
         self.workers = max(threads, 1)
         # shipped once: every worker holds a copy, tasks refer to it by its future
         self._payload = self.client.scatter(payload, broadcast=True, hash=False)
+        self._completed = None
 
     @property
     def description(self) -> str:
         return f"Dask cluster {self.address}, {self.workers} worker thread(s)"
 
     def submit(self, task: Task):
-        return self.client.submit(_dask_task, self._payload, task, pure=False,
-                                  key=f"dpbundle-sweep-{task.config_id}-{task.rep}-{os.urandom(4).hex()}")
+        from distributed import as_completed
+
+        fut = self.client.submit(_dask_task, self._payload, task, pure=False,
+                                 key=f"dpbundle-sweep-{task.config_id}-{task.rep}-{os.urandom(4).hex()}")
+        if self._completed is None:
+            self._completed = as_completed([fut], loop=self.client.loop)
+        else:
+            self._completed.add(fut)
+        return fut
 
     def wait(self, futures: set):
-        from distributed import wait
-
-        res = wait(list(futures), return_when="FIRST_COMPLETED")
-        return set(res.done), set(res.not_done)
+        # every future in flight was added to the as_completed iterator when it was submitted
+        done = {next(self._completed)}
+        done.update(self._completed.next_batch(block=False))
+        return done, set(futures) - done
 
     @staticmethod
     def outcome(future) -> dict:

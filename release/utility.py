@@ -57,14 +57,19 @@ __all__ = [
 
 # --------------------------------------------------------------------------- logistic regression
 
-def fit_logistic(X: np.ndarray, successes: np.ndarray, trials: np.ndarray, *, ridge: float = 1.0,
-                 max_iter: int = 100, tol: float = 1e-9) -> np.ndarray:
+def fit_logistic(X, successes: np.ndarray, trials: np.ndarray, *, ridge: float = 1.0,
+                 max_iter: int = 100, tol: float = 1e-8) -> np.ndarray:
     """Binomial logistic regression by penalised Newton-Raphson (IRLS) with step halving.
 
-    ``X`` (K, p) has the intercept in column 0 (not penalised); row j has ``successes[j]`` of
-    ``trials[j]`` records labelled 1. Maximises the log-likelihood minus ``ridge/2 * |beta[1:]|^2``.
+    ``X`` (K, p; dense or scipy.sparse) has the intercept in column 0 (not penalised); row j has
+    ``successes[j]`` of ``trials[j]`` records labelled 1. Maximises the log-likelihood minus
+    ``ridge/2 * |beta[1:]|^2``.
     """
-    X = np.asarray(X, dtype=np.float64)
+    import scipy.sparse as sp
+
+    sparse = sp.issparse(X)
+    X = X.tocsr() if sparse else np.asarray(X, dtype=np.float64)
+    XT = X.T.tocsr() if sparse else X.T
     y = np.asarray(successes, dtype=np.float64)
     m = np.asarray(trials, dtype=np.float64)
     K, p = X.shape
@@ -77,16 +82,23 @@ def fit_logistic(X: np.ndarray, successes: np.ndarray, trials: np.ndarray, *, ri
 
     def objective(b: np.ndarray) -> float:
         eta = X @ b
-        # sum y*eta - m*log(1+exp(eta)), stable
-        return float(y @ eta - m @ np.logaddexp(0.0, eta) - 0.5 * (pen * b * b).sum())
+        softplus = np.maximum(eta, 0.0) + np.log1p(np.exp(-np.abs(eta)))  # log(1 + e^eta), stable
+        return float(y @ eta - m @ softplus - 0.5 * (pen * b * b).sum())
+
+    def hessian(w: np.ndarray) -> np.ndarray:
+        if sparse:
+            H = (XT @ sp.diags(w) @ X).toarray()
+        else:
+            H = (X * w[:, None]).T @ X
+        return H + np.diag(pen) + 1e-10 * np.eye(p)
 
     obj = objective(beta)
     for _ in range(max_iter):
         eta = X @ beta
         prob = 1.0 / (1.0 + np.exp(-eta))
         w = m * prob * (1.0 - prob)
-        grad = X.T @ (y - m * prob) - pen * beta
-        H = (X * w[:, None]).T @ X + np.diag(pen) + 1e-10 * np.eye(p)
+        grad = XT @ (y - m * prob) - pen * beta
+        H = hessian(w)
         try:
             step = np.linalg.solve(H, grad)
         except np.linalg.LinAlgError:
@@ -104,26 +116,34 @@ def fit_logistic(X: np.ndarray, successes: np.ndarray, trials: np.ndarray, *, ri
     return beta
 
 
-def _one_hot_types(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Unique record types of ``codes`` -> (flat type index per record, main-effects design matrix).
+def _one_hot_types(codes: np.ndarray, domain: Sequence[int]):
+    """Unique record types of ``codes`` -> (type index per record, sparse main-effects design matrix).
 
-    The design matrix has an intercept and one indicator per non-reference level (level 0 of each
-    column is the reference); columns constant over the data are dropped.
+    The design matrix (CSR) has an intercept and one indicator per level seen in the data except
+    each column's first seen level (the reference); constant columns contribute nothing.
     """
+    import scipy.sparse as sp
+
     flat = mixed_radix_index(codes, domain)
-    uniq, inverse = np.unique(flat, return_inverse=True)
-    types = codes[np.unique(inverse, return_index=True)[1]]
-    blocks = [np.ones((len(uniq), 1))]
-    for j, size in enumerate(domain):
-        if size < 2:
+    uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    types = codes[first]
+    K = len(uniq)
+    rows, cols = [np.arange(K)], [np.zeros(K, dtype=np.int64)]
+    p = 1
+    for j in range(types.shape[1]):
+        levels = np.unique(types[:, j])
+        if len(levels) < 2:
             continue
-        onehot = np.zeros((len(uniq), size))
-        onehot[np.arange(len(uniq)), types[:, j]] = 1.0
-        blocks.append(onehot[:, 1:])
-    X = np.hstack(blocks)
-    keep = np.ones(X.shape[1], dtype=bool)
-    keep[1:] = X[:, 1:].any(axis=0) & ~X[:, 1:].all(axis=0)
-    return inverse.reshape(-1), X[:, keep]
+        index = np.full(int(domain[j]), -1, dtype=np.int64)
+        index[levels[1:]] = np.arange(p, p + len(levels) - 1)
+        col = index[types[:, j]]
+        keep = col >= 0
+        rows.append(np.flatnonzero(keep))
+        cols.append(col[keep])
+        p += len(levels) - 1
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    X = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(K, p))
+    return inverse.reshape(-1), X
 
 
 def _weighted_ks(values: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> float:
@@ -138,7 +158,7 @@ def _weighted_ks(values: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> float:
 
 
 def propensity_measures(real: np.ndarray, synth: np.ndarray, domain: Sequence[int], *,
-                        permutations: int = 5, seed: int = 0, ridge: float = 1.0) -> dict:
+                        permutations: int = 3, seed: int = 0, ridge: float = 1.0) -> dict:
     """pMSE, pMSE ratio (permutation null and Snoke's analytic null) and SPECKS (Bowen & Snoke 2021).
 
     The logistic model has all main effects (one-hot). Fitted on the pooled table of T (label 0)
@@ -369,7 +389,7 @@ def _clean(x: Any) -> Any:
 
 
 def evaluate_utility(real: Coded, synth: Coded, spec: dict | None = None, *,
-                     ways: Sequence[int] = (2, 3), permutations: int = 5, seed: int = 0) -> dict:
+                     ways: Sequence[int] = (2, 3), permutations: int = 3, seed: int = 0) -> dict:
     """All granular utility measures of candidate ``synth`` (C) against ``real`` (T); JSON-able."""
     if real.names != synth.names or real.domain != synth.domain:
         raise ValueError("utility: T and C must have the same columns and domains")

@@ -159,6 +159,6 @@ def test_cli(tmp_path):
 def test_speed(tmp_path):
     import time
 
-    t = time.perf_counter()
+    t = time.process_time()  # CPU time: the test machine may be shared
     write_example(tmp_path / "s.csv")
-    assert time.perf_counter() - t < 5.0
+    assert time.process_time() - t < 5.0

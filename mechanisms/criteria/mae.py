@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from .base import Criterion, CriterionError, EvalContext, register
-from .regression import RegressionDesign, _parse_bounds, ols
+from .regression import RegressionDesign, _parse_bounds, _parse_features, ols
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.noise import Randomness
@@ -61,6 +61,7 @@ class RegressionMAEDifference(Criterion):
     parameters: ClassVar[dict[str, str]] = {
         "target": "the regressed column",
         "bounds": "[L, U] public bounds of the target",
+        "features": "feature columns (default: every column but the target)",
         "reference": "id of the regression_coefficients criterion whose DP coefficients are "
                      "the real regression (default: the one with the same target)",
     }
@@ -72,13 +73,14 @@ class RegressionMAEDifference(Criterion):
             raise CriterionError(f"{self.where}.target: expected a column name, got {t!r}")
         self.target = t
         self.L, self.U = _parse_bounds(entry, self.where)
+        self.features = _parse_features(entry, self.where)
         ref = entry.get("reference")
         if ref is not None and not isinstance(ref, str):
             raise CriterionError(f"{self.where}.reference: expected a criterion id")
         self.reference: str | None = ref
 
     def design(self, ctx: EvalContext) -> RegressionDesign:
-        return RegressionDesign.from_synth(ctx.synth, self.target, self.L, self.U)
+        return RegressionDesign.from_synth(ctx.synth, self.target, self.L, self.U, self.features)
 
     def _reference(self, ctx: EvalContext) -> tuple[str, np.ndarray]:
         found = []
@@ -88,7 +90,8 @@ class RegressionMAEDifference(Criterion):
             if self.reference is not None and cid != self.reference:
                 continue
             if self.reference is None and (rel.get("target") != self.target
-                                           or rel.get("bounds") != [self.L, self.U]):
+                                           or rel.get("bounds") != [self.L, self.U]
+                                           or rel.get("features") != list(self.design(ctx).features)):
                 continue
             found.append((cid, np.asarray(rel["coefficients"], dtype=np.float64)))
         if not found:
@@ -96,7 +99,13 @@ class RegressionMAEDifference(Criterion):
                 f"{self.where}: needs the DP coefficients of a regression_coefficients criterion "
                 f"({'id ' + repr(self.reference) if self.reference else 'target ' + repr(self.target)}"
                 ") evaluated before it on the same context (list it earlier in `acceptance`)")
-        return found[0]
+        cid, beta = found[0]
+        feats = list(self.design(ctx).features)
+        if ctx.released[cid].get("features") != feats or ctx.released[cid].get("target") != self.target:
+            raise CriterionError(f"{self.where}: reference {cid!r} regresses "
+                                 f"{ctx.released[cid].get('target')!r} on "
+                                 f"{ctx.released[cid].get('features')}, not {self.target!r} on {feats}")
+        return cid, beta
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
         """2(U - L)/n."""

@@ -1,8 +1,9 @@
 """Criterion ``regression_coefficients``: DP linear regression on T vs OLS on C.
 
 Spec: ``target``, ``bounds: [L, U]`` (public bounds of the target), ``fit`` (default
-``functional_mechanism``; or ``sufficient_statistics``), optional ``include_intercept`` (default
-false: the distance is over the feature coefficients only; see below).
+``functional_mechanism``; or ``sufficient_statistics``), optional ``features`` (default: every
+other column), optional ``include_intercept`` (default false: the distance is over the feature
+coefficients only; see below).
 
 Design (public, from C only). y = clip(values[target], L, U). Features: every other column's
 code values x_j, standardised with C's mean mu_j and standard deviation sd_j: z_j = (x_j -
@@ -76,6 +77,13 @@ def _parse_bounds(entry: dict, where: str) -> tuple[float, float]:
     return float(b[0]), float(b[1])
 
 
+def _parse_features(entry: dict, where: str) -> list[str] | None:
+    f = entry.get("features")
+    if f is not None and (not isinstance(f, list) or not all(isinstance(x, str) for x in f)):
+        raise CriterionError(f"{where}.features: expected a list of column names, got {f!r}")
+    return f
+
+
 @dataclass(frozen=True)
 class RegressionDesign:
     """Public regression design derived from C: features, standardisation and bounds."""
@@ -91,9 +99,17 @@ class RegressionDesign:
     hi: np.ndarray
 
     @classmethod
-    def from_synth(cls, synth: "Coded", target: str, L: float, U: float) -> "RegressionDesign":
+    def from_synth(cls, synth: "Coded", target: str, L: float, U: float,
+                   features: list[str] | None = None) -> "RegressionDesign":
         synth.column(target)
-        names = [c.name for c in synth.columns if c.name != target]
+        if features is None:
+            names = [c.name for c in synth.columns if c.name != target]
+        else:
+            for f in features:
+                synth.column(f)
+                if f == target:
+                    raise CriterionError(f"regression: the target {target!r} cannot be a feature")
+            names = list(dict.fromkeys(features))
         X = np.column_stack([synth.values_of(c) for c in names]) if names else \
             np.zeros((synth.n, 0))
         mu = X.mean(axis=0)
@@ -212,12 +228,14 @@ class RegressionCoefficients(Criterion):
     """L1 distance between DP regression coefficients on T and OLS coefficients on C."""
 
     type: ClassVar[str] = "regression_coefficients"
+    mechanism: ClassVar[str] = "functional_mechanism"  # per instance: the spec's `fit`
     summary: ClassVar[str] = ("L1 distance between DP linear-regression coefficients on T "
                               "(functional mechanism) and OLS coefficients on C")
     parameters: ClassVar[dict[str, str]] = {
         "target": "the regressed column (the others are the features)",
         "bounds": "[L, U] public bounds of the target",
         "fit": "functional_mechanism (default) or sufficient_statistics",
+        "features": "feature columns (default: every column but the target)",
         "include_intercept": "include |intercept difference| in the distance (default false)",
     }
 
@@ -228,17 +246,18 @@ class RegressionCoefficients(Criterion):
             raise CriterionError(f"{self.where}.target: expected a column name, got {t!r}")
         self.target = t
         self.L, self.U = _parse_bounds(entry, self.where)
+        self.features = _parse_features(entry, self.where)
         self.fit = entry.get("fit", "functional_mechanism")
         if self.fit not in FITS:
             raise CriterionError(f"{self.where}.fit: expected one of {list(FITS)}, got {self.fit!r}")
-        self.mechanism = self.fit  # type: ignore[misc]  # instance attribute shadows ClassVar
+        self.mechanism = self.fit  # type: ignore[misc]
         ii = entry.get("include_intercept", False)
         if not isinstance(ii, bool):
             raise CriterionError(f"{self.where}.include_intercept: expected true/false")
         self.include_intercept = ii
 
     def design(self, ctx: EvalContext) -> RegressionDesign:
-        return RegressionDesign.from_synth(ctx.synth, self.target, self.L, self.U)
+        return RegressionDesign.from_synth(ctx.synth, self.target, self.L, self.U, self.features)
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
         """L1 sensitivity of the noised polynomial / statistics vector (d from C)."""

@@ -1,0 +1,75 @@
+"""`dpbundle audit`: verify a bundle independently of the code that produced it."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+__all__ = ["cli_audit"]
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def cli_audit(
+    bundle: Annotated[Path, typer.Argument(help="The bundle: a directory or a .zip file (untrusted input).")],
+    pubkey: Annotated[Optional[Path], typer.Option(
+        "--pubkey", help="The publisher's Ed25519 public key (PEM) to pin; without it the key inside "
+                         "the manifest is used and the report says 'key not pinned'.")] = None,
+    json_report: Annotated[Optional[Path], typer.Option(
+        "--json", help="Write the report as JSON (schema: schemas/audit-report.schema.json).")] = None,
+    html_report: Annotated[Optional[Path], typer.Option(
+        "--html", help="Write the report as a standalone HTML page.")] = None,
+    transcript: Annotated[Optional[Path], typer.Option(
+        "--transcript", help="The private randomness transcript (enclave only); with --data, replays "
+                             "the selected iteration.")] = None,
+    data: Annotated[Optional[Path], typer.Option(
+        "--data", help="The private input CSV(.gz) (enclave only); with --transcript.")] = None,
+) -> None:
+    """Verify a release bundle independently of the code that produced it.
+
+    Checks: integrity and signature, schemas, size, face privacy, synthetic constraints, budget
+    arithmetic (sensitivities and thresholds recomputed from the public bundle), acceptance,
+    the datasheet's numbers, and (with --transcript and --data, inside the enclave) a byte-for-byte
+    replay of the selected iteration.
+
+    Exit code 0 if every check passed, 1 if any failed, 2 for unusable input.
+
+    Example: dpbundle audit births-bundle.zip --pubkey publisher.pub --json audit.json
+    """
+    from rich.console import Console
+
+    from .runner import AuditInputError, run_audit
+
+    console = Console()
+    err = Console(stderr=True)
+    try:
+        report = run_audit(bundle, pubkey=pubkey, transcript=transcript, data=data)
+    except AuditInputError as e:
+        err.print(f"[red]error[/red]: {e}", markup=True, highlight=False)
+        raise typer.Exit(code=2)
+    report.render(console)
+    try:
+        if json_report is not None:
+            report.validate()
+            _write_private(json_report, report.to_json())
+        if html_report is not None:
+            _write_private(html_report, report.to_html())
+    except (OSError, ValueError) as e:
+        err.print(f"[red]error[/red]: cannot write the report: {e}", highlight=False)
+        raise typer.Exit(code=2)
+    raise typer.Exit(code=report.exit_code())
+
+
+def main(argv: list[str] | None = None) -> int:  # pragma: no cover - convenience entry point
+    app = typer.Typer(add_completion=False)
+    app.command("audit")(cli_audit)
+    try:
+        app(args=argv if argv is not None else sys.argv[1:], standalone_mode=False)
+    except typer.Exit as e:
+        return e.exit_code
+    return 0

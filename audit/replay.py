@@ -1,0 +1,292 @@
+"""Check 9, enclave replay: with the private transcript and the private data, verify the
+transcript's salted commitment against the manifest and replay the selected iteration, which
+must reproduce data.csv byte for byte and every DP value exactly.
+
+The steps mirror ``release/iteration.py`` (read, not imported) in order and purposes:
+
+    mark "iteration" (index, config, config_id)
+    T  <- the audit's own loading + raw constraints + binning (audit/private_data.py)
+    model <- make_generator(type, eps_gen, **hyperparameters).fit(T.codes, T.domain, rand)
+    S  <- sample rounds k = 0..7: m = max(ceil(1.1 * need / max(rate, 0.05)), 16) rows with
+          rand.rng("sample round k"), drop rows matching a synthetic constraint (the audit's own
+          evaluation), until n rows are kept; keep the first n
+    C  <- project(S, min_count, rand.rng("projection"))
+    every acceptance criterion in spec order: make_criterion(entry).evaluate(ctx, rand)
+    mark "iteration end" (index, passed)
+
+The generators, projection, criteria and noise replay come from ``dpbundle.mechanisms`` (their
+replay is the point); data loading, binning, the constraint filter and the CSV writing are the
+audit's own.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import operator
+from pathlib import Path
+
+import numpy as np
+
+from .context import AuditContext, Missing
+from .private_data import PrivateDataError, bin_private, load_private
+from .report import CheckResult
+
+__all__ = ["check_replay", "read_transcript", "commitment_of", "TranscriptError",
+           "selected_slice", "replay_iteration", "config_id"]
+
+MAX_TRANSCRIPT_BYTES = 2 * 1024**3
+OVERSAMPLE = 1.1
+MAX_SAMPLE_ROUNDS = 8
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+       "==": operator.eq, "!=": operator.ne}
+
+
+class TranscriptError(ValueError):
+    """The transcript file is unusable."""
+
+
+def _canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def config_id(config: dict) -> str:
+    """First 16 hex digits of SHA-256 over the configuration's canonical JSON."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_transcript(path: Path) -> tuple[bytes, bytes, list[dict]]:
+    """(salt, record bytes as in the file, parsed records)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_TRANSCRIPT_BYTES:
+            raise TranscriptError(f"{path}: {size} bytes, more than {MAX_TRANSCRIPT_BYTES}")
+        data = path.read_bytes()
+    except OSError as e:
+        raise TranscriptError(f"{path}: cannot read ({e.strerror})") from None
+    first, sep, rest = data.partition(b"\n")
+    try:
+        header = json.loads(first.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise TranscriptError(f"{path}: the first line is not a JSON header") from None
+    if not isinstance(header, dict) or header.get("kind") != "header" \
+            or header.get("format") != "dpbundle-transcript/1":
+        raise TranscriptError(f"{path}: the first line is not a dpbundle-transcript/1 header")
+    try:
+        from .schema_util import SchemaMissing, validate
+
+        errs = validate(header, "transcript-header")
+        if errs:
+            raise TranscriptError(f"{path}: header: {errs[0]}")
+    except SchemaMissing:
+        pass
+    salt_hex = header.get("salt")
+    if not isinstance(salt_hex, str) or len(salt_hex) != 64:
+        raise TranscriptError(f"{path}: header salt is not 64 hex characters")
+    try:
+        salt = bytes.fromhex(salt_hex)
+    except ValueError:
+        raise TranscriptError(f"{path}: header salt is not hex") from None
+    records = []
+    try:
+        text = rest.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TranscriptError(f"{path}: records are not UTF-8") from None
+    for lineno, line in enumerate(text.splitlines(), start=2):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise TranscriptError(f"{path} line {lineno}: not JSON ({e})") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("kind"), str):
+            raise TranscriptError(f"{path} line {lineno}: a record must be an object with a kind")
+        records.append(rec)
+    return salt, rest, records
+
+
+def commitment_of(salt: bytes, records: list[dict]) -> str:
+    """sha256(salt || canonical JSON lines of the records)."""
+    body = "".join(_canonical(r) + "\n" for r in records).encode("utf-8")
+    return hashlib.sha256(salt + body).hexdigest()
+
+
+def selected_slice(records: list[dict]) -> tuple[int, int, int, dict]:
+    """(selected index, start, end) of the selected iteration's records and its mark record."""
+    sel = [r for r in records if r.get("kind") == "mark" and r.get("mark") == "selected"]
+    if not sel:
+        raise TranscriptError("the transcript has no 'selected' mark")
+    if records[-1] is not sel[-1]:
+        raise TranscriptError("the last transcript record is not the 'selected' mark")
+    index = sel[-1].get("index")
+    starts = [i for i, r in enumerate(records) if r.get("kind") == "mark"
+              and r.get("mark") == "iteration" and r.get("index") == index]
+    if len(starts) != 1:
+        raise TranscriptError(f"the transcript has {len(starts)} 'iteration' marks with index {index!r}")
+    start = starts[0]
+    end = start + 1
+    while end < len(records):
+        r = records[end]
+        if r.get("kind") == "mark" and r.get("mark") in ("iteration", "selected"):
+            break
+        end += 1
+    return index, start, end, records[start]
+
+
+def _violations(constraints: list, codes: np.ndarray, view) -> np.ndarray:
+    bad = np.zeros(codes.shape[0], dtype=bool)
+    for c in constraints:
+        mask = np.ones(codes.shape[0], dtype=bool)
+        for col, op, value in c["when"]:
+            j = view.index(col)
+            mask &= OPS[op](view.columns[j].numbers, value)[codes[:, j]]
+        bad |= mask
+    return bad
+
+
+def _csv_bytes(view, codes: np.ndarray) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(view.names)
+    labels = [np.asarray(c.labels, dtype=object)[codes[:, j]] for j, c in enumerate(view.columns)]
+    w.writerows(zip(*labels))
+    return buf.getvalue().encode("utf-8")
+
+
+def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: np.ndarray,
+                     edges) -> tuple[bytes, list]:
+    """Replay one iteration from its records; (data.csv bytes, criterion results)."""
+    from dpbundle.mechanisms.coding import Coded, ColumnCoding
+    from dpbundle.mechanisms.criteria import EvalContext, make_criterion
+    from dpbundle.mechanisms.generators import make_generator
+    from dpbundle.mechanisms.noise import Randomness
+    from dpbundle.mechanisms.projection import project
+
+    config = mark.get("config")
+    if not isinstance(config, dict):
+        raise TranscriptError("the iteration mark has no configuration")
+    columns = tuple(
+        ColumnCoding(c.name, c.labels, c.numbers, c.ordered, lo, up)
+        for c, (lo, up) in zip(view.columns, edges)
+    )
+    real = Coded(codes=real_codes, columns=columns)
+    rand = Randomness.replay(records)
+    rand.mark("iteration", index=index, config=config, config_id=config_id(config))
+    spec = view.spec
+    gen = config["generator"]
+    params = {k: v for k, v in gen.items() if k not in ("type", "flavour")}
+    generator = make_generator(gen["type"], float(spec["privacy"]["epsilon_generation"]), **params)
+    model = generator.fit(real.codes, real.domain, rand)
+    n = real.n
+    constraints = spec.get("synthetic_constraints", []) or []
+    kept, have, rate = [], 0, 1.0
+    sampled = None
+    for k in range(MAX_SAMPLE_ROUNDS):
+        need = n - have
+        m = max(int(math.ceil(OVERSAMPLE * need / max(rate, 0.05))), 16)
+        rows = model.sample(m, rand.rng(f"sample round {k}"))
+        if constraints:
+            rows = rows[~_violations(constraints, rows, view)]
+            rate = max(len(rows) / m, 1e-6)
+        kept.append(rows)
+        have += len(rows)
+        if have >= n:
+            sampled = np.concatenate(kept)[:n]
+            break
+    if sampled is None:
+        raise TranscriptError("the replayed sampling could not keep n rows (the recorded run would have failed)")
+    min_count = int(config["projection"]["min_count"])
+    cand = real.with_codes(project(sampled, min_count, rand.rng("projection")))
+    ctx = EvalContext(real=real, synth=cand, spec=spec)
+    results = [make_criterion(entry).evaluate(ctx, rand) for entry in spec["acceptance"]]
+    rand.mark("iteration end", index=index, passed=all(r.passed for r in results))
+    rand.check_finished()
+    return _csv_bytes(view, cand.codes), results
+
+
+def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult:
+    r = CheckResult("replay")
+    try:
+        manifest = ctx.json("manifest.json")
+        want = (manifest.get("transcript_commitment") or {}).get("value")
+        view = ctx.view()
+        n = ctx.declared_n()
+    except (Missing, AttributeError) as e:
+        r.fail(str(e))
+        return r
+    try:
+        salt, raw, records = read_transcript(transcript)
+    except TranscriptError as e:
+        r.fail(str(e))
+        return r
+    got_raw = hashlib.sha256(salt + raw).hexdigest()
+    got = commitment_of(salt, records)
+    if want not in (got_raw, got):
+        r.fail(f"transcript commitment {got[:16]}... differs from the manifest's {str(want)[:16]}...")
+        return r
+    r.facts["commitment"] = "matches"
+    try:
+        index, start, end, mark = selected_slice(records)
+    except TranscriptError as e:
+        r.fail(str(e))
+        return r
+    config = mark.get("config")
+    cid = config_id(config) if isinstance(config, dict) else None
+    if config != view.configuration:
+        r.fail("the selected iteration's configuration differs from spec.json's")
+    if mark.get("config_id") != cid or (view.configuration_id and view.configuration_id != cid):
+        r.fail(f"configuration id: recomputed {cid}, transcript {mark.get('config_id')}, "
+               f"spec.json {view.configuration_id}")
+    try:
+        table = load_private(data, view.spec)
+    except PrivateDataError as e:
+        r.fail(f"private data: {e}")
+        return r
+    if table.n != n:
+        r.fail(f"the private data give n = {table.n} after the raw constraints, the public n is {n}")
+        return r
+    try:
+        codes, edges = bin_private(table, view)
+    except (PrivateDataError, KeyError, ValueError, StopIteration) as e:
+        r.fail(f"private data: cannot bin ({e})")
+        return r
+    from dpbundle.mechanisms.noise import ReplayMismatch
+
+    try:
+        csv_bytes, results = replay_iteration(records[start:end], index, mark, view, codes, edges)
+    except ReplayMismatch as e:
+        r.fail(f"replay diverged from the transcript: {e}")
+        return r
+    except TranscriptError as e:
+        r.fail(str(e))
+        return r
+    try:
+        released = ctx.bundle.read_bytes("data.csv")
+    except Exception as e:  # noqa: BLE001
+        r.fail(f"data.csv: {e}")
+        return r
+    if csv_bytes != released:
+        r.fail(f"the replayed data.csv ({len(csv_bytes)} bytes) differs from the released one "
+               f"({len(released)} bytes)")
+    try:
+        rows = {row.get("id"): row for row in ctx.json("metrics.json")["criteria"]}
+    except (Missing, KeyError, TypeError, AttributeError) as e:
+        r.fail(f"metrics.json unusable: {e}")
+        return r
+    for res in results:
+        row = rows.get(res.id)
+        if row is None:
+            r.fail(f"criterion {res.id}: not in metrics.json")
+            continue
+        for field in ("dp_value", "sensitivity", "epsilon", "noise_scale", "threshold"):
+            if row.get(field) != getattr(res, field):
+                r.fail(f"criterion {res.id}: replayed {field} {getattr(res, field)!r} != released {row.get(field)!r}")
+        if row.get("passed") is not res.passed:
+            r.fail(f"criterion {res.id}: replayed passed = {res.passed}, released {row.get('passed')}")
+    if not r.failed:
+        r.detail = ("commitment matches; the selected iteration replayed: "
+                    f"data.csv identical byte for byte, {len(results)} DP values identical")
+    return r

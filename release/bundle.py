@@ -1,0 +1,570 @@
+"""The signed release bundle (one directory, optionally also a deterministic .zip).
+
+Files (see docs/internals.md, "Bundle"):
+
+    data.csv          released records, labels, spec column order, rows in the given (random) order
+    metrics.csv       one row per acceptance criterion; numbers printed as format(x, ".6g")
+    metrics.json      the same rows, full precision
+    budget.json       every epsilon spent and how the total is composed
+    spec.json         the public spec as used (without privacy.private_data_sha256) + selected configuration
+    datapackage.json  Frictionless Data Package (Table Schema of data.csv)
+    README.html       the datasheet
+    README.pdf        the datasheet, A4
+    manifest.json     SHA-256 and size of every file above, tool version, creation time, public key,
+                      key fingerprint, transcript commitment
+    manifest.sig      raw 64-byte Ed25519 signature of the exact bytes of manifest.json
+
+The bundle is built in a temporary sibling directory and renamed into place only when complete:
+an interrupted run leaves no bundle, and an existing bundle is replaced only with ``force``.
+The private randomness transcript is written outside the bundle (mode 0600); only its salted
+commitment is published. The number of selection attempts never appears in any file.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import datetime as _dt
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import datasheet, jsonschemas, keys
+
+__all__ = [
+    "BUNDLE_FORMAT",
+    "TRANSCRIPT_FORMAT",
+    "COMMITMENT_CONSTRUCTION",
+    "BundleError",
+    "write_bundle",
+    "public_spec",
+    "transcript_commitment",
+    "write_transcript",
+    "default_transcript_path",
+    "write_zip",
+    "file_digest",
+    "metrics_csv_bytes",
+]
+
+BUNDLE_FORMAT = "dpbundle-bundle/1"
+TRANSCRIPT_FORMAT = "dpbundle-transcript/1"
+COMMITMENT_CONSTRUCTION = "sha256(salt || transcript.jsonl)"
+NEIGHBOURING_DEFAULT = "change one record (bounded; n public)"
+METRICS_FIELDS = ["id", "type", "description", "threshold", "stakeholder_threshold", "threshold_inputs", "dp_value",
+                  "passed", "epsilon", "sensitivity", "sensitivity_inputs", "mechanism", "noise_scale", "noise_std"]
+METRICS_CSV_COLUMNS = ["id", "type", "description", "threshold", "stakeholder_threshold", "dp_value", "passed",
+                       "epsilon", "sensitivity", "mechanism", "noise_scale", "noise_std"]
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+# Keys that would publish how many candidates the private selection tried (DESIGN: never).
+_ATTEMPT_KEY = re.compile(r"attempt|^(n_|num_|number_of_)?(iterations?|tries|trials|candidates_tried)(_count|_index)?$"
+                          r"|^iteration_index$|^selected_index$", re.IGNORECASE)
+
+
+class BundleError(Exception):
+    """The bundle cannot be written (bad input, existing output, inconsistent budget, ...)."""
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _jsonable(obj: Any, where: str = "$") -> Any:
+    """Plain JSON types (numpy scalars/arrays, tuples, dates, paths converted); NaN/inf refused."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v, f"{where}.{k}") for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist(), where)
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        if not math.isfinite(x):
+            raise BundleError(f"{where}: {x} is not a finite number")
+        return x
+    if obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, (_dt.date, _dt.datetime)):
+        return obj.isoformat()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise BundleError(f"{where}: cannot write a {type(obj).__name__} to JSON")
+
+
+def _check_no_attempt_count(obj: Any, where: str) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if _ATTEMPT_KEY.search(str(k)):
+                raise BundleError(f"{where}.{k}: the number of selection attempts (or an attempt index) must never "
+                                  f"be published")
+            _check_no_attempt_count(v, f"{where}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _check_no_attempt_count(v, f"{where}[{i}]")
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_json(directory: Path, name: str, obj: Any, schema: str) -> None:
+    jsonschemas.validate(obj, schema, document=name)
+    _write_bytes(directory / name, _json_bytes(obj))
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """(SHA-256 hex, size in bytes) of a file."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def _is_within(path: Path, directory: Path) -> bool:
+    path, directory = path.resolve(), directory.resolve()
+    return path == directory or directory in path.parents
+
+
+# --------------------------------------------------------------------------------- public pieces
+
+def public_spec(spec: dict) -> dict:
+    """The spec as published: a deep copy without ``privacy.private_data_sha256``."""
+    out = copy.deepcopy(spec)
+    if isinstance(out.get("privacy"), dict):
+        out["privacy"].pop("private_data_sha256", None)
+    return out
+
+
+def transcript_commitment(salt: bytes, records_jsonl: bytes) -> str:
+    """``sha256(salt || records_jsonl).hexdigest()`` (the header line is not hashed)."""
+    if not isinstance(salt, (bytes, bytearray)) or len(salt) != 32:
+        raise ValueError("the salt must be 32 bytes")
+    if not isinstance(records_jsonl, (bytes, bytearray)):
+        raise TypeError("the transcript records must be bytes (Transcript.to_jsonl())")
+    return hashlib.sha256(bytes(salt) + bytes(records_jsonl)).hexdigest()
+
+
+def default_transcript_path(out: Path) -> Path:
+    """Next to (never inside) the bundle directory: ``<out>.transcript.jsonl``."""
+    out = Path(out)
+    return out.with_name(out.name + ".transcript.jsonl")
+
+
+def write_transcript(path: Path, records_jsonl: bytes, salt: bytes, *, force: bool = False) -> str:
+    """Write the private transcript file (mode 0600): a header line, then the records.
+
+    Returns the commitment. Refuses to overwrite an existing file unless ``force``.
+    """
+    path = Path(path)
+    commitment = transcript_commitment(salt, records_jsonl)
+    header = {"format": TRANSCRIPT_FORMAT, "kind": "header", "salt": bytes(salt).hex()}
+    jsonschemas.validate(header, "transcript-header", document=f"{path} (header)")
+    if (path.exists() or path.is_symlink()) and not force:
+        raise BundleError(f"{path}: the transcript file exists; refusing to overwrite it (use --force)")
+    header_line = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
+    try:
+        _write_bytes(tmp, header_line.encode("utf-8") + bytes(records_jsonl), 0o600)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return commitment
+
+
+def write_zip(directory: Path, zip_path: Path, *, root: str | None = None) -> Path:
+    """A deterministic zip of ``directory``: entries sorted, under ``root/`` (default: the directory's
+    name), timestamps 1980-01-01 00:00, mode 0644, stored (no compression: byte-identical with any
+    zlib), no extra fields, no comment. Byte-identical for identical directory contents."""
+    directory, zip_path = Path(directory), Path(zip_path)
+    root = directory.name if root is None else root
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for p in files:
+            rel = p.relative_to(directory).as_posix()
+            info = zipfile.ZipInfo(f"{root}/{rel}" if root else rel, date_time=ZIP_DATE)
+            info.compress_type = zipfile.ZIP_STORED
+            info.create_system = 3  # unix, so that external_attr is a unix mode everywhere
+            info.external_attr = (0o100644 & 0xFFFF) << 16
+            info.extra = b""
+            info.comment = b""
+            zf.writestr(info, p.read_bytes())
+        zf.comment = b""
+    zip_path.write_bytes(buf.getvalue())
+    return zip_path
+
+
+def metrics_csv_bytes(criteria: list[dict]) -> bytes:
+    """metrics.csv: one row per criterion, numbers printed with the datasheet's format."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(METRICS_CSV_COLUMNS)
+    for c in criteria:
+        w.writerow([c[k] if isinstance(c[k], str) else datasheet.format_number(c[k]) for k in METRICS_CSV_COLUMNS])
+    return buf.getvalue().encode("utf-8")
+
+
+def _data_csv_bytes(columns: Sequence[Any], codes: np.ndarray) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([c.name for c in columns])
+    cols = [np.asarray([str(x) for x in c.labels], dtype=object)[codes[:, j]] for j, c in enumerate(columns)]
+    w.writerows(zip(*cols))
+    return buf.getvalue().encode("utf-8")
+
+
+_LICENCES = {
+    "CC-BY-4.0": ("https://creativecommons.org/licenses/by/4.0/", "Creative Commons Attribution 4.0"),
+    "CC0-1.0": ("https://creativecommons.org/publicdomain/zero/1.0/", "CC0 1.0 Universal"),
+    "CC-BY-SA-4.0": ("https://creativecommons.org/licenses/by-sa/4.0/", "Creative Commons Attribution-ShareAlike 4.0"),
+    "ODC-BY-1.0": ("https://opendatacommons.org/licenses/by/1-0/", "Open Data Commons Attribution License 1.0"),
+    "ODbL-1.0": ("https://opendatacommons.org/licenses/odbl/1-0/", "Open Data Commons Open Database License 1.0"),
+    "PDDL-1.0": ("https://opendatacommons.org/licenses/pddl/1-0/", "Open Data Commons Public Domain Dedication and License 1.0"),
+}
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._")
+    return s[:80] or "dp-release"
+
+
+def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, data_sha256: str, data_size: int,
+                 created: str, version: str) -> dict:
+    release = spec.get("release") or {}
+    title = release.get("title") or "Differentially private synthetic data"
+    licence = release.get("licence") or "other"
+    lic = {"name": licence}
+    if licence in _LICENCES:
+        lic["path"], lic["title"] = _LICENCES[licence]
+    description = (release.get("description") or "").strip()
+    note = ("Synthetic records generated with differential privacy; not real records. "
+            "See README.pdf for intended uses and data quality.")
+    pkg: dict[str, Any] = {
+        "profile": "tabular-data-package",
+        "name": _slug(title),
+        "title": title,
+        "description": f"{description} {note}".strip(),
+        "created": created,
+        "keywords": ["synthetic data", "differential privacy", "open data"],
+        "licenses": [lic],
+    }
+    contributors = []
+    if release.get("publisher"):
+        c = {"title": release["publisher"], "role": "publisher"}
+        if release.get("contact") and "@" in release["contact"]:
+            c["email"] = release["contact"]
+        contributors.append(c)
+    if contributors:
+        pkg["contributors"] = contributors
+    fields = []
+    for col in columns:
+        f = {"name": col.name, "type": "string"}
+        desc = descriptions.get(col.name)
+        if desc:
+            f["description"] = desc
+        f["constraints"] = {"required": True, "enum": [str(x) for x in col.labels]}
+        fields.append(f)
+    pkg["resources"] = [{
+        "name": "data",
+        "path": "data.csv",
+        "profile": "tabular-data-resource",
+        "title": title,
+        "description": "One synthetic record per row; every column is categorical (labels of bins, in order).",
+        "format": "csv",
+        "mediatype": "text/csv",
+        "encoding": "utf-8",
+        "bytes": data_size,
+        "hash": f"sha256:{data_sha256}",
+        "dialect": {"delimiter": ",", "lineTerminator": "\n", "quoteChar": "\"", "doubleQuote": True, "header": True},
+        "schema": {"fields": fields, "missingValues": []},
+    }]
+    return pkg
+
+
+# ------------------------------------------------------------------------------- input checking
+
+def _check_columns_and_codes(spec: dict, columns: Sequence[Any], codes: np.ndarray) -> np.ndarray:
+    codes = np.asarray(codes)
+    if codes.ndim != 2 or not np.issubdtype(codes.dtype, np.integer):
+        raise BundleError(f"codes must be a 2-d integer array, got {codes.dtype} with shape {codes.shape}")
+    n, d = codes.shape
+    if n == 0:
+        raise BundleError("no records to release")
+    if d != len(columns):
+        raise BundleError(f"codes have {d} columns but {len(columns)} column codings were given")
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        raise BundleError(f"duplicate column names: {names}")
+    spec_names = [c.get("name") for c in spec.get("columns") or []]
+    if spec_names and spec_names != names:
+        raise BundleError(f"released columns {names} differ from the spec's columns {spec_names} (same order required)")
+    for j, col in enumerate(columns):
+        k = len(col.labels)
+        labels = [str(x) for x in col.labels]
+        if len(set(labels)) != k:
+            raise BundleError(f"column {col.name}: duplicate labels {labels}")
+        lo, hi = int(codes[:, j].min()), int(codes[:, j].max())
+        if lo < 0 or hi >= k:
+            raise BundleError(f"column {col.name}: codes range {lo}..{hi} outside 0..{k - 1}")
+    return codes.astype(np.int64, copy=False)
+
+
+def _check_metrics(criteria: list[dict], n: int) -> None:
+    for c in criteria:
+        missing = [k for k in METRICS_FIELDS if k not in c]
+        if missing:
+            raise BundleError(f"criterion {c.get('id', '?')}: missing fields {missing}")
+        if bool(c["passed"]) != (c["dp_value"] < c["threshold"]):
+            raise BundleError(f"criterion {c['id']}: passed={c['passed']} but dp_value {c['dp_value']!r} vs threshold "
+                              f"{c['threshold']!r} says otherwise")
+    ids = [c["id"] for c in criteria]
+    if len(set(ids)) != len(ids):
+        raise BundleError(f"duplicate criterion ids: {ids}")
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
+    b = _jsonable(copy.deepcopy(budget), "budget")
+    release = spec.get("release") or {}
+    if "unit_of_privacy" not in b and release.get("unit_of_privacy"):
+        b["unit_of_privacy"] = release["unit_of_privacy"]
+    b.setdefault("neighbouring", NEIGHBOURING_DEFAULT)
+    b.setdefault("input_metric", "change_one_distance")
+    b.setdefault("pre_selection", [])
+    _check_no_attempt_count(b, "budget.json")
+    if "opendp_version" not in b:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            b["opendp_version"] = version("opendp")
+        except PackageNotFoundError:
+            b["opendp_version"] = "unknown"
+    jsonschemas.validate(b, "budget", document="budget.json")
+    # The arithmetic must hold before anything is signed.
+    problems = []
+    gen, ev = float(b["generation"]["epsilon"]), float(b["evaluation"]["epsilon"])
+    if not _close(math.fsum(c["epsilon"] for c in b["evaluation"]["criteria"]), ev):
+        problems.append("evaluation.epsilon is not the sum of the criteria's epsilons")
+    if not _close(gen + ev, float(b["per_iteration_epsilon"])):
+        problems.append("per_iteration_epsilon is not generation.epsilon + evaluation.epsilon")
+    expected = float(b["selection"]["factor"]) * float(b["per_iteration_epsilon"]) + math.fsum(
+        p["epsilon"] for p in b["pre_selection"])
+    if not _close(expected, float(b["total_epsilon"])):
+        problems.append(f"total_epsilon {b['total_epsilon']!r} is not factor x per-iteration + pre-selection = {expected!r}")
+    if float(b["total_epsilon"]) > float(b["epsilon_cap"]) * (1 + 1e-12):
+        problems.append(f"total_epsilon {b['total_epsilon']!r} exceeds the cap {b['epsilon_cap']!r}")
+    by_id = {c["id"]: c["epsilon"] for c in b["evaluation"]["criteria"]}
+    for c in criteria:
+        if c["id"] in by_id and not _close(float(c["epsilon"]), float(by_id[c["id"]])):
+            problems.append(f"criterion {c['id']}: epsilon {c['epsilon']!r} in metrics but {by_id[c['id']]!r} in the budget")
+    if problems:
+        raise BundleError("inconsistent privacy budget: " + "; ".join(problems))
+    return b
+
+
+# ------------------------------------------------------------------------------------- the writer
+
+def write_bundle(
+    out: Path,
+    *,
+    spec: dict,
+    configuration: dict,
+    configuration_id: str,
+    columns: Sequence[Any],
+    codes: np.ndarray,
+    metrics: list[dict],
+    budget: dict,
+    transcript_records_jsonl: bytes,
+    transcript_path: Path,
+    private_key: Any,
+    force: bool = False,
+    make_zip: bool = False,
+    extra: dict | None = None,
+) -> Path:
+    """Write the signed bundle directory ``out`` (and ``out.zip`` if ``make_zip``); return ``out``.
+
+    ``columns``: objects with ``.name`` and ``.labels`` (and optionally ``.description``), in the
+    spec's column order; ``codes``: int (n, d) codes into each column's labels, rows already in
+    their (random) release order; ``metrics``: CriterionResult dicts; ``budget``: per internals.md;
+    ``transcript_records_jsonl``: ``Transcript.to_jsonl()``, written with a fresh salt to
+    ``transcript_path`` (private, mode 0600, outside the bundle); ``private_key``: an
+    Ed25519PrivateKey (see keys.load_private_key); ``extra``: more public information for the
+    manifest and the datasheet. Every JSON file is validated against its schema before writing.
+    Raises :class:`BundleError` (nothing written) on bad input or an existing output without ``force``.
+    """
+    from . import __version__
+
+    out = Path(out)
+    transcript_path = Path(transcript_path)
+    zip_path = out.with_name(out.name + ".zip")
+    if not isinstance(private_key, keys.Ed25519PrivateKey):
+        raise BundleError("private_key must be an Ed25519 private key (keys.load_private_key)")
+    if not isinstance(transcript_records_jsonl, (bytes, bytearray)):
+        raise BundleError("transcript_records_jsonl must be bytes (Transcript.to_jsonl())")
+    if not out.parent.is_dir():
+        raise BundleError(f"{out.parent}: no such directory")
+
+    # --- existing outputs
+    if out.exists() or out.is_symlink():
+        if not force:
+            raise BundleError(f"{out}: exists; refusing to overwrite it (use --force to replace a bundle)")
+        if not out.is_dir() or out.is_symlink():
+            raise BundleError(f"{out}: exists and is not a directory; refusing to replace it")
+        if any(out.iterdir()) and not (out / "manifest.json").is_file():
+            raise BundleError(f"{out}: exists and does not look like a bundle (no manifest.json); refusing to replace "
+                              f"it even with --force")
+    if make_zip and zip_path.exists() and not force:
+        raise BundleError(f"{zip_path}: exists; refusing to overwrite it (use --force)")
+    if _is_within(transcript_path, out) or transcript_path.resolve() == zip_path.resolve():
+        raise BundleError(f"{transcript_path}: the private transcript must not be written inside the bundle {out}")
+    if transcript_path.resolve().parent.name.startswith(f".{out.name}.tmp-"):
+        raise BundleError(f"{transcript_path}: not a valid transcript location")
+    if not transcript_path.parent.is_dir():
+        raise BundleError(f"{transcript_path.parent}: no such directory (for the transcript)")
+    if (transcript_path.exists() or transcript_path.is_symlink()) and not force:
+        raise BundleError(f"{transcript_path}: the transcript file exists; refusing to overwrite it (use --force)")
+
+    # --- inputs -> documents (all checked before anything is written)
+    spec = _jsonable(spec, "spec")
+    codes = _check_columns_and_codes(spec, columns, codes)
+    n = int(codes.shape[0])
+    criteria = [_jsonable(m, f"metrics[{i}]") for i, m in enumerate(metrics)]
+    criteria = [{k: c[k] for k in METRICS_FIELDS} | {k: v for k, v in c.items() if k not in METRICS_FIELDS}
+                for c in criteria]
+    _check_metrics(criteria, n)
+    budget_doc = _complete_budget(budget, spec, criteria)
+    metrics_doc = {"n": n, "number_format": datasheet.NUMBER_FORMAT_DOC, "criteria": criteria}
+    spec_doc = {"spec": public_spec(spec), "configuration": _jsonable(configuration, "configuration"),
+                "configuration_id": str(configuration_id)}
+    extra_doc = _jsonable(extra, "extra") if extra else None
+    for where, doc in (("metrics.json", metrics_doc), ("budget.json", budget_doc), ("spec.json", spec_doc),
+                       ("extra", extra_doc)):
+        _check_no_attempt_count(doc, where)
+    jsonschemas.validate(metrics_doc, "metrics", document="metrics.json")
+    jsonschemas.validate(spec_doc, "spec-json", document="spec.json")
+    try:
+        jsonschemas.load_schema("spec")
+    except FileNotFoundError:
+        pass
+    else:
+        jsonschemas.validate(spec_doc["spec"], "spec", document="spec.json: spec")
+    spec_cols = {c.get("name"): c for c in spec.get("columns") or []}
+    descriptions = {c.name: (getattr(c, "description", None) or spec_cols.get(c.name, {}).get("description") or "")
+                    for c in columns}
+
+    created = _utc_now()
+    public_pem = keys.public_key_pem(private_key)
+    fingerprint = keys.public_key_fingerprint(private_key)
+    salt = secrets.token_bytes(32)
+    commitment = transcript_commitment(salt, bytes(transcript_records_jsonl))
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    zip_tmp = out.with_name(f".{out.name}.zip.tmp-{secrets.token_hex(6)}")
+    old = out.with_name(f".{out.name}.old-{secrets.token_hex(6)}")
+    transcript_written = renamed = False
+    try:
+        os.chmod(tmp, 0o755)
+        data = _data_csv_bytes(columns, codes)
+        _write_bytes(tmp / "data.csv", data)
+        _write_bytes(tmp / "metrics.csv", metrics_csv_bytes(criteria))
+        _write_json(tmp, "metrics.json", metrics_doc, "metrics")
+        _write_json(tmp, "budget.json", budget_doc, "budget")
+        _write_json(tmp, "spec.json", spec_doc, "spec-json")
+        data_sha, data_size = hashlib.sha256(data).hexdigest(), len(data)
+        package = _datapackage(spec, columns, descriptions, data_sha, data_size, created, __version__)
+        _write_json(tmp, "datapackage.json", package, "datapackage")
+
+        files = ["data.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json", "datapackage.json",
+                 "README.html", "README.pdf"]
+        context = datasheet.build_context(
+            spec=spec, configuration=spec_doc["configuration"], configuration_id=spec_doc["configuration_id"],
+            columns=columns, codes=codes, metrics=criteria, budget=budget_doc, created=created,
+            dpbundle_version=__version__, fingerprint=fingerprint, public_key_pem=public_pem,
+            commitment=commitment, files=files, extra=extra_doc)
+        html = datasheet.render_html(context)
+        _write_bytes(tmp / "README.html", html.encode("utf-8"))
+        datasheet.render_pdf(html, tmp / "README.pdf")
+        os.chmod(tmp / "README.pdf", 0o644)
+
+        manifest = {
+            "format": BUNDLE_FORMAT,
+            "dpbundle_version": __version__,
+            "created": created,
+            "n": n,
+            "title": (spec.get("release") or {}).get("title") or "",
+            "configuration_id": spec_doc["configuration_id"],
+            "number_format": datasheet.NUMBER_FORMAT_DOC,
+            "files": [dict(zip(("path", "sha256", "size"), (f, *file_digest(tmp / f)))) for f in files],
+            "public_key": {"algorithm": "Ed25519", "pem": public_pem, "fingerprint": fingerprint},
+            "transcript_commitment": {"algorithm": "sha256", "construction": COMMITMENT_CONSTRUCTION,
+                                      "value": commitment},
+        }
+        if extra_doc:
+            manifest["extra"] = extra_doc
+        _check_no_attempt_count(manifest, "manifest.json")
+        jsonschemas.validate(manifest, "manifest", document="manifest.json")
+        manifest_bytes = _json_bytes(manifest)
+        signature = keys.sign(private_key, manifest_bytes)
+        if not keys.verify(private_key.public_key(), manifest_bytes, signature):  # pragma: no cover
+            raise BundleError("the manifest signature does not verify")
+        _write_bytes(tmp / "manifest.json", manifest_bytes)
+        _write_bytes(tmp / "manifest.sig", signature)
+
+        if make_zip:
+            write_zip(tmp, zip_tmp, root=out.name)
+
+        write_transcript(transcript_path, bytes(transcript_records_jsonl), salt, force=force)
+        transcript_written = True
+
+        if out.exists():
+            os.rename(out, old)
+        os.rename(tmp, out)
+        renamed = True
+        if make_zip:
+            os.replace(zip_tmp, zip_path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        zip_tmp.unlink(missing_ok=True)
+        if old.exists() and not out.exists():
+            os.rename(old, out)  # put the previous bundle back
+        if transcript_written and not renamed:
+            transcript_path.unlink(missing_ok=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"warning: the randomness transcript {transcript_path} is PRIVATE: it must stay inside the enclave "
+          f"(the bundle publishes only its commitment {commitment[:16]}...)", file=sys.stderr)
+    return out

@@ -1,0 +1,794 @@
+"""``dpbundle sweep``: estimate every configuration's acceptance probability on PUBLIC data.
+
+Before the private run, each configuration of the spec's space (or a seeded random sample of K
+of them) is tried R times on similar public data, exactly as the private run would try it: the
+real iteration (transform, DP fit, sample, constrain, project, DP criteria) with the same DP
+noise, from a fresh recording ``Randomness`` per run whose transcript is discarded. The data are
+public, so the sweep spends no budget and never touches the budget ledger; it refuses to run on
+a file whose SHA-256 the spec lists in ``privacy.private_data_sha256``.
+
+Output directory (DIR):
+
+- ``sweep.json``      what was swept: spec and data fingerprints, sample seed, reps, sessions
+- ``runs.jsonl``      one JSON record per run, appended (and fsynced) as runs finish
+                      (schema ``sweep-run``); ``runs.csv`` is the same table, flat, rewritten at the end
+- ``utility.jsonl``   granular utility of accepted candidates (schema ``sweep-utility``)
+- ``summary.csv``, ``summary.json``  per configuration: runs, acceptance, Wilson 95% interval;
+                      per dimension and per criterion (schema ``sweep-summary``)
+- ``narrowed.yaml``   the configurations with acceptance >= ``--min-acceptance`` (read by
+                      ``dpbundle release --configs``; see :func:`load_narrowed`)
+- ``report.html``, ``report.pdf``
+
+Running again with the same DIR resumes: finished runs (key: config id + rep index) are
+skipped; a different spec or data fingerprint is refused.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import secrets
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterator, Optional
+
+import typer
+
+from .sweep_exec import Task, execute, jsonable
+
+__all__ = [
+    "SweepError", "SweepResult", "run_sweep", "wilson_interval", "load_narrowed", "read_runs",
+    "select_configs", "flatten_config", "cli_sweep", "WILSON_Z",
+]
+
+FORMAT = "dpbundle-sweep/1"
+NARROWED_FORMAT = "dpbundle-narrowed/1"
+WILSON_Z = 1.959963984540054  # Phi^-1(0.975)
+META, RUNS, RUNS_CSV, UTILITY = "sweep.json", "runs.jsonl", "runs.csv", "utility.jsonl"
+SUMMARY_CSV, SUMMARY_JSON, NARROWED = "summary.csv", "summary.json", "narrowed.yaml"
+REPORT_HTML, REPORT_PDF = "report.html", "report.pdf"
+
+
+class SweepError(Exception):
+    """Unusable input or output directory (exit code 2); the message says what and why."""
+
+    exit_code = 2
+
+
+@dataclass
+class SweepResult:
+    out: Path
+    summary: dict
+    new_runs: int
+    seconds: float
+    backend: str
+    workers: int
+    files: dict = field(default_factory=dict)
+
+    @property
+    def runs_per_minute(self) -> float | None:
+        return self.new_runs / self.seconds * 60.0 if self.new_runs and self.seconds > 0 else None
+
+
+# --------------------------------------------------------------------------- small helpers
+
+def wilson_interval(k: int, n: int, z: float = WILSON_Z) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion k/n (default 95%); (0, 1) when n = 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _spec_fingerprint(spec) -> str:
+    """SHA-256 of the canonical public spec (the private fingerprints do not change any run)."""
+    from .spec import canonical_json
+
+    doc = spec.public_dict() if hasattr(spec, "public_dict") else getattr(spec, "raw", spec)
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
+    """``{"columns": {"parity": "unit"}, ...}`` -> ``{"columns.parity": "unit", ...}``."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten_config(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def select_configs(ids: list[str], sample: int | None, seed: int) -> list[str]:
+    """All ``ids`` (sample None) or the first ``sample`` of a permutation seeded with ``seed``.
+
+    Samples are nested: a larger K with the same seed extends a smaller one.
+    """
+    if sample is None or sample >= len(ids):
+        return list(ids)
+    import numpy as np
+
+    perm = np.random.Generator(np.random.PCG64(int(seed))).permutation(len(ids))
+    return [ids[int(i)] for i in perm[: int(sample)]]
+
+
+def _validate(doc: Any, schema: str, what: str) -> None:
+    from .jsonschemas import validate
+
+    validate(doc, schema, document=what)
+
+
+def _append_jsonl(path: Path, record: dict) -> None:
+    line = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _end_torn_line(path: Path) -> None:
+    """After a crash mid-write the file may end inside a record: end that line so the next
+    append starts a fresh one (the torn record is then skipped by the reader)."""
+    if path.exists() and path.stat().st_size:
+        with open(path, "rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
+
+
+def _read_jsonl(path: Path) -> Iterator[dict]:
+    """Records of a JSON-lines file; a torn last line (a crash mid-write) is skipped."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "config_id" in rec and "rep" in rec:
+                yield rec
+
+
+def read_runs(out: Path) -> dict[tuple[str, int], dict]:
+    """The latest record of every (config_id, rep) in ``out/runs.jsonl``."""
+    runs: dict[tuple[str, int], dict] = {}
+    for rec in _read_jsonl(Path(out) / RUNS):
+        runs[(str(rec["config_id"]), int(rec["rep"]))] = rec
+    return runs
+
+
+def read_utility(out: Path) -> dict[tuple[str, int], dict]:
+    recs: dict[tuple[str, int], dict] = {}
+    for rec in _read_jsonl(Path(out) / UTILITY):
+        recs[(str(rec["config_id"]), int(rec["rep"]))] = rec
+    return recs
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- narrowed list
+
+def load_narrowed(path: Path | str, spec=None) -> list[dict]:
+    """The configurations of a ``narrowed.yaml`` written by ``dpbundle sweep``.
+
+    Returns a list of ``{"id", "config", "acceptance", "wilson_low", "wilson_high", "runs"}``.
+    Raises ``ValueError`` (naming the file and entry) if the file is malformed, an id does not
+    match its configuration, or (with ``spec``) a configuration is not in the spec's space.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read the narrowed configuration list: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("configurations"), list):
+        raise ValueError(f"{path}: expected a mapping with a 'configurations:' list")
+    from .space import config_id
+
+    out = []
+    for i, entry in enumerate(doc["configurations"]):
+        where = f"{path}: configurations[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict) or "id" not in entry:
+            raise ValueError(f"{where}: expected a mapping with 'id' and 'config'")
+        if config_id(entry["config"]) != str(entry["id"]):
+            raise ValueError(f"{where}: id {entry['id']!r} does not match its configuration "
+                             f"(which has id {config_id(entry['config'])!r}); was the file edited?")
+        if spec is not None:
+            from .space import check_config
+
+            problems = check_config(spec, entry["config"])
+            if problems:
+                raise ValueError(f"{where}: not a configuration of the spec: " + "; ".join(problems))
+        out.append({
+            "id": str(entry["id"]), "config": entry["config"],
+            "acceptance": entry.get("acceptance"), "wilson_low": entry.get("wilson_low"),
+            "wilson_high": entry.get("wilson_high"), "runs": entry.get("runs"),
+        })
+    return out
+
+
+def _narrowed_yaml(summary: dict, configs_by_id: dict[str, dict]) -> str:
+    import yaml
+
+    nar = summary["narrowed"]
+    doc = {
+        "format": NARROWED_FORMAT,
+        "spec_sha256": summary["spec_sha256"],
+        "data_sha256": summary["data_sha256"],
+        "min_acceptance": summary["min_acceptance"],
+        "expected_private_iterations": nar["expected_private_iterations"],
+        "expected_private_seconds": nar["expected_private_seconds"],
+        "configurations": [
+            {"id": c["config_id"], "config": configs_by_id[c["config_id"]],
+             "acceptance": c["acceptance"], "wilson_low": c["wilson_low"],
+             "wilson_high": c["wilson_high"], "runs": c["runs"]}
+            for c in summary["configurations"] if c["narrowed"]
+        ],
+    }
+    head = ("# Configurations whose acceptance probability on public data is at least "
+            f"{summary['min_acceptance']:g} (dpbundle sweep).\n"
+            "# Use: dpbundle release SPEC DATA --configs narrowed.yaml (the private run draws uniformly from this list).\n")
+    return head + yaml.safe_dump(jsonable(doc), sort_keys=False, default_flow_style=False, width=120)
+
+
+# --------------------------------------------------------------------------- summary
+
+def _quantiles(xs: list[float]) -> dict:
+    import numpy as np
+
+    if not xs:
+        return {"min": None, "q25": None, "median": None, "q75": None, "max": None}
+    a = np.asarray(xs, dtype=float)
+    q = np.quantile(a, [0, 0.25, 0.5, 0.75, 1.0])
+    return dict(zip(["min", "q25", "median", "q75", "max"], (float(v) for v in q)))
+
+
+def _dimension_keys(all_configs: list[dict]) -> list[str]:
+    """Flattened configuration keys whose value varies over the space (in first-seen order)."""
+    flats = [flatten_config(cfg) for cfg in all_configs]
+    keys: dict[str, None] = {}
+    for flat in flats:
+        for k in flat:
+            keys.setdefault(k, None)
+    return [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flats}) > 1]
+
+
+def summarise(*, meta: dict, selected: list[str], configs_by_id: dict[str, dict],
+              dimension_keys: list[str], runs: dict, utility: dict, min_acceptance: float) -> dict:
+    """The sweep summary (deterministic given the records)."""
+    sel = set(selected)
+    ok_runs = {k: r for k, r in runs.items() if k[0] in sel and not r.get("error")}
+    err_runs = {k: r for k, r in runs.items() if k[0] in sel and r.get("error")}
+    rows = []
+    for cid in selected:
+        mine = [r for (c, _), r in ok_runs.items() if c == cid]
+        n, k = len(mine), sum(1 for r in mine if r["passed"])
+        lo, hi = wilson_interval(k, n)
+        crit: dict[str, list] = {}
+        for r in mine:
+            for cr in r.get("criteria", []):
+                crit.setdefault(cr["id"], []).append(bool(cr["passed"]))
+        secs = [float(r["seconds"]) for r in mine]
+        rows.append({
+            "config_id": cid,
+            "runs": n, "accepted": k,
+            "errors": sum(1 for (c, _) in err_runs if c == cid),
+            "acceptance": k / n if n else None,
+            "wilson_low": lo if n else None, "wilson_high": hi if n else None,
+            "median_seconds": statistics.median(secs) if secs else None,
+            "narrowed": bool(n and k / n >= min_acceptance),
+            "criteria_pass_rate": {cid_: sum(v) / len(v) for cid_, v in crit.items()},
+            "dimensions": {key: flatten_config(configs_by_id[cid]).get(key) for key in dimension_keys},
+        })
+
+    # per dimension value (runs pooled over the configurations sharing it)
+    dims = []
+    for key in dimension_keys:
+        groups: dict[str, dict] = {}
+        for row in rows:
+            v = row["dimensions"].get(key)
+            g = groups.setdefault(json.dumps(v, sort_keys=True), {"value": v, "configurations": 0, "runs": 0, "accepted": 0})
+            g["configurations"] += 1
+            g["runs"] += row["runs"]
+            g["accepted"] += row["accepted"]
+        values = []
+        for g in groups.values():
+            lo, hi = wilson_interval(g["accepted"], g["runs"])
+            g.update(acceptance=g["accepted"] / g["runs"] if g["runs"] else None,
+                     wilson_low=lo if g["runs"] else None, wilson_high=hi if g["runs"] else None)
+            values.append(g)
+        try:
+            values.sort(key=lambda g: (g["value"] is None, g["value"]))
+        except TypeError:
+            values.sort(key=lambda g: str(g["value"]))
+        dims.append({"name": key, "values": values})
+
+    # per criterion, over every run
+    crit_rows: dict[str, dict] = {}
+    for r in ok_runs.values():
+        for cr in r.get("criteria", []):
+            c = crit_rows.setdefault(cr["id"], {"id": cr["id"], "threshold": cr["threshold"], "runs": 0, "passed": 0, "_ratios": []})
+            c["runs"] += 1
+            c["passed"] += int(bool(cr["passed"]))
+            if cr.get("dp_value") is not None and cr.get("threshold"):
+                c["_ratios"].append(float(cr["dp_value"]) / float(cr["threshold"]))
+    criteria = []
+    for c in crit_rows.values():
+        ratios = c.pop("_ratios")
+        c["pass_rate"] = c["passed"] / c["runs"] if c["runs"] else None
+        c["ratio_to_threshold"] = _quantiles(ratios)
+        criteria.append(c)
+
+    narrowed = [r for r in rows if r["narrowed"]]
+    nar_secs = [float(r["seconds"]) for (c, _), r in ok_runs.items() if c in {x["config_id"] for x in narrowed}]
+    all_secs = [float(r["seconds"]) for r in ok_runs.values()]
+    mean_acc = statistics.fmean(r["acceptance"] for r in narrowed) if narrowed else None
+    med_secs = statistics.median(nar_secs or all_secs) if (nar_secs or all_secs) else None
+    exp_iter = (1.0 / mean_acc) if mean_acc else None
+    n_acc = sum(r["accepted"] for r in rows)
+    n_runs = sum(r["runs"] for r in rows)
+
+    # utility: the first evaluated accepted run of each configuration
+    first_util: dict[str, dict] = {}
+    for (cid, rep), rec in sorted(utility.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if cid in sel and cid not in first_util and rec.get("utility"):
+            first_util[cid] = rec
+    util_summary = _utility_summary([first_util[c] for c in selected if c in first_util])
+
+    return jsonable({
+        "format": FORMAT,
+        "spec_sha256": meta["spec"]["sha256"],
+        "data_sha256": meta["data"]["sha256"],
+        "n": meta["data"].get("n"),
+        "space_size": meta["space_size"],
+        "sample": meta.get("sample"),
+        "seed": meta.get("seed"),
+        "reps": meta["reps"],
+        "configurations_swept": len(selected),
+        "runs": n_runs,
+        "accepted": n_acc,
+        "errors": len(err_runs),
+        "acceptance": n_acc / n_runs if n_runs else None,
+        "median_iteration_seconds": statistics.median(all_secs) if all_secs else None,
+        "min_acceptance": float(min_acceptance),
+        "narrowed": {
+            "count": len(narrowed),
+            "mean_acceptance": mean_acc,
+            "expected_private_iterations": exp_iter,
+            "median_iteration_seconds": med_secs,
+            "expected_private_seconds": exp_iter * med_secs if (exp_iter and med_secs is not None) else None,
+            "note": ("The private run draws uniformly from the narrowed list, so its expected number of "
+                     "iterations is 1 / mean acceptance; times are measured on the public data here."),
+        },
+        "criteria": criteria,
+        "dimensions": dims,
+        "configurations": rows,
+        "utility": util_summary,
+    })
+
+
+_UTILITY_KEYS = [
+    ("pmse_ratio", ("propensity", "pmse_ratio")),
+    ("specks", ("propensity", "specks")),
+    ("s_pmse_2way_mean", ("s_pmse", "2", "mean")),
+    ("s_pmse_3way_mean", ("s_pmse", "3", "mean")),
+    ("tvd_2way_max", ("marginals", "2", "max_tvd")),
+    ("tvd_3way_max", ("marginals", "3", "max_tvd")),
+    ("cell_error_3way_max", ("marginals", "3", "max_abs_error")),
+    ("correlation_max_abs_diff", ("correlations", "max_abs_diff")),
+]
+
+
+def _dig(d: Any, path: tuple) -> Any:
+    for p in path:
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def utility_row(rec: dict) -> dict:
+    """The headline utility numbers of one utility record (flat)."""
+    u = rec.get("utility") or {}
+    row = {"config_id": rec["config_id"], "rep": rec["rep"]}
+    for name, path in _UTILITY_KEYS:
+        row[name] = _dig(u, path)
+    for target, s in ((u.get("groups") or {}).get("summary") or {}).items():
+        row[f"mean_diff_{target}"] = s.get("max_abs_mean_diff")
+        row[f"median_diff_{target}"] = s.get("max_abs_median_diff")
+    return row
+
+
+def _utility_summary(records: list[dict]) -> dict:
+    rows = [utility_row(r) for r in records]
+    medians = {}
+    for key in (rows[0].keys() if rows else []):
+        if key in ("config_id", "rep"):
+            continue
+        vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        medians[key] = statistics.median(vals) if vals else None
+    return {"evaluated_configurations": len(rows), "policy": "first accepted run of each configuration",
+            "median": medians, "rows": rows}
+
+
+def _summary_csv(summary: dict, configs_by_id: dict) -> str:
+    crit_ids = [c["id"] for c in summary["criteria"]]
+    dim_keys = [d["name"] for d in summary["dimensions"]]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["config_id", "runs", "accepted", "errors", "acceptance", "wilson_low", "wilson_high",
+                "median_seconds", "narrowed"] + [f"pass_rate_{c}" for c in crit_ids] + dim_keys + ["config"])
+    for r in summary["configurations"]:
+        w.writerow([r["config_id"], r["runs"], r["accepted"], r["errors"], _fmt(r["acceptance"]),
+                    _fmt(r["wilson_low"]), _fmt(r["wilson_high"]), _fmt(r["median_seconds"]), r["narrowed"]]
+                   + [_fmt(r["criteria_pass_rate"].get(c)) for c in crit_ids]
+                   + [r["dimensions"].get(k) for k in dim_keys]
+                   + [json.dumps(configs_by_id[r["config_id"]], sort_keys=True)])
+    return buf.getvalue()
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+def _runs_csv(runs: dict, selected: list[str]) -> str:
+    recs = sorted(runs.values(), key=lambda r: (r["config_id"], r["rep"]))
+    crit_ids: list[str] = []
+    for r in recs:
+        for cr in r.get("criteria", []):
+            if cr["id"] not in crit_ids:
+                crit_ids.append(cr["id"])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["config_id", "rep", "passed", "seconds", "finished", "worker", "error"]
+               + [f"{c}_{x}" for c in crit_ids for x in ("dp_value", "threshold", "passed")])
+    for r in recs:
+        by = {cr["id"]: cr for cr in r.get("criteria", [])}
+        row = [r["config_id"], r["rep"], r["passed"], _fmt(r.get("seconds")), r.get("finished", ""),
+               r.get("worker") or "", r.get("error") or ""]
+        for c in crit_ids:
+            cr = by.get(c, {})
+            row += [_fmt(cr.get("dp_value")), _fmt(cr.get("threshold")), cr.get("passed", "")]
+        w.writerow(row)
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- the sweep
+
+def _default_iteration():
+    from .iteration import run_iteration
+
+    return run_iteration
+
+
+def _default_prepare(path: Path, spec):
+    from .prepare import prepare
+
+    return prepare(path, spec)
+
+
+def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, reps: int = 3,
+              sample: int | None = None, seed: int | None = None, workers: int | None = None,
+              scheduler: str | None = None, min_acceptance: float = 0.10, utility: str = "first",
+              iteration: Callable | None = None, prepare: Callable | None = None,
+              progress: bool = True, report: bool = True, mp_context: str = "spawn",
+              utility_options: dict | None = None, console=None) -> SweepResult:
+    """Run (or resume) a sweep; see the module docstring. Raises :class:`SweepError` (exit 2)."""
+    from .spec import SpecError, load_spec
+    from .space import config_id, enumerate_configs
+
+    spec_path, data_path, out = Path(spec_path), Path(data_path), Path(out)
+    if reps < 1:
+        raise SweepError("--reps must be at least 1")
+    if sample is not None and sample < 1:
+        raise SweepError("--sample must be at least 1")
+    if workers is not None and scheduler:
+        raise SweepError("give either --workers (local process pool) or --scheduler (Dask), not both")
+    if utility not in ("first", "all", "none"):
+        raise SweepError("--utility must be one of first, all, none")
+    if not 0.0 <= min_acceptance <= 1.0:
+        raise SweepError("--min-acceptance must lie in [0, 1]")
+    try:
+        spec = load_spec(spec_path)
+    except SpecError as exc:
+        raise SweepError(str(exc)) from None
+    if not data_path.is_file():
+        raise SweepError(f"{data_path}: no such file")
+
+    # 1. the data must be public
+    data_sha = sha256_file(data_path)
+    private = {str(f).lower() for f in getattr(spec, "private_fingerprints", [])}
+    if data_sha in private:
+        raise SweepError(
+            f"{data_path}: refusing to sweep: this file's SHA-256 ({data_sha}) is listed in the spec's "
+            f"privacy.private_data_sha256, i.e. it is confidential data. The sweep runs many "
+            f"iterations with no privacy accounting and writes their results in the clear; run it "
+            f"on public data only.")
+    spec_sha = _spec_fingerprint(spec)
+
+    # 2. the output directory: new, or a sweep of the same spec and data
+    meta_path = out / META
+    old_meta = None
+    if meta_path.exists():
+        try:
+            old_meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SweepError(f"{meta_path}: cannot read the sweep record ({exc}); use another --out") from None
+        if old_meta.get("format") != FORMAT:
+            raise SweepError(f"{meta_path}: not a {FORMAT} sweep directory; use another --out")
+        if old_meta["spec"]["sha256"] != spec_sha:
+            raise SweepError(
+                f"{out}: cannot resume: this directory holds a sweep of a different spec "
+                f"(spec fingerprint {old_meta['spec']['sha256'][:16]}..., from {old_meta['spec'].get('path')}; "
+                f"{spec_path} has {spec_sha[:16]}...). Use another --out, or restore the spec.")
+        if old_meta["data"]["sha256"] != data_sha:
+            raise SweepError(
+                f"{out}: cannot resume: this directory holds a sweep of different data "
+                f"(data SHA-256 {old_meta['data']['sha256'][:16]}..., from {old_meta['data'].get('path')}; "
+                f"{data_path} has {data_sha[:16]}...). Use another --out, or the same data file.")
+        if seed is not None and old_meta.get("seed") is not None and int(seed) != int(old_meta["seed"]):
+            raise SweepError(f"{out}: cannot resume with --seed {seed}: the sweep was sampled with seed "
+                             f"{old_meta['seed']}. Omit --seed to resume the same sample.")
+    elif out.exists() and any(out.iterdir()):
+        raise SweepError(f"{out}: exists, is not empty and holds no {META}; use a new or empty --out directory")
+
+    configs = list(enumerate_configs(spec))
+    ids = [config_id(c) for c in configs]
+    configs_by_id = dict(zip(ids, configs))
+    if seed is None:
+        seed = int(old_meta["seed"]) if old_meta and old_meta.get("seed") is not None else secrets.randbits(63)
+    selected = select_configs(ids, sample, seed)
+
+    try:
+        prepared = (prepare or _default_prepare)(data_path, spec)
+    except ValueError as exc:  # InputError
+        raise SweepError(str(exc)) from None
+
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format": FORMAT,
+        "created": old_meta["created"] if old_meta else _now(),
+        "spec": {"path": str(spec_path), "sha256": spec_sha},
+        "data": {"path": str(data_path), "sha256": data_sha, "n": int(getattr(prepared, "n", 0))},
+        "space_size": len(ids),
+        "sample": sample,
+        "seed": int(seed),
+        "reps": int(reps),
+        "selected": selected,
+        "note": "public data: the sweep spends no privacy budget and its outputs are not DP",
+        "sessions": list(old_meta.get("sessions", [])) if old_meta else [],
+    }
+    _write_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
+
+    # 3. the runs still to do (rep-major: every configuration gets rep 0 before any gets rep 1)
+    runs = read_runs(out)
+    util = read_utility(out)
+    done = {k for k, r in runs.items() if not r.get("error")}
+    pending = [Task(cid, rep, configs_by_id[cid]) for rep in range(reps) for cid in selected
+               if (cid, rep) not in done]
+    have_util = {cid for (cid, _), rec in util.items() if rec.get("utility")}
+    util_in_flight: set[str] = set()
+
+    def prepare_task(task: Task) -> Task:
+        want = utility == "all" or (utility == "first" and task.config_id not in have_util
+                                    and task.config_id not in util_in_flight)
+        if want and utility == "first":
+            util_in_flight.add(task.config_id)
+        return Task(task.config_id, task.rep, task.config, want)
+
+    runs_path, util_path = out / RUNS, out / UTILITY
+    _end_torn_line(runs_path)
+    _end_torn_line(util_path)
+    backend_name, n_workers = "none", 0
+    t0 = time.perf_counter()
+    new_runs = 0
+    if pending:
+        payload = {"prepared": prepared, "spec": spec, "iteration": iteration or _default_iteration(),
+                   "utility_options": utility_options or {}}
+        from .sweep_exec import DaskBackend, LocalBackend
+
+        try:
+            backend = (DaskBackend(payload, scheduler) if scheduler
+                       else LocalBackend(payload, workers, mp_context=mp_context))
+        except (OSError, TimeoutError) as exc:
+            raise SweepError(f"cannot start the {'Dask client for ' + scheduler if scheduler else 'process pool'}: {exc}") from None
+        backend_name, n_workers = backend.name, backend.workers
+
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        console = console or Console(stderr=True)
+        columns = [TextColumn("[bold]sweep[/]"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[accepted]} accepted"), TextColumn("elapsed"),
+                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn()]
+        with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
+            tid = bar.add_task("sweep", total=len(pending), accepted=0)
+            accepted = 0
+
+            def on_result(task: Task, record: dict) -> None:
+                nonlocal accepted, new_runs
+                u = record.pop("utility", None)
+                u_err = record.pop("utility_error", None)
+                u_secs = record.pop("utility_seconds", None)
+                record.pop("traceback", None) if record.get("error") is None else None
+                if u is not None or u_err is not None:
+                    urec = jsonable({"config_id": task.config_id, "rep": task.rep, "utility": u,
+                                     "error": u_err, "seconds": u_secs})
+                    _validate(urec, "sweep-utility", str(util_path))
+                    _append_jsonl(util_path, urec)
+                    if u is not None:
+                        have_util.add(task.config_id)
+                if task.utility and utility == "first":
+                    util_in_flight.discard(task.config_id)
+                record = jsonable(record)
+                _validate(record, "sweep-run", str(runs_path))
+                _append_jsonl(runs_path, record)
+                runs[(task.config_id, task.rep)] = record
+                new_runs += 1
+                accepted += int(bool(record.get("passed")))
+                bar.update(tid, advance=1, accepted=accepted)
+
+            interrupted = False
+            try:
+                execute(backend, pending, on_result, prepare_task=prepare_task)
+            except KeyboardInterrupt:
+                interrupted = True
+            finally:
+                backend.close(cancel=True)
+        if interrupted:
+            raise KeyboardInterrupt
+    seconds = time.perf_counter() - t0
+
+    # 4. tables, summary, narrowed list, report
+    if new_runs:
+        meta["sessions"].append({"finished": _now(), "backend": backend_name, "workers": n_workers,
+                                 "runs": new_runs, "seconds": round(seconds, 3),
+                                 "runs_per_minute": round(new_runs / seconds * 60, 3) if seconds > 0 else None})
+        _write_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
+    util = read_utility(out)
+    summary = summarise(meta=meta, selected=selected, configs_by_id=configs_by_id,
+                        dimension_keys=_dimension_keys(configs), runs=runs, utility=util,
+                        min_acceptance=min_acceptance)
+    _validate(summary, "sweep-summary", str(out / SUMMARY_JSON))
+    summary_text = json.dumps(summary, indent=1, sort_keys=False) + "\n"
+    old_summary = (out / SUMMARY_JSON).read_text(encoding="utf-8") if (out / SUMMARY_JSON).exists() else None
+    changed = summary_text != old_summary
+    if changed or not (out / RUNS_CSV).exists():
+        _write_atomic(out / SUMMARY_JSON, summary_text)
+        _write_atomic(out / SUMMARY_CSV, _summary_csv(summary, configs_by_id))
+        _write_atomic(out / RUNS_CSV, _runs_csv(runs, selected))
+        _write_atomic(out / NARROWED, _narrowed_yaml(summary, configs_by_id))
+    files = {k: out / v for k, v in [("meta", META), ("runs", RUNS), ("runs_csv", RUNS_CSV),
+                                     ("utility", UTILITY), ("summary_csv", SUMMARY_CSV),
+                                     ("summary_json", SUMMARY_JSON), ("narrowed", NARROWED)]}
+    if report:
+        html_path, pdf_path = out / REPORT_HTML, out / REPORT_PDF
+        if changed or not html_path.exists() or not pdf_path.exists():
+            from .sweep_report import write_report
+
+            write_report(out, summary, runs=runs, utility=util, spec=spec, configs_by_id=configs_by_id,
+                         meta=meta)
+        files.update(report_html=html_path, report_pdf=pdf_path)
+    return SweepResult(out=out, summary=summary, new_runs=new_runs, seconds=seconds,
+                       backend=backend_name, workers=n_workers, files=files)
+
+
+# --------------------------------------------------------------------------- CLI
+
+def _print_result(res: SweepResult, console) -> None:
+    from rich.table import Table
+
+    s = res.summary
+    if res.new_runs:
+        console.print(f"{res.new_runs} run(s) in {res.seconds:.1f} s on {res.backend} "
+                      f"({res.workers} worker(s)): [bold]{res.runs_per_minute:.1f} runs/min[/]")
+    else:
+        console.print("Nothing to run: every run of this sweep is already recorded in "
+                      f"{res.out / RUNS} (resumed).")
+    table = Table(title=f"Acceptance on public data ({s['configurations_swept']} configuration(s), {s['reps']} rep(s))")
+    for col in ("configuration", "runs", "accepted", "acceptance", "Wilson 95%", "narrowed"):
+        table.add_column(col)
+    rows = sorted(s["configurations"], key=lambda r: -(r["acceptance"] or 0))
+    for r in rows[:15]:
+        table.add_row(r["config_id"], str(r["runs"]), str(r["accepted"]),
+                      "" if r["acceptance"] is None else f"{r['acceptance']:.2f}",
+                      "" if r["wilson_low"] is None else f"[{r['wilson_low']:.2f}, {r['wilson_high']:.2f}]",
+                      "yes" if r["narrowed"] else "")
+    if len(rows) > 15:
+        table.caption = f"... {len(rows) - 15} more in summary.csv"
+    console.print(table)
+    nar = s["narrowed"]
+    if nar["count"]:
+        console.print(f"Narrowed: {nar['count']} configuration(s) with acceptance >= {s['min_acceptance']:g}; "
+                      f"expected private iterations {nar['expected_private_iterations']:.2f}, "
+                      f"expected run time {nar['expected_private_seconds']:.1f} s "
+                      f"(median iteration {nar['median_iteration_seconds']:.2f} s on the public data).")
+    else:
+        console.print(f"[bold red]No configuration reached acceptance {s['min_acceptance']:g}[/]: the private "
+                      "run would loop without end (stop probability 0). Widen the space or relax the criteria.")
+    if s["errors"]:
+        console.print(f"[yellow]{s['errors']} run(s) failed with an error (see runs.jsonl); they are retried on resume.[/]")
+    for key, path in res.files.items():
+        if key in ("narrowed", "summary_csv", "report_html", "report_pdf"):
+            console.print(f"  {key}: {path}")
+
+
+def cli_sweep(
+    spec: Annotated[Path, typer.Argument(help="The release spec (YAML or JSON).", show_default=False)],
+    public_data: Annotated[Path, typer.Argument(help="PUBLIC data in the spec's input format (CSV or .csv.gz). Never the confidential file.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory; the same directory resumes the sweep.", show_default=False)],
+    reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Full iterations per configuration.")] = 3,
+    sample: Annotated[Optional[int], typer.Option("--sample", "-k", min=1, help="Sweep K configurations drawn at random (seeded; recorded in DIR) instead of the whole space.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the --sample draw (default: random, recorded in DIR/sweep.json).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-w", min=1, help="Local worker processes (default: every core).")] = None,
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (runs on the cluster instead of locally).")] = None,
+    min_acceptance: Annotated[float, typer.Option("--min-acceptance", min=0.0, max=1.0, help="Acceptance probability a configuration needs to enter narrowed.yaml.")] = 0.10,
+    utility: Annotated[str, typer.Option("--utility", help="Granular utility of accepted candidates: 'first' accepted run per configuration, 'all', or 'none'.")] = "first",
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip report.html / report.pdf.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Estimate each configuration's acceptance probability on PUBLIC data (feasibility sweep).
+
+    Runs every configuration of the spec's space (or --sample K of them) --reps times through the
+    real iteration, with the same DP noise as the private run, and writes runs.jsonl/runs.csv,
+    summary.csv/summary.json (acceptance with Wilson 95% intervals), narrowed.yaml (the
+    configurations with acceptance >= --min-acceptance, for `dpbundle release --configs`) and
+    report.html/report.pdf. Spends no privacy budget; refuses files listed in the spec's
+    privacy.private_data_sha256. Re-running with the same --out resumes.
+
+    Example: dpbundle sweep examples/births.yaml nvss2019_singleton_10k.csv --sample 8 --reps 3 --out sweep-births
+    """
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    try:
+        res = run_sweep(spec, public_data, out, reps=reps, sample=sample, seed=seed, workers=workers,
+                        scheduler=scheduler, min_acceptance=min_acceptance, utility=utility,
+                        progress=not quiet, report=not no_report, console=console)
+    except SweepError as exc:
+        from rich.text import Text
+
+        console.print(Text("error: ", style="bold red") + Text(str(exc)), highlight=False, soft_wrap=True)
+        raise typer.Exit(code=exc.exit_code) from None
+    except KeyboardInterrupt:
+        console.print(f"Interrupted. Finished runs are saved in {out / RUNS}; run the same command to resume.")
+        raise typer.Exit(code=130) from None
+    _print_result(res, Console())

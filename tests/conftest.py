@@ -1,0 +1,65 @@
+"""Shared, generic fixtures. Keep this file small: feature-specific fixtures belong in the test modules."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The project's root directory (the folder holding pyproject.toml)."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def births_spec_path() -> Path:
+    return REPO_ROOT / "examples" / "births.yaml"
+
+
+@pytest.fixture(scope="session")
+def births_spec(births_spec_path):
+    """examples/births.yaml loaded and validated (a `dpbundle.release.spec.Spec`)."""
+    from dpbundle.release.spec import load_spec
+
+    return load_spec(births_spec_path)
+
+
+@pytest.fixture(scope="session")
+def _births_doc_session(births_spec_path) -> dict:
+    return yaml.safe_load(births_spec_path.read_text("utf-8"))
+
+
+@pytest.fixture
+def births_doc(_births_doc_session) -> dict:
+    """A fresh, mutable copy of examples/births.yaml as a plain dict (parsed independently with yaml.safe_load)."""
+    return copy.deepcopy(_births_doc_session)
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+    """../shared/data (public NVSS samples); tests needing it are skipped when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"public test data not available: {SHARED_DATA} does not exist")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def nvss_160k_path(shared_data_dir) -> Path:
+    path = shared_data_dir / "nvss2019_singleton_160k.csv.gz"
+    if not path.is_file():
+        pytest.skip(f"public test data not available: {path} does not exist")
+    return path
+
+
+@pytest.fixture(scope="session")
+def nvss_160k_frame(nvss_160k_path):
+    """The 160k NVSS sample as a pandas DataFrame (read once per session)."""
+    import pandas as pd
+
+    return pd.read_csv(nvss_160k_path)

@@ -1,0 +1,197 @@
+"""regression_coefficients and regression_mae_difference: polynomial, sensitivities, fits."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from criteria_util import births_like, neighbours
+from dpbundle.mechanisms.criteria import CriterionError, EvalContext, make_criterion
+from dpbundle.mechanisms.criteria.mae import mae_difference
+from dpbundle.mechanisms.criteria.regression import (RegressionDesign, fm_sensitivity,
+                                                     fm_vector, ols, solve_fm, solve_ss,
+                                                     ss_sensitivity, ss_vector)
+from dpbundle.mechanisms.noise import Randomness
+
+REG = {"id": "reg", "type": "regression_coefficients", "target": "birth_weight",
+       "bounds": [1400, 4600], "threshold": 30, "epsilon": 0.43}
+MAE = {"id": "mae", "type": "regression_mae_difference", "target": "birth_weight",
+       "bounds": [1400, 4600], "threshold": 5, "epsilon": 0.04}
+
+
+@st.composite
+def reg_case(draw):
+    t, t2, c = draw(neighbours(max_d=4, max_size=5, max_n=25, min_n=2))
+    names = [x.name for x in t.columns]
+    target = draw(st.sampled_from(names))
+    vals = t.columns[t.column(target)].values
+    L = draw(st.integers(int(vals.min()) - 2, int(vals.max())))
+    U = draw(st.integers(L + 1, L + 15))
+    return t, t2, c, target, float(L), float(U)
+
+
+@settings(max_examples=250, deadline=None)
+@given(reg_case())
+def test_polynomial_vectors_l1_sensitivity(cs):
+    """Change one record of T (C fixed): the noised vectors move by <= the claimed L1 bound."""
+    t, t2, c, target, L, U = cs
+    des = RegressionDesign.from_synth(c, target, L, U)
+    X1, y1 = des.scaled(t)
+    X2, y2 = des.scaled(t2)
+    assert np.all(np.abs(X1) <= 1) and np.all(np.abs(y1) <= 1)
+    d = des.d
+    assert X1.shape[1] == d
+    assert np.abs(fm_vector(X1, y1) - fm_vector(X2, y2)).sum() <= fm_sensitivity(d) + 1e-9
+    assert np.abs(ss_vector(X1, y1) - ss_vector(X2, y2)).sum() <= ss_sensitivity(d) + 1e-9
+    crit = make_criterion(dict(REG, target=target, bounds=[L, U]))
+    sens, inputs = crit.sensitivity(EvalContext(t, c, {}))
+    assert sens == 2 * (1 + 2 * d + d * d) and inputs["d"] == d
+    assert crit.sensitivity(EvalContext(t2, c, {})) == (sens, inputs)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 30), st.integers(0, 2**32 - 1))
+def test_fm_vector_is_the_squared_loss(d, n, seed):
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([np.ones(n), rng.uniform(-1, 1, (n, d - 1))])
+    y = rng.uniform(-1, 1, n)
+    w = rng.normal(size=d)
+    vec = fm_vector(X, y)
+    assert vec.size == 1 + d + d * (d + 1) // 2
+    iu, ju = np.triu_indices(d)
+    poly = vec[0] + vec[1:1 + d] @ w + vec[1 + d:] @ (w[iu] * w[ju])
+    assert poly == pytest.approx(np.sum((y - X @ w) ** 2), rel=1e-9, abs=1e-9)
+
+
+def test_per_record_bound_is_attained():
+    """One record's vector has L1 norm (|y| + sum |x_j|)^2 <= (1 + d)^2, attained at a corner;
+    so 2(1 + d)^2 (remove one record, add one) is a valid, if not tight, L1 bound."""
+    d = 4
+    a = np.ones((1, d)); ya = np.array([1.0])
+    b = np.array([[1.0, -1, -1, -1]]); yb = np.array([-1.0])
+    assert np.abs(fm_vector(a, ya)).sum() == (1 + d) ** 2
+    assert np.abs(fm_vector(b, yb)).sum() == (1 + d) ** 2
+    assert np.abs(fm_vector(a, ya) - fm_vector(b, yb)).sum() <= fm_sensitivity(d)
+    assert fm_sensitivity(d) == 2 * (1 + d) ** 2
+
+
+def test_noiseless_solutions_are_ols():
+    rng = np.random.default_rng(0)
+    t = births_like(4000, rng)
+    des = RegressionDesign.from_synth(t, "birth_weight", 1400, 4600)
+    X, y = des.scaled(t)
+    beta = ols(des.z(t), des.y(t))
+    w_fm = solve_fm(fm_vector(X, y), des.d, 1e-9)
+    w_ss = solve_ss(ss_vector(X, y), des.d, t.n, 1e-9)
+    assert des.unscale(w_fm) == pytest.approx(beta, rel=1e-6, abs=1e-6)
+    assert des.unscale(w_ss) == pytest.approx(beta, rel=1e-6, abs=1e-6)
+    # predictions agree with an independent least-squares fit on the raw numbers
+    raw = np.column_stack([np.ones(t.n)] + [t.values_of(c) for c in des.features])
+    b_raw = np.linalg.lstsq(raw, np.clip(t.values_of("birth_weight"), 1400, 4600), rcond=None)[0]
+    assert des.predict(beta, t) == pytest.approx(np.clip(raw @ b_raw, 1400, 4600), rel=1e-9)
+
+
+@pytest.mark.parametrize("fit,length", [("functional_mechanism", lambda d: 1 + d + d * (d + 1) // 2),
+                                        ("sufficient_statistics", lambda d: d + d * (d + 1) // 2 - 1)])
+def test_evaluate_regression_and_mae(fit, length):
+    rng = np.random.default_rng(1)
+    t = births_like(6000, rng)
+    c = births_like(6000, rng)
+    ctx = EvalContext(t, c, {})
+    rand = Randomness()
+    reg = make_criterion(dict(REG, fit=fit))
+    res = reg.evaluate(ctx, rand)
+    rec = rand.transcript.records[-1]
+    d = 6
+    assert len(rec["true"]) == length(d) and rec["purpose"] == "criterion reg"
+    assert res.mechanism == fit and res.noise_scale == rec["scale"]
+    assert res.sensitivity == (fm_sensitivity(d) if fit == "functional_mechanism" else ss_sensitivity(d))
+    beta = ctx.released["reg"]["coefficients"]
+    des = RegressionDesign.from_synth(c, "birth_weight", 1400, 4600)
+    bc = ols(des.z(c), des.y(c))
+    assert res.dp_value == pytest.approx(np.abs(beta[1:] - bc[1:]).sum())
+    assert res.passed == (res.dp_value < 30)
+    # the MAE criterion uses the released DP coefficients as the real regression
+    mae = make_criterion(MAE)
+    r2 = mae.evaluate(ctx, rand)
+    rec2 = rand.transcript.records[-1]
+    assert rec2["true"] == pytest.approx(mae_difference(des, t, beta, bc))
+    assert r2.sensitivity == pytest.approx(2 * 3200 / 6000)
+    assert r2.sensitivity_inputs["reference"] == "reg"
+
+
+def test_mae_without_reference_is_an_error():
+    rng = np.random.default_rng(2)
+    t = births_like(100, rng)
+    with pytest.raises(CriterionError, match="regression_coefficients"):
+        make_criterion(MAE).evaluate(EvalContext(t, t, {}), Randomness())
+
+
+def test_dp_fit_converges_with_large_epsilon():
+    rng = np.random.default_rng(3)
+    t = births_like(20000, rng)
+    ctx = EvalContext(t, t, {})
+    crit = make_criterion(dict(REG, epsilon=1e4))
+    beta, _ = crit.dp_coefficients(ctx, Randomness())
+    des = crit.design(ctx)
+    assert np.abs(beta - ols(des.z(t), des.y(t))).sum() < 5.0
+
+
+@settings(max_examples=250, deadline=None)
+@given(reg_case(), st.integers(0, 2**32 - 1))
+def test_mae_sensitivity_with_fixed_coefficients(cs, seed):
+    t, t2, c, target, L, U = cs
+    des = RegressionDesign.from_synth(c, target, L, U)
+    rng = np.random.default_rng(seed)
+    scale = (U - L) * 3
+    b1 = rng.normal(size=des.d) * scale
+    b2 = rng.normal(size=des.d) * scale
+    f1, f2 = mae_difference(des, t, b1, b2), mae_difference(des, t2, b1, b2)
+    crit = make_criterion(dict(MAE, target=target, bounds=[L, U]))
+    sens, _ = crit.sensitivity(EvalContext(t, c, {}))
+    assert sens == pytest.approx(2 * (U - L) / t.n)
+    assert abs(f1 - f2) <= sens + 1e-9
+
+
+def test_exact_ols_reference_breaks_the_mae_bound():
+    """Why the real regression must be the released DP fit: with beta_T = OLS on T itself,
+    one changed record moves beta_T and |MAE_T(beta_T) - MAE_T(beta_C)| changes by more than
+    2(U - L)/n (here about 1.7 times; found by random search, checked with plain numpy)."""
+    L, U = 0.0, 1.0
+    d = 0.15
+    z = np.array([0.86, d, d, -d, -d, d, d, -d]); y = np.array([0, 1, 1, 0, .5, 1, 1, .5])
+    z2 = z.copy(); z2[0] = 0.157; y2 = y.copy(); y2[0] = 1.0
+    bc = np.array([-0.48, 0.3756])
+
+    def f(z, y):
+        A = np.column_stack([np.ones_like(z), z])
+        bt = np.linalg.lstsq(A, y, rcond=None)[0]
+        p, q = np.clip(A @ bt, L, U), np.clip(A @ bc, L, U)
+        return abs(np.mean(np.abs(y - p) - np.abs(y - q)))
+
+    assert abs(f(z, y) - f(z2, y2)) > 1.5 * 2 * (U - L) / len(y)
+
+
+def test_feature_subset_and_constant_feature():
+    rng = np.random.default_rng(6)
+    t = births_like(3000, rng)
+    c_codes = t.codes.copy()
+    c_codes[:, 0] = 4                     # birth_month constant in C -> left out of the design
+    c = t.with_codes(c_codes)
+    ctx = EvalContext(t, c, {})
+    full = make_criterion(REG)
+    sens, inputs = full.sensitivity(ctx)
+    assert inputs["features_constant_in_C"] == ["birth_month"] and inputs["d"] == 5
+    assert sens == 2 * 36
+    sub = make_criterion(dict(REG, features=["gestation_week", "birth_sex"]))
+    sens, inputs = sub.sensitivity(ctx)
+    assert inputs["d"] == 3 and sens == 32
+    rand = Randomness()
+    sub.evaluate(ctx, rand)
+    assert len(ctx.released["reg"]["coefficients"]) == 3
+    # an MAE criterion with other features must not silently use this reference
+    with pytest.raises(CriterionError):
+        make_criterion(MAE).evaluate(ctx, rand)
+    r = make_criterion(dict(MAE, features=["gestation_week", "birth_sex"])).evaluate(ctx, rand)
+    assert r.sensitivity_inputs["reference"] == "reg"
