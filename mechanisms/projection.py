@@ -77,7 +77,7 @@ def _out_counts(counts: np.ndarray, m: int, rng: np.random.Generator) -> np.ndar
     if K == 0:  # 0 < R < m: expectations cannot be kept; give the rows to common records
         common = np.flatnonzero(counts >= m)
         p = counts[common] / counts[common].sum()
-        out[common[:1]] += R
+        out[common] += rng.multinomial(R, p)
         return out
     order = rng.permutation(rare.size)
     cum = np.cumsum(K * c[order])               # integers, total K*R

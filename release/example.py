@@ -68,6 +68,8 @@ def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | N
     """Simulated births as a dict of columns (deterministic for a seed)."""
     if rows < 1:
         raise ExampleError(f"--rows: must be at least 1 (got {rows})")
+    if seed < 0:
+        raise ExampleError(f"--seed: must be a non-negative integer (got {seed})")
     m = load_model() if model is None else model
     rng = np.random.Generator(np.random.PCG64(seed))
     month = _categorical(rng, m["month_counts"], rows) + 1

@@ -626,7 +626,8 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
 
         try:
             backend = (DaskBackend(payload, scheduler) if scheduler
-                       else LocalBackend(payload, workers, mp_context=mp_context))
+                       else LocalBackend(payload, min(workers or os.cpu_count() or 1, len(pending)),
+                                         mp_context=mp_context))
         except (OSError, TimeoutError) as exc:
             raise SweepError(f"cannot start the {'Dask client for ' + scheduler if scheduler else 'process pool'}: {exc}") from None
         backend_name, n_workers = backend.name, backend.workers

@@ -11,7 +11,8 @@ bin. The rules (DESIGN.md, and the labels of the 2024 births release):
 * the number of a bin (used by means, regression and synthetic constraints): a single value is
   itself, a bounded bin its midpoint over the integers it holds (``"18-19"`` -> 18.5), an open bin
   the number in its label (``"<18"`` -> 18, ``"44<"`` -> 44); categories take the spec's
-  ``values`` (default 0, 1, ...). A spec may override labels and values per alternative.
+  ``values`` (default 0, 1, ...). A spec may override labels and values per alternative;
+* ``ColumnCoding.lower``/``upper`` are the bin's edges, infinite on the open side of an open bin.
 """
 from __future__ import annotations
 
@@ -83,8 +84,13 @@ def column_coding(spec: Spec, name: str, alternative: str) -> ColumnCoding:
             values.append((a + last) / 2.0)
     labels = alt.get("labels", labels)
     values = alt.get("values", values)
+    # Open bins stand for every value beyond the clip range: their outer edge is infinite.
     lower = np.array([a for a, _ in bins], float)
     upper = np.array([b for _, b in bins], float)
+    if open_below:
+        lower[0] = -np.inf
+    if open_above:
+        upper[-1] = np.inf
     return ColumnCoding(name, tuple(labels), np.asarray(values, float), True, lower, upper)
 
 

@@ -129,6 +129,8 @@ def test_refuses_overwrite_and_bad_rows(tmp_path):
     assert len(pd.read_csv(out)) == 10
     with pytest.raises(ExampleError, match="--rows"):
         write_example(tmp_path / "y.csv", rows=0)
+    with pytest.raises(ExampleError, match="--seed"):
+        write_example(tmp_path / "y.csv", rows=10, seed=-1)
     assert not (tmp_path / "y.csv").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["x.csv"]  # no temporary file left
 

@@ -109,10 +109,15 @@ def test_unknown_alternative(births_spec):
 
 
 def test_bin_edges_of_codings(births_spec):
+    # Gestation below 28 and above 42 weeks is possible in the input range: both end bins are open.
     c = column_coding(births_spec, "gestation_week", "coarse")
-    np.testing.assert_array_equal(c.lower, [28, 29, 32, 34, 37, 42])
-    np.testing.assert_array_equal(c.upper, [29, 32, 34, 37, 42, 43])
+    np.testing.assert_array_equal(c.lower, [-np.inf, 29, 32, 34, 37, 42])
+    np.testing.assert_array_equal(c.upper, [29, 32, 34, 37, 42, np.inf])
     assert c.ordered
+    # Parity cannot be below the clip minimum 1: its first bin is closed.
+    p = column_coding(births_spec, "parity", "coarse")
+    np.testing.assert_array_equal(p.lower, [1, 2, 4, 7, 11])
+    np.testing.assert_array_equal(p.upper, [2, 4, 7, 11, np.inf])
     sex = column_coding(births_spec, "birth_sex", "sex")
     assert not sex.ordered
     assert np.isnan(sex.lower).all() and np.isnan(sex.upper).all()
@@ -234,8 +239,9 @@ def test_code_is_the_bin_holding_the_clipped_value(case):
     spec = _one_column_spec(edges, clip, -1000, 1000)
     coding = column_coding(spec, "x", "a")
     assert coding.size == len(edges) - 1
-    np.testing.assert_array_equal(coding.lower, edges[:-1])
-    np.testing.assert_array_equal(coding.upper, edges[1:])
+    # The input range (-1000, 1000) is wider than the clip range: both end bins are open.
+    np.testing.assert_array_equal(coding.lower, [-np.inf, *edges[1:-1]])
+    np.testing.assert_array_equal(coding.upper, [*edges[1:-1], np.inf])
     codes = code_column(spec, "x", "a", {"x": np.array(values, float)})
     for v, code in zip(values, codes):
         c = min(max(v, clip[0]), clip[1])
@@ -266,23 +272,23 @@ def _coded_from_labels(spec, config, rows: list[dict]) -> Coded:
     return Coded(codes=codes, columns=cols)
 
 
-def test_synthetic_constraints_on_bin_numbers(births_spec, births_doc):
+def test_synthetic_constraints_on_whole_bins(births_spec, births_doc):
     base = {"birth_month": "1", "mother_age": "30-34", "parity": "1", "gestation_week": "37-41",
             "birth_sex": "M", "birth_weight": "3000-3099"}
     cases = [
-        # (changes, violates?) -- worked out by hand on the bins' numbers (coarse alternatives)
+        # (changes, violates?) -- worked out by hand: a bin meets a condition when ALL of its values do
         ({}, False),
-        ({"mother_age": "20-24", "parity": "7-10"}, True),     # 22 < 23 and 8.5 > 6
-        ({"mother_age": "20-24", "parity": "4-6"}, False),     # 22 < 20 false; 5 > 6 false
-        ({"mother_age": "<18", "parity": "4-6"}, True),        # 18 < 20 and 5 > 3
-        ({"mother_age": "18-19", "parity": "2-3"}, False),     # 2.5 > 3 false
-        ({"mother_age": "25-29", "parity": "10<"}, False),     # 27 < 23 false
-        ({"gestation_week": "29-31", "birth_weight": "4000-4099"}, True),   # 30 < 34 and 4049.5 > 3999
-        ({"gestation_week": "34-36", "birth_weight": "4499<"}, False),      # 35 < 34 false
-        ({"gestation_week": "32-33", "birth_weight": "3900-3999"}, False),  # 3949.5 > 3999 false
-        # "<29" has the number 29 (an open bin is its edge), so "gestation < 29" never holds for it:
-        ({"gestation_week": "<29", "birth_weight": "3000-3099"}, False),
-        ({"gestation_week": "<29", "birth_weight": "4400-4499"}, True),     # 29 < 34 and 4449.5 > 3999
+        ({"mother_age": "20-24", "parity": "7-10"}, False),    # ages 20..24 are not all < 23
+        ({"mother_age": "18-19", "parity": "7-10"}, True),     # 18..19 < 23 and 7..10 > 6
+        ({"mother_age": "20-24", "parity": "4-6"}, False),     # 20..24 not all < 20
+        ({"mother_age": "<18", "parity": "4-6"}, True),        # every age < 18 is < 20, and 4..6 > 3
+        ({"mother_age": "18-19", "parity": "2-3"}, False),     # 2..3 not > 3
+        ({"mother_age": "25-29", "parity": "10<"}, False),     # 25..29 not < 23
+        ({"gestation_week": "29-31", "birth_weight": "4000-4099"}, True),   # 29..31 < 34 and 4000..4099 > 3999
+        ({"gestation_week": "34-36", "birth_weight": "4499<"}, False),      # 34..36 not < 34
+        ({"gestation_week": "32-33", "birth_weight": "3900-3999"}, False),  # 3900..3999 not > 3999
+        ({"gestation_week": "<29", "birth_weight": "3000-3099"}, True),     # every week < 29, and 3000..3099 > 2999
+        ({"gestation_week": "<29", "birth_weight": "2900-2999"}, False),    # 2900..2999 not > 2999
     ]
     coded = _coded_from_labels(births_spec, _first_config(births_doc), [{**base, **ch} for ch, _ in cases])
     bad = synthetic_violations(births_doc["synthetic_constraints"], coded)
@@ -299,7 +305,8 @@ def test_synthetic_constraints_with_unit_alternatives(births_spec, births_doc):
         ({"mother_age": "23", "parity": "7"}, False),
         ({"mother_age": "19", "parity": "4"}, True),
         ({"mother_age": "20", "parity": "4"}, False),
-        ({"gestation_week": "<29", "birth_weight": "3000-3099"}, False),
+        ({"gestation_week": "<29", "birth_weight": "3000-3099"}, True),
+        ({"gestation_week": "29", "birth_weight": "3000-3099"}, False),
         ({"gestation_week": "33", "birth_weight": "4000-4099"}, True),
         ({"gestation_week": "34", "birth_weight": "4000-4099"}, False),
     ]

@@ -21,7 +21,9 @@ plus the intercept's constant feature tx_0 = 1, so d = p + 1 features (intercept
   One record contributes |ty|^2 + 2|ty| sum|tx_j| + (sum|tx_j|)^2 = (|ty| + sum_j |tx_j|)^2
   <= (1 + d)^2 in L1, so a changed record moves the vector by at most 2(1 + d)^2 = 2(1 + 2d + d^2)
   in L1 (Zhang's Delta = 2 max_t sum |lambda_phi t|). Laplace noise with that L1 sensitivity is
-  added to all entries with one vector call ``rand.laplace``.
+  added to all entries with one vector call ``rand.laplace``. (Sound, as published, but not
+  tight: the constant term and the w_0^2 coefficient n need no noise, and diagonal entries
+  cannot change sign; we keep DESIGN's value.)
 * ``sufficient_statistics``: noisy X'y (d entries, |ty tx_j| <= 1) and the upper triangle of
   X'X (d(d+1)/2 entries, |tx_j tx_k| <= 1) except the (0, 0) entry = n (public, not noised):
   L1 sensitivity 2(d + d(d+1)/2 - 1).
