@@ -1,19 +1,17 @@
 """Checks 3-5 on the released table: size (rows = public n), face privacy (every full record
 and every declared quasi-identifier combination at least min_count times, no unique row) and
-the synthetic constraints (no row matches a ``when`` conjunction)."""
+the synthetic constraints (no row matches a ``when`` conjunction; evaluated on whole bins, see
+audit/constraints.py)."""
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 
 from .context import AuditContext, Missing
 from .report import CheckResult
 
-__all__ = ["check_size", "check_face_privacy", "check_constraints", "cell_counts", "OPS"]
+__all__ = ["check_size", "check_face_privacy", "check_constraints", "cell_counts"]
 
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-       "==": operator.eq, "!=": operator.ne}
 
 
 def cell_counts(codes: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -131,39 +129,14 @@ def check_constraints(ctx: AuditContext) -> CheckResult:
         return r
     codes = table.codes
     n = codes.shape[0]
+    from .constraints import ConstraintError, violations
+
     checked = 0
     for i, c in enumerate(cons):
-        name = c.get("name", f"#{i}") if isinstance(c, dict) else f"#{i}"
-        when = c.get("when") if isinstance(c, dict) else None
-        if not isinstance(when, list) or not when:
-            r.fail(f"synthetic_constraints[{i}] ({name}): no 'when' conjunction the audit can evaluate")
-            continue
-        mask = np.ones(n, dtype=bool)
-        usable = True
-        for cond in when:
-            if not (isinstance(cond, list) and len(cond) == 3):
-                r.fail(f"synthetic_constraints[{i}] ({name}): malformed condition {cond!r}")
-                usable = False
-                break
-            col, op, value = cond
-            if op not in OPS:
-                r.fail(f"synthetic_constraints[{i}] ({name}): unknown operator {op!r}")
-                usable = False
-                break
-            try:
-                j = view.index(col)
-            except (KeyError, TypeError):
-                r.fail(f"synthetic_constraints[{i}] ({name}): unknown released column {col!r}")
-                usable = False
-                break
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                r.fail(f"synthetic_constraints[{i}] ({name}): value {value!r} is not a number")
-                usable = False
-                break
-            numbers = view.columns[j].numbers
-            hit = OPS[op](numbers, float(value))          # per code
-            mask &= hit[codes[:, j]]
-        if not usable:
+        try:
+            (name, mask), = violations([c], view.columns, codes, view.names)
+        except ConstraintError as e:
+            r.fail(str(e).replace("synthetic_constraints[0]", f"synthetic_constraints[{i}]"))
             continue
         checked += 1
         bad = int(mask.sum())

@@ -70,6 +70,9 @@ class AuditColumn:
     labels: tuple[str, ...]
     numbers: np.ndarray          # float64, the number of each label
     ordered: bool
+    lower: np.ndarray | None = None   # inclusive lower edge per bin (-inf when open below; nan for categories)
+    upper: np.ndarray | None = None   # exclusive upper edge per bin (+inf when open above; nan for categories)
+    integer: bool = True              # bins of an integer (or date-part) source hold integers only
 
     @property
     def size(self) -> int:
@@ -106,6 +109,12 @@ def _bins(alt: dict) -> list[tuple[float, float]]:
 
 def alternative_labels(column: dict, alt: dict, input_column: dict | None) -> tuple[list[str], list[float], bool]:
     """(labels, numbers, ordered) of one alternative of a released column."""
+    labels, numbers, ordered, _ = alternative_coding(column, alt, input_column)
+    return labels, numbers, ordered
+
+
+def alternative_coding(column: dict, alt: dict, input_column: dict | None):
+    """(labels, numbers, ordered, (lower, upper, integer)) of one alternative."""
     if "categories" in alt:
         labels = [str(c) for c in alt["categories"]]
         values = alt.get("values")
@@ -113,7 +122,8 @@ def alternative_labels(column: dict, alt: dict, input_column: dict | None) -> tu
             values = list(range(len(labels)))
         if len(values) != len(labels):
             raise SpecViewError(f"column {column.get('name')!r}: {len(values)} values for {len(labels)} categories")
-        return labels, [float(v) for v in values], False
+        nan = np.full(len(labels), np.nan)
+        return labels, [float(v) for v in values], False, (nan, nan, False)
     if "edges" not in alt and "unit_bins" not in alt:
         raise SpecViewError(f"column {column.get('name')!r}, alternative {alt.get('id')!r}: no edges, unit_bins or categories")
     bins = _bins(alt)
@@ -158,7 +168,13 @@ def alternative_labels(column: dict, alt: dict, input_column: dict | None) -> tu
             numbers = [label_number(s) for s in labels]
         except ValueError as e:
             raise SpecViewError(f"column {column.get('name')!r}: {e}") from None
-    return labels, numbers, True
+    lower = np.array([a for a, _ in bins], dtype=np.float64)
+    upper = np.array([b for _, b in bins], dtype=np.float64)
+    if below:
+        lower[0] = -np.inf
+    if above:
+        upper[-1] = np.inf
+    return labels, numbers, True, (lower, upper, integer)
 
 
 # -- the selected configuration ---------------------------------------------------------
@@ -270,13 +286,14 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
                     )
                 alt = fits[0]
                 notes.append(f"{name}: alternative {alt.get('id')!r} inferred from data.csv")
-            labels, numbers, ordered = alternative_labels(col, alt, input_column)
+            labels, numbers, ordered, (lower, upper, integer) = alternative_coding(col, alt, input_column)
         except (TypeError, KeyError, IndexError) as e:
             raise SpecViewError(f"spec.json: column {name!r}: malformed alternative ({e})") from None
         if any(not math.isfinite(x) for x in numbers):
             raise SpecViewError(f"spec.json: column {name!r}: non-finite bin number")
         out.append(AuditColumn(name=name, alternative=str(alt.get("id")), labels=tuple(labels),
-                               numbers=np.asarray(numbers, dtype=np.float64), ordered=ordered))
+                               numbers=np.asarray(numbers, dtype=np.float64), ordered=ordered,
+                               lower=lower, upper=upper, integer=integer))
     cid = spec_json.get("configuration_id")
     return SpecView(spec=spec, configuration=configuration,
                     configuration_id=cid if isinstance(cid, str) else "",

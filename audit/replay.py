@@ -25,7 +25,6 @@ import hashlib
 import io
 import json
 import math
-import operator
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +39,6 @@ __all__ = ["check_replay", "read_transcript", "commitment_of", "TranscriptError"
 MAX_TRANSCRIPT_BYTES = 2 * 1024**3
 OVERSAMPLE = 1.1
 MAX_SAMPLE_ROUNDS = 8
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-       "==": operator.eq, "!=": operator.ne}
 
 
 class TranscriptError(ValueError):
@@ -137,12 +134,10 @@ def selected_slice(records: list[dict]) -> tuple[int, int, int, dict]:
 
 
 def _violations(constraints: list, codes: np.ndarray, view) -> np.ndarray:
+    from .constraints import violations
+
     bad = np.zeros(codes.shape[0], dtype=bool)
-    for c in constraints:
-        mask = np.ones(codes.shape[0], dtype=bool)
-        for col, op, value in c["when"]:
-            j = view.index(col)
-            mask &= OPS[op](view.columns[j].numbers, value)[codes[:, j]]
+    for _, mask in violations(constraints, view.columns, codes, view.names):
         bad |= mask
     return bad
 
@@ -168,10 +163,8 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     config = mark.get("config")
     if not isinstance(config, dict):
         raise TranscriptError("the iteration mark has no configuration")
-    columns = tuple(
-        ColumnCoding(c.name, c.labels, c.numbers, c.ordered, lo, up)
-        for c, (lo, up) in zip(view.columns, edges)
-    )
+    columns = tuple(ColumnCoding(c.name, c.labels, c.numbers, c.ordered, c.lower, c.upper)
+                    for c in view.columns)
     real = Coded(codes=real_codes, columns=columns)
     rand = Randomness.replay(records)
     rand.mark("iteration", index=index, config=config, config_id=config_id(config))

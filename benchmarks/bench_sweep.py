@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "births.yaml")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "nvss2019_singleton_10k.csv")
-    ap.add_argument("--sample", type=int, default=4)
+    ap.add_argument("--sample", type=int, default=6)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--seed", type=int, default=20240501)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])

@@ -7,7 +7,10 @@ Input: integer codes ``(n, d)`` with a public domain ``(k_0, ..., k_{d-1})``; ``
   uniformly at random (post-processing randomness, no data involved); then ``d - 1`` greedy
   steps, each choosing one pair (attribute X, parent set Pi) with the exponential mechanism at
   ``eps_1 / (d - 1)`` on the score R(X, Pi) (sensitivity ``3/n + 2/n^2``, see
-  :func:`r_score_sensitivity`). Sequential composition: ``(d - 1) * eps_1 / (d - 1) = eps_1``.
+  :func:`r_score_sensitivity`) or, with ``score="MI"``, the mutual information (see
+  :func:`mi_score_sensitivity`). Sequential composition: ``(d - 1) * eps_1 / (d - 1) = eps_1``.
+  The candidate pairs of a step depend only on public things (domain, n, hyperparameters) and
+  on the attributes chosen so far (earlier DP outputs).
 * ``eps_2 = (1 - epsilon_split) * eps`` -- the parameters: ``d`` noisy count tables of
   (X, Pi), Laplace with L1 sensitivity 2 and ``eps_2 / d`` each (see
   :func:`count_table_sensitivity`). Sequential composition: ``d * eps_2 / d = eps_2``.
@@ -39,6 +42,8 @@ __all__ = [
     "PrivBayesModel",
     "r_score",
     "r_score_sensitivity",
+    "mi_score",
+    "mi_score_sensitivity",
     "count_table",
     "count_table_sensitivity",
     "theta_max_cells",
@@ -104,6 +109,26 @@ def r_score_sensitivity(n: int) -> float:
     return 3.0 / n + 2.0 / (n * n)
 
 
+def mi_score_sensitivity(n: int, kx: int, kpi: int) -> float:
+    """Sensitivity (bits) of the empirical mutual information I(X; Pi) under change-one, n public.
+
+    PrivBayes (SIGMOD 2014 Lemma 4.1 / TODS 2017): if X or Pi has at most 2 values,
+    S = (1/n) log2 n + ((n-1)/n) log2(n/(n-1)); otherwise
+    S = (2/n) log2((n+1)/2) + ((n-1)/n) log2((n+1)/(n-1)). (Not re-derived here: the tests check
+    it exhaustively for n <= 5 on small domains -- it is attained there -- and by hypothesis on
+    random neighbours.) If X or Pi has one value, I = 0 for every dataset (sensitivity 0). For
+    n = 1, I = 0 for every dataset; we return 1.0 (any positive bound is valid).
+    """
+    n = int(n)
+    if min(kx, kpi) < 2:
+        return 0.0
+    if n <= 1:
+        return 1.0
+    if min(kx, kpi) == 2:
+        return math.log2(n) / n + (n - 1) / n * math.log2(n / (n - 1))
+    return 2.0 / n * math.log2((n + 1) / 2.0) + (n - 1) / n * math.log2((n + 1) / (n - 1))
+
+
 def count_table_sensitivity() -> float:
     """L1 sensitivity of a count table of (X, Pi) under change-one: 2.
 
@@ -142,6 +167,19 @@ def _r_of_table(table: np.ndarray, n: float) -> float:
     return 0.5 * float(np.abs(p - np.outer(p.sum(axis=1), p.sum(axis=0))).sum())
 
 
+def _mi_of_table(table: np.ndarray, n: float) -> float:
+    """I(X; Pi) in bits = sum p(pi, x) log2(p(pi, x) / (p(pi) p(x))) over cells with p > 0."""
+    p = table / n
+    q = np.outer(p.sum(axis=1), p.sum(axis=0))
+    nz = p > 0
+    return float((p[nz] * np.log2(p[nz] / q[nz])).sum())
+
+
+def mi_score(codes: np.ndarray, domain: Sequence[int], x: int, parents: Sequence[Parent]) -> float:
+    """Empirical mutual information I(X; Pi) in bits."""
+    return _mi_of_table(count_table(codes, domain, x, parents), float(codes.shape[0]))
+
+
 def r_score(codes: np.ndarray, domain: Sequence[int], x: int, parents: Sequence[Parent]) -> float:
     """R(X, Pi) = 1/2 ||Pr[X, Pi] - Pr[X] Pr[Pi]||_1 on the empirical distribution of ``codes``."""
     return _r_of_table(count_table(codes, domain, x, parents), float(codes.shape[0]))
@@ -158,9 +196,18 @@ class NetworkNode:
     attribute: int
     parents: tuple[Parent, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"attribute": self.attribute,
-                "parents": [{"attribute": j, "level": lv} for j, lv in self.parents]}
+    def to_dict(self, domain: Sequence[int] | None = None,
+                names: Sequence[str] | None = None) -> dict[str, Any]:
+        """{"attribute", "parents": [{"attribute", "level"(, "size")}]} (+ "name"s when given)."""
+        def one(j: int) -> dict[str, Any]:
+            return {"attribute": j} if names is None else {"attribute": j, "name": names[j]}
+        parents = []
+        for j, lv in self.parents:
+            p = {**one(j), "level": lv}
+            if domain is not None:
+                p["size"] = level_size(domain[j], lv)
+            parents.append(p)
+        return {**one(self.attribute), "parents": parents}
 
 
 class PrivBayesModel:
@@ -186,9 +233,16 @@ class PrivBayesModel:
             cdf[:, -1] = 1.0
             self._flat.append((cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).ravel())
 
-    def network_description(self) -> list[dict[str, Any]]:
-        """The network in sampling order: [{"attribute": j, "parents": [{"attribute", "level"}]}]."""
-        return [node.to_dict() for node in self.network]
+    def network_description(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The network in sampling order, for the datasheet/transcript.
+
+        ``[{"attribute": j, "parents": [{"attribute": p, "level": l, "size": groups}]}]``; level
+        ``l`` of a parent merges its codes ``c -> c >> l`` (``size`` groups); with ``names``
+        (column names by index) every entry also gets a ``"name"``.
+        """
+        if names is not None and len(names) != len(self.domain):
+            raise ValueError(f"{len(names)} names for {len(self.domain)} columns")
+        return [node.to_dict(self.domain, names) for node in self.network]
 
     def sample(self, m: int, rng: np.random.Generator) -> np.ndarray:
         """Ancestral sampling of ``m`` rows (int64, (m, d)), vectorised per attribute.
@@ -249,9 +303,9 @@ class PrivBayes:
                 raise ValueError(f"PrivBayes: degree must be an integer >= 1, got {degree!r}")
             degree = int(degree)
         self.degree = degree
-        if score != "R":
-            raise ValueError(f"PrivBayes: score must be 'R' (mutual information is not "
-                             f"implemented), got {score!r}")
+        if score not in ("R", "MI"):
+            raise ValueError(f"PrivBayes: score must be 'R' (the TODS 2017 score R(X, Pi)) or "
+                             f"'MI' (mutual information), got {score!r}")
         self.score = score
         self.network: list[dict[str, Any]] | None = None  # set by fit (last fitted network)
 
@@ -397,7 +451,9 @@ class PrivBayes:
 
         # Compress to distinct records with multiplicities (exact: integer weights < 2^53).
         data, weights = _compress(codes, domain)
+        columns = _Columns(data, domain)
         score_sens = r_score_sensitivity(n)
+        score_of = _r_of_table if self.score == "R" else _mi_of_table
 
         # ---- structure (eps_1) ----
         first = int(rand.rng("privbayes: first attribute").integers(d))
@@ -405,28 +461,28 @@ class PrivBayes:
         chosen = [first]
         remaining = [j for j in range(d) if j != first]
         eps_step = _even_split(self.epsilon_1, d - 1) if d > 1 else 0.0
-        cache: dict[tuple[Parent, ...], np.ndarray] = {}
         step = 0
         while remaining:
             step += 1
             cands = self._candidates(chosen, remaining, domain, n)
             scores = np.empty(len(cands), dtype=np.float64)
             for i, (x, ps) in enumerate(cands):
-                pidx = cache.get(ps)
-                if pidx is None:
-                    pidx = _parent_index(data, ps, domain)
-                    cache[ps] = pidx
                 kx = domain[x]
                 n_pi = math.prod(_parent_sizes(ps, domain))
-                tab = np.bincount(pidx * kx + data[:, x], weights=weights,
-                                  minlength=n_pi * kx).reshape(n_pi, kx)
-                scores[i] = _r_of_table(tab, float(n))
+                idx = columns.index(ps + ((x, 0),))
+                tab = np.bincount(idx, weights=weights, minlength=n_pi * kx).reshape(n_pi, kx)
+                scores[i] = score_of(tab, float(n))
+            if self.score == "MI":  # one bound for all candidates of the step (public: domain sizes)
+                score_sens = max(
+                    mi_score_sensitivity(n, domain[x], math.prod(_parent_sizes(ps, domain)))
+                    for x, ps in cands) or mi_score_sensitivity(n, 2, 2)
             pick = int(rand.exponential(scores, sensitivity=score_sens, epsilon=eps_step,
                                         purpose=f"privbayes: network structure, step {step}"))
             x, ps = cands[pick]
             network.append(NetworkNode(x, ps))
             chosen.append(x)
             remaining.remove(x)
+            columns.forget()
 
         # ---- conditional tables (eps_2) ----
         eps_table = _even_split(self.epsilon_2, d)
@@ -441,6 +497,44 @@ class PrivBayes:
         model = PrivBayesModel(domain, network, conditionals)
         self.network = model.network_description()
         return model
+
+
+class _Columns:
+    """Contiguous (generalised) columns of the distinct records, and cached mixed-radix prefixes."""
+
+    def __init__(self, data: np.ndarray, domain: Sequence[int]) -> None:
+        self.domain = domain
+        self._cols: dict[Parent, np.ndarray] = {
+            (j, 0): np.ascontiguousarray(data[:, j]) for j in range(data.shape[1])}
+        self._prefix: dict[tuple[Parent, ...], np.ndarray] = {}
+
+    def column(self, j: int, level: int) -> np.ndarray:
+        key = (j, level)
+        col = self._cols.get(key)
+        if col is None:
+            col = self._cols[key] = self._cols[(j, 0)] >> level
+        return col
+
+    def index(self, attrs: tuple[Parent, ...]) -> np.ndarray:
+        """Mixed-radix index over ``attrs`` (first attribute most significant)."""
+        if not attrs:
+            return np.zeros(self._cols[(0, 0)].shape[0], dtype=np.int64)
+        if len(attrs) == 1:
+            return self.column(*attrs[0])
+        head = attrs[:-1]
+        pre = self._prefix.get(head)
+        if pre is None:
+            pre = self.index(head)
+            if len(head) > 1:
+                self._prefix[head] = pre
+        j, lv = attrs[-1]
+        out = pre * level_size(self.domain[j], lv)
+        out += self.column(j, lv)
+        return out
+
+    def forget(self) -> None:
+        """Drop cached prefixes (bounded memory across greedy steps)."""
+        self._prefix.clear()
 
 
 def _even_split(epsilon: float, k: int) -> float:

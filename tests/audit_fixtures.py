@@ -56,10 +56,24 @@ def load_spec() -> dict:
     return spec
 
 
+def label_range(label: str) -> tuple[float, float]:
+    """(smallest, largest) integer a released bin label stands for (open bins are infinite)."""
+    if label.startswith("<"):
+        return -math.inf, float(label[1:]) - 1
+    if label.endswith("<"):
+        return float(label[:-1]) + 1, math.inf
+    if "-" in label:
+        a, b = label.split("-")
+        return float(a), float(b)
+    return float(label), float(label)
+
+
 def violates(rec: dict) -> bool:
-    """The births synthetic constraints on the numbers of a record."""
-    a, p, g, w = rec["mother_age"], rec["parity"], rec["gestation_week"], rec["birth_weight"]
-    return (a < 23 and p > 6) or (a < 20 and p > 3) or (g < 29 and w > 2999) or (g < 34 and w > 3999)
+    """The births synthetic constraints, on whole bins: 'x < v' holds when the bin's largest
+    value is < v, 'x > v' when its smallest is > v. ``rec`` maps column -> label."""
+    a, p, g, w = (label_range(rec[c]) for c in ("mother_age", "parity", "gestation_week", "birth_weight"))
+    return ((a[1] < 23 and p[0] > 6) or (a[1] < 20 and p[0] > 3) or (g[1] < 29 and w[0] > 2999)
+            or (g[1] < 34 and w[0] > 3999))
 
 
 def make_rows(n_types: int = 300, seed: int = 1) -> list[list[str]]:
@@ -69,7 +83,7 @@ def make_rows(n_types: int = 300, seed: int = 1) -> list[list[str]]:
     out = []
     while len(types) < n_types:
         codes = tuple(int(rng.integers(len(LABELS[c]))) for c in NAMES)
-        rec = {c: NUMBERS[c][k] for c, k in zip(NAMES, codes)}
+        rec = {c: LABELS[c][k] for c, k in zip(NAMES, codes)}
         if violates(rec) or codes in types:
             continue
         types.add(codes)

@@ -184,7 +184,7 @@ def test_constraint_violating_rows(copy):
     counts = {}
     for r in rows[1:]:
         counts[tuple(r)] = counts.get(tuple(r), 0) + 1
-    bad = ["3", "<18", "7-10", "37-41", "M", "3000-3099"]      # mother under 20 with parity above 3
+    bad = ["3", "<18", "7-10", "37-41", "M", "3000-3099"]      # mother under 18 with parity 7-10
     idx = [i for i, r in enumerate(rows) if i and counts[tuple(r)] >= 4][:2]
     if len(idx) < 2:
         t = next(t for t, c in counts.items() if c >= 4)

@@ -90,8 +90,23 @@ def test_value_reference_and_neighbour_sensitivity(cs, seed):
     sens, inputs = crit.sensitivity(ctx)
     v2 = crit.value(ctx2, np.random.Generator(np.random.PCG64(seed)))  # same keys (coupling)
     assert abs(v - v2) <= sens + 1e-9
-    assert sens == pytest.approx((U - L) / inputs["min_group_size"])
-    assert inputs["min_group_size"] >= 1
+    # min group size after resize, from C and the domain only, written out
+    margin = math.ceil(share * t.n) + 1
+    sizes = [t.n] if None in by else []
+    for col in by:
+        if col is None:
+            continue
+        cc = c.columns[c.column(col)]
+        if col in gb:
+            gid = lambda v: bisect.bisect_right(gb[col]["edges"], float(v))
+            reach = {gid(v) for v in cc.values}
+            gc = [gid(cc.values[k]) for k in c.codes[:, c.column(col)]]
+        else:
+            reach = set(range(cc.size))
+            gc = list(c.codes[:, c.column(col)])
+        sizes += [max(gc.count(g) - margin, 1) for g in reach]
+    assert inputs["min_group_size"] == min(sizes)
+    assert sens == pytest.approx((U - L) / min(sizes))
     assert crit.sensitivity(ctx2) == (sens, inputs)   # C only
 
 
@@ -136,3 +151,16 @@ def test_evaluate_records_seed_then_laplace():
     kinds = [(r["kind"], r["purpose"]) for r in rand.transcript.records]
     assert kinds == [("seed", "criterion m resize"), ("laplace", "criterion m")]
     assert res.sensitivity == rand.transcript.records[1]["sensitivity"]
+
+
+def test_unreachable_group_is_left_out():
+    """A group no code can fall in (edge beyond the domain) does not lower min m_g."""
+    rng = np.random.default_rng(8)
+    t = births_like(3000, rng)
+    gb = {"parity": {"edges": [2, 4, 50], "labels": ["1", "2-3", "4-49", "50+"]}}
+    crit = make_criterion(entry("birth_weight", ["parity"], 1400, 4600))
+    sens, inputs = crit.sensitivity(EvalContext(t, t, {"group_bins": gb}))
+    assert "50+" not in inputs["synthetic_group_sizes"]["parity"]
+    assert inputs["min_group_size"] > 1
+    sizes = inputs["synthetic_group_sizes"]["parity"]
+    assert inputs["min_group_size"] == max(min(sizes.values()) - 31, 1)

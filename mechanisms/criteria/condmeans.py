@@ -6,7 +6,8 @@ Spec: ``target`` (column), ``by`` (list of group-by columns; ``null`` = the over
 
 Numbers: y = clip(values[target code], L, U). Groups of a group-by column g: its code values
 are cut with the spec's ``group_bins[g].edges`` (``np.searchsorted(edges, v, side="right")``,
-labels from ``group_bins[g].labels``); a column without ``group_bins`` groups by code.
+labels from ``group_bins[g].labels``); a column without ``group_bins`` groups by code. Groups
+that no code of the column's domain falls in (public) are left out: they hold no record.
 
 Resize (public sizes). For group g with s_g records in C: m_g = max(s_g - margin, 1) with
 margin = ceil(margin_share * n) + margin_plus (public: n and C only). The real group (r_g
@@ -46,13 +47,15 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ConditionalMeans", "group_ids"]
 
 
-def group_ids(coded: "Coded", column: str, spec: dict) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Coarse group of every record of ``coded`` by ``column`` (spec ``group_bins``) + labels."""
+def group_ids(coded: "Coded", column: str, spec: dict
+              ) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:
+    """Coarse group of every record of ``coded`` by ``column`` (spec ``group_bins``), the
+    groups' labels, and which groups some code of the column's domain falls in (public)."""
     j = coded.column(column)
     cc = coded.columns[j]
     gb = (spec.get("group_bins") or {}).get(column)
     if gb is None:
-        return coded.codes[:, j], tuple(cc.labels)
+        return coded.codes[:, j], tuple(cc.labels), np.ones(cc.size, dtype=bool)
     edges = np.asarray(gb["edges"], dtype=np.float64)
     of_code = np.searchsorted(edges, cc.values, side="right")
     labels = gb.get("labels")
@@ -61,7 +64,8 @@ def group_ids(coded: "Coded", column: str, spec: dict) -> tuple[np.ndarray, tupl
     if len(labels) != len(edges) + 1:
         raise CriterionError(f"group_bins.{column}: {len(edges)} edges need {len(edges) + 1} "
                              f"labels, got {len(labels)}")
-    return of_code[coded.codes[:, j]], tuple(str(x) for x in labels)
+    reachable = np.bincount(of_code, minlength=len(edges) + 1) > 0
+    return of_code[coded.codes[:, j]], tuple(str(x) for x in labels), reachable
 
 
 @register
@@ -107,16 +111,19 @@ class ConditionalMeans(Criterion):
         return math.ceil(self.margin_share * n) + self.margin_plus
 
     def _groups(self, ctx: EvalContext):
-        """Per grouping: (column, labels, ids_T, ids_C, s_g, m_g); public except ids_T."""
+        """Per grouping: (column, labels, ids_C, s_g, m_g, reachable) -- all public."""
         out = []
-        margin = self.margin(ctx.n)
+        n = ctx.n
+        margin = self.margin(n)
         for col in self.by:
             if col is None:
                 continue
-            ids_c, labels = group_ids(ctx.synth, col, ctx.spec)
+            ids_c, labels, reachable = group_ids(ctx.synth, col, ctx.spec)
             s = np.bincount(ids_c, minlength=len(labels))
-            m = np.maximum(s - margin, 1)
-            out.append((col, labels, ids_c, s, m))
+            # groups no code of the domain falls in can hold no record of T or C: they are
+            # left out of the metric and of min m_g (m_g set to n, never used)
+            m = np.where(reachable, np.maximum(s - margin, 1), n)
+            out.append((col, labels, ids_c, s, m, reachable))
         return out
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
@@ -124,9 +131,9 @@ class ConditionalMeans(Criterion):
         n = ctx.n
         best, at = (n, "overall") if None in self.by else (None, None)
         sizes = {}
-        for col, labels, _, s, m in self._groups(ctx):
-            sizes[col] = {lab: int(v) for lab, v in zip(labels, s)}
-            g = int(np.argmin(m))
+        for col, labels, _, s, m, reach in self._groups(ctx):
+            sizes[col] = {lab: int(v) for lab, v, ok in zip(labels, s, reach) if ok}
+            g = int(np.argmin(np.where(reach, m, np.iinfo(np.int64).max)))
             if best is None or m[g] < best:
                 best, at = int(m[g]), f"{col}={labels[g]}"
         return (self.U - self.L) / best, {
@@ -148,12 +155,13 @@ class ConditionalMeans(Criterion):
         y_t, y_c = self._y(ctx.real), self._y(ctx.synth)
         mid = 0.5 * (self.L + self.U)
         keys = rng.random(n) if rng is not None else None
+        key_order = np.argsort(keys, kind="stable") if keys is not None else None
         err = 0.0
         if None in self.by:
             err = abs(float(y_t.mean()) - float(y_c.mean()))
-        for col, labels, ids_c, s, m in self._groups(ctx):
+        for col, labels, ids_c, s, m, reach in self._groups(ctx):
             G = len(labels)
-            ids_t, _ = group_ids(ctx.real, col, ctx.spec)
+            ids_t, _, _ = group_ids(ctx.real, col, ctx.spec)
             r = np.bincount(ids_t, minlength=G)
             sum_c = np.bincount(ids_c, weights=y_c, minlength=G)
             mean_c = np.where(s > 0, sum_c / np.maximum(s, 1), mid)
@@ -162,7 +170,12 @@ class ConditionalMeans(Criterion):
                 big = r > m
                 kept_sum = np.where(big, sum_all / np.maximum(r, 1) * m, sum_all)
             else:
-                order = np.lexsort((keys, ids_t))          # by group, then by key
+                # by group, then by key (= np.lexsort((keys, ids_t))): a stable radix sort of
+                # the small group ids applied to the key order
+                g_perm = ids_t[key_order]
+                if G < 2**15:
+                    g_perm = g_perm.astype(np.int16)
+                order = key_order[np.argsort(g_perm, kind="stable")]
                 g_sorted = ids_t[order]
                 start = np.concatenate(([0], np.cumsum(r)[:-1]))
                 rank = np.arange(n) - start[g_sorted]
@@ -170,7 +183,7 @@ class ConditionalMeans(Criterion):
                 kept_sum = np.bincount(ids_t[keep], weights=y_t[keep], minlength=G)
             pad = np.maximum(m - r, 0)
             mean_t = (kept_sum + pad * mid) / m
-            err = max(err, float(np.abs(mean_t - mean_c).max()))
+            err = max(err, float(np.abs(mean_t - mean_c)[reach].max()))
         return err
 
     def evaluate(self, ctx: EvalContext, rand: "Randomness"):

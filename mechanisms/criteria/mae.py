@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from .base import Criterion, CriterionError, EvalContext, register
-from .regression import RegressionDesign, _parse_bounds, _parse_features, ols
+from .regression import RegressionDesign, _parse_bounds, _parse_features, cached_design, ols
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.noise import Randomness
@@ -80,7 +80,7 @@ class RegressionMAEDifference(Criterion):
         self.reference: str | None = ref
 
     def design(self, ctx: EvalContext) -> RegressionDesign:
-        return RegressionDesign.from_synth(ctx.synth, self.target, self.L, self.U, self.features)
+        return cached_design(ctx.synth, self.target, self.L, self.U, self.features)
 
     def _reference(self, ctx: EvalContext) -> tuple[str, np.ndarray]:
         found = []

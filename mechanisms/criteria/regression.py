@@ -112,20 +112,25 @@ class RegressionDesign:
                 if f == target:
                     raise CriterionError(f"regression: the target {target!r} cannot be a feature")
             names = list(dict.fromkeys(features))
-        X = np.column_stack([synth.values_of(c) for c in names]) if names else \
-            np.zeros((synth.n, 0))
-        mu = X.mean(axis=0)
-        sd = X.std(axis=0)
-        active = sd > 0
-        sd_safe = np.where(active, sd, 1.0)
-        Z = (X - mu) / sd_safe
-        lo, hi = Z.min(axis=0), Z.max(axis=0)
-        active &= hi > lo
+        # per-code tables from C's code counts (O(n) bincounts, no (n, p) float matrix)
+        n = synth.n
+        mu, sd, lo, hi = [], [], [], []
+        for c in names:
+            j = synth.column(c)
+            vals = synth.columns[j].values
+            cnt = np.bincount(synth.codes[:, j], minlength=vals.size).astype(np.float64)
+            m = float(cnt @ vals) / n
+            s = float(np.sqrt(cnt @ (vals - m) ** 2 / n))
+            present = (vals[cnt > 0] - m) / (s if s > 0 else 1.0)
+            mu.append(m), sd.append(s), lo.append(present.min()), hi.append(present.max())
+        mu_a, sd_a = np.asarray(mu, float), np.asarray(sd, float)
+        lo_a, hi_a = np.asarray(lo, float), np.asarray(hi, float)
+        active = (sd_a > 0) & (hi_a > lo_a)
         keep = np.flatnonzero(active)
         return cls(target=target, L=L, U=U,
                    features=tuple(names[i] for i in keep),
                    dropped=tuple(names[i] for i in np.flatnonzero(~active)),
-                   mu=mu[keep], sd=sd_safe[keep], lo=lo[keep], hi=hi[keep])
+                   mu=mu_a[keep], sd=sd_a[keep], lo=lo_a[keep], hi=hi_a[keep])
 
     @property
     def d(self) -> int:
@@ -139,8 +144,13 @@ class RegressionDesign:
         """Standardised features, clipped to C's bounds, shape (n, p)."""
         if not self.features:
             return np.zeros((coded.n, 0))
-        X = np.column_stack([coded.values_of(c) for c in self.features])
-        return np.clip((X - self.mu) / self.sd, self.lo, self.hi)
+        Z = np.empty((coded.n, len(self.features)))
+        for k, c in enumerate(self.features):
+            j = coded.column(c)
+            table = np.clip((coded.columns[j].values - self.mu[k]) / self.sd[k],
+                            self.lo[k], self.hi[k])
+            Z[:, k] = table[coded.codes[:, j]]
+        return Z
 
     def scaled(self, coded: "Coded") -> tuple[np.ndarray, np.ndarray]:
         """(tX with the constant column first, ty), all entries in [-1, 1]."""
@@ -163,10 +173,32 @@ class RegressionDesign:
         return np.clip(beta[0] + self.z(coded) @ beta[1:], self.L, self.U)
 
 
+_DESIGN_CACHE: list = []  # [(synth object, key, design)] of the last few candidates
+
+
+def cached_design(synth: "Coded", target: str, L: float, U: float,
+                  features: list[str] | None) -> RegressionDesign:
+    """RegressionDesign.from_synth, memoised on the (immutable) candidate object."""
+    key = (target, L, U, None if features is None else tuple(features))
+    for obj, k, des in _DESIGN_CACHE:
+        if obj is synth and k == key:
+            return des
+    des = RegressionDesign.from_synth(synth, target, L, U, features)
+    _DESIGN_CACHE.append((synth, key, des))
+    del _DESIGN_CACHE[:-4]
+    return des
+
+
 def ols(Z: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least squares of y on [1, Z] (minimum-norm if rank deficient)."""
-    A = np.column_stack([np.ones(Z.shape[0]), Z])
-    beta, *_ = np.linalg.lstsq(A, y, rcond=None)
+    """Least squares of y on [1, Z] via the normal equations (minimum-norm if rank deficient:
+    pinv(A'A) A'y = pinv(A) y)."""
+    p = Z.shape[1]
+    G = np.empty((p + 1, p + 1))
+    G[0, 0] = Z.shape[0]
+    G[0, 1:] = G[1:, 0] = Z.sum(axis=0)
+    G[1:, 1:] = Z.T @ Z
+    b = np.concatenate([[y.sum()], Z.T @ y])
+    beta, *_ = np.linalg.lstsq(G, b, rcond=1e-12)
     return beta
 
 
@@ -259,7 +291,7 @@ class RegressionCoefficients(Criterion):
         self.include_intercept = ii
 
     def design(self, ctx: EvalContext) -> RegressionDesign:
-        return RegressionDesign.from_synth(ctx.synth, self.target, self.L, self.U, self.features)
+        return cached_design(ctx.synth, self.target, self.L, self.U, self.features)
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
         """L1 sensitivity of the noised polynomial / statistics vector (d from C)."""
