@@ -80,21 +80,23 @@ def load_codes(path: Path, alternative: str) -> tuple[np.ndarray, tuple[int, ...
         return _code_fallback(pd.read_csv(path))
 
 
-def generators(epsilon: float) -> list[tuple[str, Callable[[], Any]]]:
+def generators(epsilon: float, which: set[str]) -> list[tuple[str, Callable[[], Any]]]:
     out: list[tuple[str, Callable[[], Any]]] = []
     from dpbundle.mechanisms.privbayes import PrivBayes
-    out.append(("privbayes theta=30 split=0.25",
-                lambda: PrivBayes(epsilon, epsilon_split=0.25, theta=30)))
-    out.append(("privbayes degree=2 split=0.25",
-                lambda: PrivBayes(epsilon, epsilon_split=0.25, degree=2)))
+    if "privbayes" in which:
+        out.append(("privbayes theta=30 split=0.25",
+                    lambda: PrivBayes(epsilon, epsilon_split=0.25, theta=30)))
+    if "privbayes-degree" in which:
+        out.append(("privbayes degree=2 split=0.25",
+                    lambda: PrivBayes(epsilon, epsilon_split=0.25, degree=2)))
     try:
         from dpbundle.mechanisms import marginals  # type: ignore
-        for cls_name in ("NoisyMarginals", "NoisyCrossTab"):
-            cls = getattr(marginals, cls_name, None)
-            if cls is not None:
-                out.append((cls_name, lambda cls=cls: cls(epsilon)))
     except ImportError:
-        pass
+        return out
+    for key, cls_name in (("marginals", "NoisyMarginals"), ("crosstab", "NoisyCrossTab")):
+        cls = getattr(marginals, cls_name, None)
+        if cls is not None and key in which:
+            out.append((cls_name, lambda cls=cls: cls(epsilon)))
     return out
 
 
@@ -120,13 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epsilon", type=float, default=4.0)
     ap.add_argument("--alternatives", choices=["first", "finest"], default="first",
                     help="births column alternatives: the first of each column (default) or the last (finest)")
+    ap.add_argument("--generators", default="privbayes,privbayes-degree,marginals,crosstab",
+                    help="comma-separated subset of privbayes,privbayes-degree,marginals,crosstab")
     args = ap.parse_args(argv)
 
     codes, domain, how = load_codes(args.data, args.alternatives)
     print(f"data: {args.data.resolve()}  n={codes.shape[0]}  domain={domain}  ({how})")
     print(f"epsilon={args.epsilon}  rows sampled={args.rows}  repeats={args.repeats}")
     rows_out = []
-    for name, make in generators(args.epsilon):
+    for name, make in generators(args.epsilon, set(args.generators.split(","))):
         try:
             fits, samples, totals = [], [], []
             for _ in range(args.repeats):

@@ -77,8 +77,10 @@ def spec_validate(
     Example: dpbundle spec validate examples/births.yaml --data registry.csv.gz
     """
     s = load_spec_or_exit(spec)
+    pre = sum(float(p["epsilon"]) for p in s.pre_selection)
     console.print(f"[green]ok[/] {spec}: valid release spec; total epsilon "
-                  f"2 x ({s.epsilon_generation:g} + {s.epsilon_evaluation:g}) = {s.total_epsilon:.6g} <= cap {s.epsilon_cap:g}")
+                  f"2 x (generation {s.epsilon_generation:g} + criteria {s.epsilon_evaluation:g})"
+                  f"{f' + pre-selection {pre:g}' if pre else ''} = {s.total_epsilon:.6g} <= cap {s.epsilon_cap:g}")
     if data is None:
         return
     from .prepare import InputError, prepare

@@ -414,6 +414,13 @@ def semantic_problems(doc: dict) -> list[str]:
                 problems.append(f"acceptance[{i}].features[{j}]: unknown released column {f!r}")
         if "bounds" in crit and not crit["bounds"][1] > crit["bounds"][0]:
             problems.append(f"acceptance[{i}].bounds: [L, U] needs U > L")
+        if crit["type"] == "regression_mae_difference":
+            earlier = [c for c in doc["acceptance"][:i] if c["type"] == "regression_coefficients"]
+            ref = crit.get("reference")
+            match = [c for c in earlier if (c["id"] == ref if ref else c.get("target") == crit.get("target"))]
+            if not match:
+                problems.append(f"acceptance[{i}]: a regression_mae_difference criterion needs an earlier regression_coefficients "
+                                f"criterion {'with id ' + repr(ref) if ref else 'on the same target'}: its DP coefficients are the real-data model")
         if crit["type"] == "faithfulness" and "faithfulness" not in doc:
             problems.append(f"acceptance[{i}]: a faithfulness criterion needs the 'faithfulness' cost rules")
         if crit["type"] == "smoothed_ratio" and isinstance(crit["threshold"], dict):

@@ -504,18 +504,26 @@ def _default_prepare(path: Path, spec):
     return prepare(path, spec)
 
 
-def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, reps: int = 3,
+DEFAULT_REPS = 3
+
+
+def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, reps: int | None = None,
               sample: int | None = None, seed: int | None = None, workers: int | None = None,
               scheduler: str | None = None, min_acceptance: float = 0.10, utility: str = "first",
               iteration: Callable | None = None, prepare: Callable | None = None,
               progress: bool = True, report: bool = True, mp_context: str = "spawn",
               utility_options: dict | None = None, console=None) -> SweepResult:
-    """Run (or resume) a sweep; see the module docstring. Raises :class:`SweepError` (exit 2)."""
+    """Run (or resume) a sweep; see the module docstring. Raises :class:`SweepError` (exit 2).
+
+    ``reps`` and ``sample`` default to the values recorded in ``out`` (resume) or to 3 reps over
+    the whole space (new sweep). ``iteration`` (default ``release.iteration.run_iteration``) and
+    ``prepare`` (default ``release.prepare.prepare``) can be injected, e.g. by tests.
+    """
     from .spec import SpecError, load_spec
     from .space import config_id, enumerate_configs
 
     spec_path, data_path, out = Path(spec_path), Path(data_path), Path(out)
-    if reps < 1:
+    if reps is not None and reps < 1:
         raise SweepError("--reps must be at least 1")
     if sample is not None and sample < 1:
         raise SweepError("--sample must be at least 1")
@@ -569,6 +577,11 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
     elif out.exists() and any(out.iterdir()):
         raise SweepError(f"{out}: exists, is not empty and holds no {META}; use a new or empty --out directory")
 
+    if old_meta is not None:
+        reps = reps if reps is not None else int(old_meta.get("reps") or DEFAULT_REPS)
+        sample = sample if sample is not None else old_meta.get("sample")
+    reps = reps if reps is not None else DEFAULT_REPS
+
     configs = list(enumerate_configs(spec))
     ids = [config_id(c) for c in configs]
     configs_by_id = dict(zip(ids, configs))
@@ -576,17 +589,26 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         seed = int(old_meta["seed"]) if old_meta and old_meta.get("seed") is not None else secrets.randbits(63)
     selected = select_configs(ids, sample, seed)
 
-    try:
-        prepared = (prepare or _default_prepare)(data_path, spec)
-    except ValueError as exc:  # InputError
-        raise SweepError(str(exc)) from None
+    # the runs still to do (rep-major: every configuration gets rep 0 before any gets rep 1)
+    runs = read_runs(out) if old_meta else {}
+    done = {k for k, r in runs.items() if not r.get("error")}
+    pending = [Task(cid, rep, configs_by_id[cid]) for rep in range(reps) for cid in selected
+               if (cid, rep) not in done]
+
+    prepared = None
+    if pending or not (old_meta and old_meta["data"].get("n")):
+        try:
+            prepared = (prepare or _default_prepare)(data_path, spec)
+        except ValueError as exc:  # InputError
+            raise SweepError(str(exc)) from None
+    n = int(getattr(prepared, "n", 0)) if prepared is not None else int(old_meta["data"]["n"])
 
     out.mkdir(parents=True, exist_ok=True)
     meta = {
         "format": FORMAT,
         "created": old_meta["created"] if old_meta else _now(),
         "spec": {"path": str(spec_path), "sha256": spec_sha},
-        "data": {"path": str(data_path), "sha256": data_sha, "n": int(getattr(prepared, "n", 0))},
+        "data": {"path": str(data_path), "sha256": data_sha, "n": n},
         "space_size": len(ids),
         "sample": sample,
         "seed": int(seed),
@@ -597,12 +619,8 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
     }
     _write_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
 
-    # 3. the runs still to do (rep-major: every configuration gets rep 0 before any gets rep 1)
-    runs = read_runs(out)
+    # 3. run them
     util = read_utility(out)
-    done = {k for k, r in runs.items() if not r.get("error")}
-    pending = [Task(cid, rep, configs_by_id[cid]) for rep in range(reps) for cid in selected
-               if (cid, rep) not in done]
     have_util = {cid for (cid, _), rec in util.items() if rec.get("utility")}
     util_in_flight: set[str] = set()
 
@@ -756,8 +774,8 @@ def cli_sweep(
     spec: Annotated[Path, typer.Argument(help="The release spec (YAML or JSON).", show_default=False)],
     public_data: Annotated[Path, typer.Argument(help="PUBLIC data in the spec's input format (CSV or .csv.gz). Never the confidential file.", show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory; the same directory resumes the sweep.", show_default=False)],
-    reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Full iterations per configuration.")] = 3,
-    sample: Annotated[Optional[int], typer.Option("--sample", "-k", min=1, help="Sweep K configurations drawn at random (seeded; recorded in DIR) instead of the whole space.")] = None,
+    reps: Annotated[Optional[int], typer.Option("--reps", "-r", min=1, help="Full iterations per configuration (default 3; when resuming, the recorded value).", show_default=False)] = None,
+    sample: Annotated[Optional[int], typer.Option("--sample", "-k", min=1, help="Sweep K configurations drawn at random (seeded; recorded in DIR) instead of the whole space. When resuming, defaults to the recorded K; a larger K extends the same sample.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the --sample draw (default: random, recorded in DIR/sweep.json).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", "-w", min=1, help="Local worker processes (default: every core).")] = None,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (runs on the cluster instead of locally).")] = None,

@@ -183,7 +183,7 @@ class DaskBackend:
 
     name = "dask"
 
-    def __init__(self, payload: dict, address: str, *, timeout: float = 30.0):
+    def __init__(self, payload: dict, address: str, *, timeout: float = 15.0):
         try:
             from distributed import Client
         except ImportError as exc:  # pragma: no cover - optional dependency

@@ -206,7 +206,8 @@ def test_resume_skips_finished_runs(small_spec, data_csv, tmp_path):
     assert first.new_runs == 6 and len(calls(log)) == 6
     assert len(read_runs(out)) == 6
 
-    again = run_sweep(small_spec, data_csv, out, reps=2, sample=3, iteration=StandIn(str(log)), **kw)
+    # resuming without --reps/--sample reuses the recorded ones (and the recorded sample seed)
+    again = run_sweep(small_spec, data_csv, out, iteration=StandIn(str(log)), **kw)
     assert again.new_runs == 0 and len(calls(log)) == 6          # nothing re-run
     assert again.summary == first.summary
 
