@@ -20,7 +20,7 @@ import stat
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 __all__ = [
     "BundleError",

@@ -97,10 +97,10 @@ def check_budget(ctx: AuditContext) -> CheckResult:
                 if not isinstance(got_stake, (int, float)) or not close(float(got_stake), stake):
                     r.fail(f"{w}: stakeholder_threshold {got_stake!r} differs from the spec's {_fmt(stake)}")
                 tin = row.get("threshold_inputs")
-                if isinstance(tin, dict) and isinstance(tin.get("assumed_sensitivity"), (int, float)):
-                    if not close(float(tin["assumed_sensitivity"]), tfacts["assumed_sensitivity"]):
-                        r.fail(f"{w}: threshold_inputs.assumed_sensitivity {_fmt(tin['assumed_sensitivity'])} "
-                               f"!= recomputed {_fmt(tfacts['assumed_sensitivity'])}")
+                if not isinstance(tin, dict):
+                    r.fail(f"{w}: a derived threshold without threshold_inputs")
+                else:
+                    _threshold_inputs(w, entry, tin, thr, tfacts, r)
                 recomputed.setdefault(cid, {})["threshold"] = want_thr
         except Unverifiable as e:
             r.fail(f"{w}: threshold cannot be recomputed: {e}")
@@ -255,3 +255,34 @@ def check_acceptance(ctx: AuditContext) -> CheckResult:
     if not r.failed:
         r.detail = f"all {len(rows)} DP values below their thresholds"
     return r
+
+
+def _threshold_inputs(w: str, entry: dict, tin: dict, thr: float, tfacts: dict, r: CheckResult) -> None:
+    """The recorded inputs of a derived threshold agree with the spec and reproduce it."""
+    t = entry.get("threshold") if isinstance(entry.get("threshold"), dict) else {}
+    spec_values = {"stakeholder": t.get("stakeholder"), "false_positive": t.get("false_positive"),
+                   "assumed_min_count": t.get("assumed_min_count"),
+                   "assumed_sensitivity": tfacts.get("assumed_sensitivity"),
+                   "epsilon": entry.get("epsilon"), "clip": entry.get("clip")}
+    for key, want in spec_values.items():
+        got = tin.get(key)
+        if got is None or want is None:
+            continue
+        if (isinstance(got, bool) or not isinstance(got, (int, float))
+                or not isinstance(want, (int, float)) or not close(float(got), float(want))):
+            r.fail(f"{w}: threshold_inputs.{key} = {got!r}, recomputed from the spec {_fmt(want)}")
+    # the threshold from the recorded inputs (the spec's for any input not recorded)
+    rebuilt = {"id": entry.get("id"), "type": entry.get("type"),
+               "epsilon": tin.get("epsilon", entry.get("epsilon")),
+               "clip": tin.get("clip", entry.get("clip")),
+               "threshold": {**{k: v for k, v in t.items() if k != "assumed_sensitivity"},
+                             **{k: tin[k] for k in ("derive", "stakeholder", "false_positive",
+                                                    "assumed_min_count", "assumed_sensitivity")
+                                if k in tin}}}
+    try:
+        from_inputs, _, _ = derive_threshold(rebuilt)
+    except Unverifiable as e:
+        r.fail(f"{w}: the threshold cannot be recomputed from its threshold_inputs ({e})")
+        return
+    if not close(thr, from_inputs):
+        r.fail(f"{w}: threshold {_fmt(thr)} != {_fmt(from_inputs)} recomputed from its threshold_inputs")

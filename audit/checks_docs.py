@@ -33,7 +33,9 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
-def pdf_text(data: bytes) -> str:
+def pdf_text(data: bytes, wanted: list[set[str]] | None = None) -> str:
+    """Text of the PDF; with ``wanted`` (sets of accepted forms), stop at the first page after
+    which every wanted number has been seen (the rest is not needed)."""
     import logging
 
     from pypdf import PdfReader
@@ -45,7 +47,14 @@ def pdf_text(data: bytes) -> str:
     pages = reader.pages
     if len(pages) > MAX_PAGES:
         raise ValueError(f"{len(pages)} pages, more than {MAX_PAGES}")
-    return "\n".join((p.extract_text() or "") for p in pages)
+    parts: list[str] = []
+    for page in pages:
+        parts.append(page.extract_text() or "")
+        if wanted:
+            flat = _squash("\n".join(parts))
+            if all(any(f in flat for f in forms) for forms in wanted):
+                break
+    return "\n".join(parts)
 
 
 def _html_text(data: bytes) -> str:
@@ -80,7 +89,8 @@ def check_documentation(ctx: AuditContext) -> CheckResult:
         r.fail("README.pdf: missing from the bundle")
     else:
         try:
-            docs.append(("README.pdf", pdf_text(ctx.bundle.read_bytes("README.pdf"))))
+            wanted = [number_forms(x) for _, x in numbers]
+            docs.append(("README.pdf", pdf_text(ctx.bundle.read_bytes("README.pdf"), wanted)))
         except BundleFileError as e:
             r.fail(f"README.pdf: {e}")
         except Exception as e:  # pypdf raises many types on malformed files
@@ -90,6 +100,8 @@ def check_documentation(ctx: AuditContext) -> CheckResult:
             docs.append(("README.html", _html_text(ctx.bundle.read_bytes("README.html"))))
         except BundleFileError as e:
             r.fail(f"README.html: {e}")
+    if ctx.bundle.has("metrics.csv") and isinstance(rows, list):
+        _metrics_csv(ctx, rows, r)
     for name, text in docs:
         flat = _squash(text)
         missing = [f"{what} {format(x, '.6g')}" for what, x in numbers
@@ -98,5 +110,33 @@ def check_documentation(ctx: AuditContext) -> CheckResult:
             r.fail(f"{name}: does not show the {m} of the metrics")
     if not r.failed:
         r.detail = (f"{', '.join(n for n, _ in docs)} show the total epsilon and the "
-                    f"{len(numbers) - 1} DP values")
+                    f"{len(numbers) - 1} DP values; metrics.csv agrees with metrics.json")
     return r
+
+
+def _metrics_csv(ctx: AuditContext, rows: list, r: CheckResult) -> None:
+    """metrics.csv: one row per criterion of metrics.json, numbers as format(x, ".6g")."""
+    import csv
+
+    try:
+        text = ctx.bundle.read_bytes("metrics.csv").decode("utf-8")
+        table = list(csv.DictReader(io.StringIO(text, newline="")))
+    except (BundleFileError, UnicodeDecodeError, csv.Error) as e:
+        r.fail(f"metrics.csv: unreadable ({e})")
+        return
+    by_id = {row.get("id"): row for row in rows if isinstance(row, dict)}
+    ids = [t.get("id") for t in table]
+    if ids != list(by_id):
+        r.fail(f"metrics.csv: criteria {ids} differ from metrics.json's {list(by_id)}")
+        return
+    for t in table:
+        j = by_id[t["id"]]
+        for field in ("threshold", "dp_value", "epsilon", "sensitivity", "noise_scale", "noise_std"):
+            if field not in t:
+                continue
+            v = j.get(field)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if t[field] != format(float(v), ".6g"):
+                r.fail(f"metrics.csv: {t['id']} {field} {t[field]!r} differs from metrics.json's "
+                       f"{format(float(v), '.6g')}")

@@ -116,8 +116,6 @@ def selected_slice(records: list[dict]) -> tuple[int, int, int, dict]:
     sel = [r for r in records if r.get("kind") == "mark" and r.get("mark") == "selected"]
     if not sel:
         raise TranscriptError("the transcript has no 'selected' mark")
-    if records[-1] is not sel[-1]:
-        raise TranscriptError("the last transcript record is not the 'selected' mark")
     index = sel[-1].get("index")
     starts = [i for i, r in enumerate(records) if r.get("kind") == "mark"
               and r.get("mark") == "iteration" and r.get("index") == index]

@@ -32,7 +32,6 @@ import math
 import os
 import secrets
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -512,12 +511,14 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
               scheduler: str | None = None, min_acceptance: float = 0.10, utility: str = "first",
               iteration: Callable | None = None, prepare: Callable | None = None,
               progress: bool = True, report: bool = True, mp_context: str = "spawn",
-              utility_options: dict | None = None, console=None) -> SweepResult:
+              utility_options: dict | None = None, console=None,
+              on_run: Callable[[dict], None] | None = None) -> SweepResult:
     """Run (or resume) a sweep; see the module docstring. Raises :class:`SweepError` (exit 2).
 
     ``reps`` and ``sample`` default to the values recorded in ``out`` (resume) or to 3 reps over
     the whole space (new sweep). ``iteration`` (default ``release.iteration.run_iteration``) and
-    ``prepare`` (default ``release.prepare.prepare``) can be injected, e.g. by tests.
+    ``prepare`` (default ``release.prepare.prepare``) can be injected, e.g. by tests;
+    ``on_run(record)`` is called after each finished run is saved (e.g. by benchmarks).
     """
     from .spec import SpecError, load_spec
     from .space import config_id, enumerate_configs
@@ -684,6 +685,8 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
                 new_runs += 1
                 accepted += int(bool(record.get("passed")))
                 bar.update(tid, advance=1, accepted=accepted)
+                if on_run is not None:
+                    on_run(record)
 
             interrupted = False
             try:

@@ -161,8 +161,11 @@ def metrics_rows(spec: dict, rows) -> list[dict]:
         s, inputs = sens[e["id"]]
         if isinstance(e["threshold"], dict):
             thr, stake = derived_ratio_threshold(e), e["threshold"]["stakeholder"]
-            tin = {"assumed_min_count": e["threshold"]["assumed_min_count"],
-                   "assumed_sensitivity": ratio_delta(e["threshold"]["assumed_min_count"], e["clip"])}
+            t = e["threshold"]
+            tin = {"derive": "laplace_false_positive", "stakeholder": t["stakeholder"],
+                   "false_positive": t["false_positive"], "epsilon": e["epsilon"],
+                   "assumed_min_count": t["assumed_min_count"], "clip": e["clip"],
+                   "assumed_sensitivity": ratio_delta(t["assumed_min_count"], e["clip"])}
         else:
             thr, stake, tin = float(e["threshold"]), None, None
         scale = s / e["epsilon"]

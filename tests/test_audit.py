@@ -2,16 +2,13 @@
 end-to-end on a real `dpbundle release` with the enclave replay (slow)."""
 from __future__ import annotations
 
-import gzip
 import json
-import math
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -21,7 +18,7 @@ import audit_fixtures as fx  # noqa: E402
 
 from dpbundle.audit.labels import label_number  # noqa: E402
 from dpbundle.audit.report import CHECK_NAMES  # noqa: E402
-from dpbundle.audit.runner import AuditInputError, run_audit  # noqa: E402
+from dpbundle.audit.runner import run_audit  # noqa: E402
 from dpbundle.audit.schema_util import validate  # noqa: E402
 from dpbundle.audit.sensitivity import derive_threshold, ratio_delta  # noqa: E402
 
@@ -211,10 +208,9 @@ def test_real_release_passes_public_checks(real_release):
     failed = [(c.check, c.problems[:3]) for c in rep.checks if c.failed]
     assert not failed, failed
     assert rep.get("replay").result == "skipped"
-    zips = list(tmp.glob("B*.zip"))
-    if zips:
-        rep = run_audit(zips[0], pubkey=tmp / "k.pub")
-        assert rep.passed, [(c.check, c.problems[:3]) for c in rep.checks if c.failed]
+    assert (tmp / "B.zip").exists(), "release --zip writes OUT.zip"
+    rep = run_audit(tmp / "B.zip", pubkey=tmp / "k.pub")
+    assert rep.passed, [(c.check, c.problems[:3]) for c in rep.checks if c.failed]
     res = cli(tmp / "B", "--pubkey", tmp / "k.pub")
     assert res.exit_code == 0, res.output
 
@@ -259,3 +255,98 @@ def test_real_release_replay_fails_on_edited_transcript(real_release, tmp_path):
     rep = run_audit(tmp / "B", transcript=t2, data=SAMPLE_10K)
     assert rep.get("replay").result == "fail"
     assert "commitment" in rep.get("replay").problems[0]
+
+
+def test_html_report_escapes(bundle, tmp_path):
+    d, pub = bundle
+    rep = run_audit(d, pubkey=pub)
+    rep.checks[0].problems.append("<script>alert(1)</script>")
+    html = rep.to_html()
+    assert "<script>alert(1)" not in html and "&lt;script&gt;" in html
+    assert "all checks passed" in html or "FAILED" in html
+
+
+# --------------------------------------------------------------------- synthetic constraints on bins
+
+@pytest.mark.parametrize("column,label,op,value,expected", [
+    ("gestation_week", "<29", "<", 29, True),       # every week of "<29" is below 29
+    ("gestation_week", "29-31", "<", 29, False),
+    ("gestation_week", "29-31", "<", 32, True),
+    ("mother_age", "20-24", "<", 23, False),        # 23 and 24 are not below 23
+    ("mother_age", "18-19", "<", 20, True),
+    ("mother_age", "<18", "<", 18, True),
+    ("parity", "7-10", ">", 6, True),
+    ("parity", "4-6", ">", 3, True),
+    ("parity", "2-3", ">", 3, False),
+    ("parity", "10<", ">", 6, True),
+    ("birth_weight", "3000-3099", ">", 2999, True),
+    ("birth_weight", "2900-2999", ">", 2999, False),
+    ("birth_weight", "4499<", ">=", 4500, True),
+    ("parity", "1", "==", 1, True),
+    ("parity", "2-3", "==", 2, False),
+    ("parity", "2-3", "!=", 5, True),
+    ("parity", "2-3", "!=", 3, False),
+    ("parity", "2-3", "<=", 3, True),
+    ("birth_sex", "F", "==", 1, True),
+    ("birth_sex", "M", "!=", 1, True),
+])
+def test_bin_condition_whole_bins(bundle, column, label, op, value, expected):
+    from dpbundle.audit.constraints import bin_condition
+    from dpbundle.audit.labels import build_view
+
+    d, _ = bundle
+    view = build_view(json.loads((d / "spec.json").read_text()))
+    col = view.columns[view.index(column)]
+    k = col.labels.index(label)
+    assert bool(bin_condition(col, op, value)[k]) is expected
+
+
+# --------------------------------------------------------------------- independence (THE RULE)
+
+def test_audit_never_imports_release(bundle):
+    """audit/ is a second implementation: it must not import the code in release/ (only the
+    shared schemas). Checked statically and at run time in a fresh interpreter."""
+    import ast
+
+    audit_dir = Path(__file__).resolve().parents[1] / "audit"
+    for f in audit_dir.glob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                mods = [("." * node.level) + (node.module or "")]
+            for m in mods:
+                assert "release" not in m.split("."), f"{f.name} imports {m}"
+                assert not m.startswith(".."), f"{f.name} imports {m}"
+    d, pub = bundle
+    code = ("import sys; from dpbundle.audit.runner import run_audit; "
+            f"r = run_audit({str(d)!r}, pubkey={str(pub)!r}); assert r.passed; "
+            "bad = [m for m in sys.modules if m.startswith('dpbundle.release') "
+            "and m != 'dpbundle.release.jsonschemas']; print(bad); assert not bad, bad")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_sensitivities_agree_with_the_criteria(bundle):
+    """Cross-check (tests only): the audit's recomputation equals each criterion's own
+    sensitivity and threshold on the same public data."""
+    from dpbundle.audit.labels import build_view
+    from dpbundle.audit.sensitivity import recompute_sensitivity
+    from dpbundle.mechanisms.coding import Coded, ColumnCoding
+    from dpbundle.mechanisms.criteria import EvalContext, make_criterion
+
+    d, _ = bundle
+    view = build_view(json.loads((d / "spec.json").read_text()))
+    codes = fx.codes_of(fx.make_rows())
+    cols = tuple(ColumnCoding(c.name, c.labels, c.numbers, c.ordered, c.lower, c.upper)
+                 for c in view.columns)
+    coded = Coded(codes=codes, columns=cols)
+    ctx = EvalContext(real=coded, synth=coded, spec=view.spec)
+    for entry in view.spec["acceptance"]:
+        crit = make_criterion(entry)
+        theirs, inputs = crit.sensitivity(ctx)
+        ours, _ = recompute_sensitivity(entry, {"sensitivity_inputs": inputs}, view, codes, len(codes))
+        assert ours == pytest.approx(theirs, rel=1e-12), entry["id"]
+        thr, stake, _ = crit.threshold()
+        assert derive_threshold(entry)[0] == pytest.approx(thr, rel=1e-12)

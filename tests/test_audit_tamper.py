@@ -283,3 +283,52 @@ def test_schema_violation_in_json(copy):
     fx.sign_bundle(d, key)
     rep = run_audit(d, pubkey=pub)
     assert "schema" in failed(rep)
+
+
+def test_metrics_csv_edited(copy):
+    d, key, pub = copy
+    text = (d / "metrics.csv").read_text().splitlines()
+    cells = text[1].split(",")
+    cells[1] = "0.123456"
+    text[1] = ",".join(cells)
+    (d / "metrics.csv").write_text("\n".join(text) + "\n")
+    fx.sign_bundle(d, key)
+    rep = run_audit(d, pubkey=pub)
+    assert "documentation" in failed(rep)
+    assert any("metrics.csv" in p for p in rep.get("documentation").problems)
+
+
+def test_datasheet_total_epsilon_wrong(copy):
+    d, key, pub = copy
+    metrics = json.loads((d / "metrics.json").read_text())["criteria"]
+    budget = json.loads((d / "budget.json").read_text())
+    lines = fx.datasheet_lines(metrics, dict(budget, total_epsilon=4.99))
+    (d / "README.pdf").write_bytes(fx.minimal_pdf(lines))
+    fx.sign_bundle(d, key)
+    rep = run_audit(d, pubkey=pub)
+    assert any("README.pdf" in p and "total epsilon" in p for p in rep.get("documentation").problems)
+
+
+@pytest.mark.parametrize("key,value", [("assumed_min_count", 10), ("false_positive", 0.2),
+                                       ("assumed_sensitivity", 0.5)])
+def test_derived_threshold_inputs_edited(copy, key, value):
+    d, k, pub = copy
+    doc = json.loads((d / "metrics.json").read_text())
+    row = next(r for r in doc["criteria"] if r["id"] == "ratio")
+    row["threshold_inputs"][key] = value
+    (d / "metrics.json").write_text(json.dumps(doc))
+    fx.sign_bundle(d, k)
+    rep = run_audit(d, pubkey=pub)
+    assert "budget" in failed(rep)
+    assert any("threshold_inputs" in p for p in rep.get("budget").problems)
+
+
+def test_derived_threshold_edited(copy):
+    d, k, pub = copy
+    doc = json.loads((d / "metrics.json").read_text())
+    row = next(r for r in doc["criteria"] if r["id"] == "ratio")
+    row["threshold"] = 1.9
+    (d / "metrics.json").write_text(json.dumps(doc))
+    fx.sign_bundle(d, k)
+    rep = run_audit(d, pubkey=pub)
+    assert "budget" in failed(rep)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -347,8 +346,7 @@ def test_dask_local_cluster(small_spec, data_csv, tmp_path):
     distributed = pytest.importorskip("distributed")
     import cloudpickle
 
-    import test_sweep as me
-
+    me = sys.modules[__name__]
     cloudpickle.register_pickle_by_value(me)  # workers need not import the test module
     log = tmp_path / "calls.log"
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -375,9 +373,16 @@ def test_workers_and_scheduler_are_exclusive(small_spec, data_csv, tmp_path):
 
 @pytest.mark.slow
 def test_real_iteration_end_to_end(small_spec, data_csv, tmp_path):
+    """The real iteration on the default (spawn) pool; thresholds relaxed so that the accepted
+    candidates' utility is evaluated on real IterationResults."""
     pytest.importorskip("dpbundle.release.iteration")
+    doc = yaml.safe_load(small_spec.read_text("utf-8"))
+    for c in doc["acceptance"]:
+        c["threshold"] = 1e9
+    relaxed = tmp_path / "relaxed.yaml"
+    relaxed.write_text(yaml.safe_dump(doc, sort_keys=False), "utf-8")
     out = tmp_path / "S"
-    res = run_sweep(small_spec, data_csv, out, reps=1, sample=2, workers=2, progress=False, report=False,
+    res = run_sweep(relaxed, data_csv, out, reps=1, sample=2, workers=2, progress=False, report=False,
                     utility="all")
     runs = read_runs(out)
     assert len(runs) == 2
@@ -385,4 +390,9 @@ def test_real_iteration_end_to_end(small_spec, data_csv, tmp_path):
         assert r["error"] is None, r["error"]
         assert {c["id"] for c in r["criteria"]} == {"kway", "ratio", "mean_parity", "mean_weight", "mean_gestation",
                                                     "regression", "mae", "faithfulness"}
-    assert res.summary["runs"] == 2
+        assert r["passed"]
+    assert res.summary["runs"] == 2 and res.summary["accepted"] == 2
+    utility = [json.loads(x) for x in (out / "utility.jsonl").read_text().splitlines()]
+    assert len(utility) == 2 and all(u["utility"] and not u["error"] for u in utility)
+    assert res.summary["utility"]["evaluated_configurations"] == 2
+    assert res.summary["utility"]["median"]["pmse_ratio"] > 0
