@@ -258,7 +258,11 @@ def _walk_directory(b: Bundle) -> None:
             except BundleFileError as err:
                 b.problems.append(f"unsafe entry name: {err}")
                 continue
-            st = e.stat(follow_symlinks=False)
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError as err:
+                b.problems.append(f"{rel}: cannot be inspected ({err.strerror})")
+                continue
             if stat.S_ISLNK(st.st_mode):
                 b.problems.append(f"{rel}: is a symbolic link (not followed)")
             elif stat.S_ISDIR(st.st_mode):

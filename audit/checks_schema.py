@@ -67,6 +67,23 @@ def check_schema(ctx: AuditContext) -> CheckResult:
     except Missing as e:
         r.fail(str(e))
         view = None
+    # -- the configuration id (first 16 hex of SHA-256 of the configuration's canonical JSON)
+    if view is not None:
+        from .replay import config_id
+
+        try:
+            cid = config_id(view.configuration)
+        except (TypeError, ValueError):
+            cid = None
+        if cid is not None and view.configuration_id != cid:
+            r.fail(f"spec.json: configuration_id {view.configuration_id!r} is not the configuration's "
+                   f"id {cid}")
+        try:
+            mcid = ctx.json("manifest.json").get("configuration_id")
+        except (Missing, AttributeError):
+            mcid = None
+        if mcid is not None and mcid != view.configuration_id:
+            r.fail(f"manifest.json: configuration_id {mcid!r} differs from spec.json's {view.configuration_id!r}")
     # -- datapackage.json against the spec ----------------------------------------------
     if view is not None:
         try:

@@ -112,7 +112,7 @@ def commitment_of(salt: bytes, records: list[dict]) -> str:
 
 
 def selected_slice(records: list[dict]) -> tuple[int, int, int, dict]:
-    """(selected index, start, end) of the selected iteration's records and its mark record."""
+    """(selected index, start, end, iteration mark record) of the selected iteration."""
     sel = [r for r in records if r.get("kind") == "mark" and r.get("mark") == "selected"]
     if not sel:
         raise TranscriptError("the transcript has no 'selected' mark")

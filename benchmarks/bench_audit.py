@@ -4,7 +4,11 @@ Builds a signed, valid bundle of ~160k rows with the test fixture (tests/audit_f
 --bundle is given, audits it --repeats times and prints the median wall time (goal: <= 5 s on
 2 cores).
 
-    /work/venv/bin/python benchmarks/bench_audit.py [--bundle B] [--rows 160000] [--repeats 5]
+    /work/venv/bin/python benchmarks/bench_audit.py [--bundle B --pubkey K.pub] [--rows 160000] [--repeats 5]
+
+The fixture's datasheet is a one-page PDF; a real datasheet (weasyprint, ~10 pages) adds up to
+~1 s of text extraction, so also run it with --bundle on a real release of the 160k sample, e.g.
+``dpbundle release spec.yaml nvss2019_singleton_160k.csv.gz --out B --key K.key``.
 """
 from __future__ import annotations
 

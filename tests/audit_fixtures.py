@@ -45,6 +45,11 @@ NUMBERS = {
 NAMES = list(LABELS)
 
 
+def config_id(config: dict) -> str:
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def load_spec() -> dict:
     class L(yaml.SafeLoader):
         pass
@@ -309,7 +314,7 @@ def build_bundle(d: Path, key: Ed25519PrivateKey | None = None, rows=None, seed:
     n = len(rows)
     (d / "data.csv").write_bytes(csv_bytes(rows))
     (d / "spec.json").write_text(json.dumps({"spec": spec, "configuration": copy.deepcopy(CONFIG),
-                                             "configuration_id": "0123456789abcdef"}, indent=2))
+                                             "configuration_id": config_id(CONFIG)}, indent=2))
     (d / "datapackage.json").write_text(json.dumps(datapackage_doc(spec), indent=2))
     metrics = metrics_rows(spec, rows)
     budget = budget_doc(spec, metrics)

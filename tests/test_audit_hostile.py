@@ -305,20 +305,8 @@ def test_zip_bomb_ratio(copy, tmp_path):
 
 def test_zip_declared_size_too_large(copy, tmp_path):
     d, _, pub = copy
-    z = tmp_path / "b.zip"
-    zip_of(d, z)
-    # patch the central directory's declared size of one JSON entry to 20 MB
-    data = bytearray(z.read_bytes())
-    pos = 0
-    while True:
-        pos = data.find(b"PK\x01\x02", pos)
-        assert pos >= 0
-        nlen = int.from_bytes(data[pos + 28:pos + 30], "little")
-        if data[pos + 46:pos + 46 + nlen] == b"budget.json":
-            break
-        pos += 4
-    data[pos + 24:pos + 28] = (20 * 1024 * 1024).to_bytes(4, "little")
-    z.write_bytes(bytes(data))
+    z = zip_of(d, tmp_path / "b.zip")
+    _patch_declared_size(z, b"budget.json", 20 * 1024 * 1024)   # over the 10 MB JSON limit
     with pytest.raises(AuditInputError, match="limit"):
         run_audit(z, pubkey=pub)
 
@@ -382,3 +370,43 @@ def test_hostile_transcript(copy, tmp_path):
         rep = run_audit(d, pubkey=pub, transcript=t, data=data)
         assert rep.get("replay").result == "fail"
         no_traceback(cli(d, "--pubkey", pub, "--transcript", t, "--data", data), (1,))
+
+
+def _patch_declared_size(z: Path, name: bytes, size: int) -> None:
+    data = bytearray(z.read_bytes())
+    pos = 0
+    while True:
+        pos = data.find(b"PK\x01\x02", pos)
+        assert pos >= 0
+        nlen = int.from_bytes(data[pos + 28:pos + 30], "little")
+        if data[pos + 46:pos + 46 + nlen] == name:
+            break
+        pos += 4
+    data[pos + 24:pos + 28] = size.to_bytes(4, "little")
+    z.write_bytes(bytes(data))
+
+
+def test_zip_declared_size_too_small(copy, tmp_path):
+    """An entry that expands beyond its declared size is never extracted past it."""
+    d, _, pub = copy
+    z = zip_of(d, tmp_path / "b.zip")
+    _patch_declared_size(z, b"data.csv", 10)
+    with pytest.raises(AuditInputError):
+        run_audit(z, pubkey=pub)
+    no_traceback(cli(z, "--pubkey", pub), (2,))
+
+
+def test_manifest_lists_a_directory(copy):
+    d, key, pub = copy
+    (d / "sub").mkdir()
+    (d / "sub" / "f.txt").write_text("x")
+    fx.sign_bundle(d, key)
+    m = json.loads((d / "manifest.json").read_text())
+    m["files"].append({"path": "sub", "sha256": "0" * 64, "size": 0})
+    mb = json.dumps(m).encode()
+    (d / "manifest.json").write_bytes(mb)
+    (d / "manifest.sig").write_bytes(key.sign(mb))
+    rep = run_audit(d, pubkey=pub)
+    assert any(p.startswith("sub:") and "missing" in p for p in rep.get("integrity").problems)
+    # the nested file itself was listed by sign_bundle and verifies
+    assert not any("sub/f.txt" in p for p in rep.get("integrity").problems)

@@ -332,3 +332,13 @@ def test_derived_threshold_edited(copy):
     fx.sign_bundle(d, k)
     rep = run_audit(d, pubkey=pub)
     assert "budget" in failed(rep)
+
+
+def test_configuration_edited(copy):
+    d, key, pub = copy
+    s = json.loads((d / "spec.json").read_text())
+    s["configuration"]["generator"]["theta"] = 4          # id no longer matches
+    (d / "spec.json").write_text(json.dumps(s))
+    fx.sign_bundle(d, key)
+    rep = run_audit(d, pubkey=pub)
+    assert any("configuration_id" in p for p in rep.get("schema").problems)
