@@ -12,7 +12,7 @@ Input: integer codes ``(n, d)`` with a public domain ``(k_0, ..., k_{d-1})``; ``
   The candidate pairs of a step depend only on public things (domain, n, hyperparameters) and
   on the attributes chosen so far (earlier DP outputs).
 * ``eps_2 = (1 - epsilon_split) * eps`` -- the parameters: ``d`` noisy count tables of
-  (X, Pi), Laplace with L1 sensitivity 2 and ``eps_2 / d`` each (see
+  (X, Pi), (discrete) Laplace with L1 sensitivity 2 and ``eps_2 / d`` each (see
   :func:`count_table_sensitivity`). Sequential composition: ``d * eps_2 / d = eps_2``.
 
 Everything after the noisy tables (clipping, normalising, sampling) is post-processing, so
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -58,6 +59,10 @@ Parent = tuple[int, int]
 #: beyond it are dropped deterministically (public rule: largest parent domain first, see
 #: :meth:`PrivBayes._candidates`), which keeps ``fit`` fast for wide tables.
 MAX_CANDIDATES_PER_STEP = 400
+
+#: Upper bound on the parent sets enumerated per attribute and step in the theta flavour
+#: (depth-first, finest levels of the earliest attributes first); only matters for wide tables.
+MAX_ENUMERATED_SETS = 100_000
 
 #: Largest conditional table (cells) the degree flavour will build (memory guard).
 MAX_TABLE_CELLS = 1 << 24
@@ -222,12 +227,24 @@ class PrivBayesModel:
         self.network = tuple(network)
         self.conditionals = tuple(np.asarray(c, dtype=np.float64) for c in conditionals)
         # flattened shifted CDFs: flat[c * k + x] = c + F(x | c); monotone, last of each row = c + 1
+        if len(self.conditionals) != len(self.network):
+            raise ValueError("one conditional table per network node is needed")
+        order = [node.attribute for node in self.network]
+        if sorted(order) != list(range(len(self.domain))):
+            raise ValueError(f"the network must list every attribute once, got order {order}")
         self._flat: list[np.ndarray] = []
-        for node, cond in zip(self.network, self.conditionals):
+        for i, (node, cond) in enumerate(zip(self.network, self.conditionals)):
             k = self.domain[node.attribute]
+            if any(j not in order[:i] or not 0 <= lv <= max(max_level(self.domain[j]), 0)
+                   for j, lv in node.parents):
+                raise ValueError(f"attribute {node.attribute}: parents {node.parents} must be "
+                                 "earlier attributes at valid levels")
             if cond.shape != (math.prod(_parent_sizes(node.parents, self.domain)), k):
                 raise ValueError(f"conditional table of attribute {node.attribute} has shape "
                                  f"{cond.shape}, expected (|dom(Pi)|, {k})")
+            if not (np.all(np.isfinite(cond)) and np.all(cond >= 0) and np.all(cond.sum(axis=1) > 0)):
+                raise ValueError(f"conditional table of attribute {node.attribute}: rows must be "
+                                 "finite, non-negative and have positive mass")
             cdf = np.cumsum(cond, axis=1)
             cdf /= cdf[:, -1:]
             cdf[:, -1] = 1.0
@@ -370,6 +387,8 @@ class PrivBayes:
         found: list[tuple[Parent, ...]] = []
 
         def rec(i: int, prod: int, cur: list[Parent]) -> None:
+            if len(found) >= MAX_ENUMERATED_SETS:  # wide tables: public, deterministic cut-off
+                return
             if i == len(chosen):
                 found.append(tuple(cur))
                 return
@@ -490,7 +509,9 @@ class PrivBayes:
         conditionals: list[np.ndarray] = []
         for node in network:
             counts = count_table(data, domain, node.attribute, node.parents, weights)
-            noisy = np.asarray(rand.laplace(counts.ravel(), sensitivity=sens, epsilon=eps_table,
+            # integer counts -> OpenDP's discrete Laplace (exact, same scale 2 d / eps_2)
+            noisy = np.asarray(rand.laplace(counts.ravel().astype(np.int64), sensitivity=sens,
+                                            epsilon=eps_table, integer=True,
                                             purpose=f"privbayes: conditional table of column {node.attribute}"),
                                dtype=np.float64).reshape(counts.shape)
             conditionals.append(_normalise(noisy))
@@ -500,13 +521,16 @@ class PrivBayes:
 
 
 class _Columns:
-    """Contiguous (generalised) columns of the distinct records, and cached mixed-radix prefixes."""
+    """Contiguous (generalised) columns of the distinct records, and a small LRU cache of
+    mixed-radix prefixes (candidates are enumerated depth-first, so neighbours share prefixes)."""
+
+    CACHE_SIZE = 12
 
     def __init__(self, data: np.ndarray, domain: Sequence[int]) -> None:
         self.domain = domain
         self._cols: dict[Parent, np.ndarray] = {
             (j, 0): np.ascontiguousarray(data[:, j]) for j in range(data.shape[1])}
-        self._prefix: dict[tuple[Parent, ...], np.ndarray] = {}
+        self._prefix: OrderedDict[tuple[Parent, ...], np.ndarray] = OrderedDict()
 
     def column(self, j: int, level: int) -> np.ndarray:
         key = (j, level)
@@ -527,13 +551,17 @@ class _Columns:
             pre = self.index(head)
             if len(head) > 1:
                 self._prefix[head] = pre
+                if len(self._prefix) > self.CACHE_SIZE:
+                    self._prefix.popitem(last=False)
+        else:
+            self._prefix.move_to_end(head)
         j, lv = attrs[-1]
         out = pre * level_size(self.domain[j], lv)
         out += self.column(j, lv)
         return out
 
     def forget(self) -> None:
-        """Drop cached prefixes (bounded memory across greedy steps)."""
+        """Drop cached prefixes."""
         self._prefix.clear()
 
 

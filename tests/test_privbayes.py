@@ -288,6 +288,18 @@ def test_sampler_follows_conditionals_and_skips_zero_probability():
     assert model.sample(0, np.random.Generator(np.random.PCG64(3))).shape == (0, 2)
 
 
+def test_model_rejects_bad_network():
+    from dpbundle.mechanisms.privbayes import NetworkNode
+    ok = np.array([[0.5, 0.5]])
+    with pytest.raises(ValueError, match="earlier"):
+        PrivBayesModel((2, 2), [NetworkNode(0, ((1, 0),)), NetworkNode(1, ())],
+                       [np.full((2, 2), 0.5), ok])
+    with pytest.raises(ValueError, match="every attribute"):
+        PrivBayesModel((2, 2), [NetworkNode(0, ())], [ok])
+    with pytest.raises(ValueError, match="positive mass"):
+        PrivBayesModel((2,), [NetworkNode(0, ())], [np.array([[0.0, 0.0]])])
+
+
 def test_codes_outside_domain_rejected():
     with pytest.raises(ValueError, match="domain"):
         PrivBayes(1.0, epsilon_split=0.5, degree=1).fit(np.array([[0, 3]]), (2, 3), Randomness())
