@@ -15,7 +15,7 @@ Input: integer codes ``(n, d)`` with a public domain ``(k_0, ..., k_{d-1})``; ``
   (X, Pi), (discrete) Laplace with L1 sensitivity 2 and ``eps_2 / d`` each (see
   :func:`count_table_sensitivity`). Sequential composition: ``d * eps_2 / d = eps_2``.
 
-Everything after the noisy tables (clipping, normalising, sampling) is post-processing, so
+Everything after the noisy tables (norm-sub, normalising, sampling) is post-processing, so
 the whole ``fit`` is ``eps_1 + eps_2 = eps``-DP under change-one distance, and
 ``privacy_map(d_in) = d_in * eps`` (group privacy).
 
@@ -514,7 +514,7 @@ class PrivBayes:
                                             epsilon=eps_table, integer=True,
                                             purpose=f"privbayes: conditional table of column {node.attribute}"),
                                dtype=np.float64).reshape(counts.shape)
-            conditionals.append(_normalise(noisy))
+            conditionals.append(_normalise(norm_sub(noisy, float(n))))
         model = PrivBayesModel(domain, network, conditionals)
         self.network = model.network_description()
         return model
@@ -590,8 +590,27 @@ def _compress(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, np.
     return codes, np.ones(codes.shape[0], dtype=np.float64)
 
 
+def norm_sub(noisy: np.ndarray, total: float) -> np.ndarray:
+    """Consistent non-negative counts from a noisy count table whose true total is public.
+
+    Every table of (X, Pi) counts each of the n records once, so its true total is n (public).
+    Plain clipping of negative cells adds the positive half of the noise of every empty cell
+    and inflates rare values; "norm-sub" (as in PrivSyn/DPSyn) instead finds the delta >= 0 with
+    sum(max(noisy - delta, 0)) = total and returns max(noisy - delta, 0). If the clipped table
+    already sums to at most ``total`` it is returned clipped. Post-processing: no budget.
+    """
+    clipped = np.clip(noisy, 0.0, None)
+    if clipped.sum() <= total:
+        return clipped
+    v = np.sort(noisy.ravel())[::-1]
+    k = np.arange(1, v.size + 1, dtype=np.float64)
+    deltas = (np.cumsum(v) - total) / k       # delta if exactly the k largest cells stay positive
+    j = int(np.flatnonzero(v >= deltas)[-1])  # the largest k whose k-th cell stays at or above its delta
+    return np.clip(noisy - max(float(deltas[j]), 0.0), 0.0, None)
+
+
 def _normalise(noisy: np.ndarray) -> np.ndarray:
-    """Clip negative noisy counts to 0 and normalise each row; rows with zero mass -> uniform."""
+    """Normalise each row of non-negative counts; rows with zero mass -> uniform."""
     t = np.clip(noisy, 0.0, None)
     tot = t.sum(axis=1, keepdims=True)
     k = t.shape[1]
