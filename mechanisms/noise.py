@@ -29,6 +29,9 @@ __all__ = [
     "calibrated_exponential_scale",
     "to_jsonable",
     "write_transcript_file",
+    "commitment_of",
+    "transcript_header",
+    "transcript_file_bytes",
     "read_transcript_file",
     "TRANSCRIPT_FORMAT",
 ]
@@ -137,17 +140,33 @@ class Transcript:
 
     def commitment(self, salt: bytes) -> str:
         """``sha256(salt || to_jsonl()).hexdigest()``; ``salt`` is 32 random bytes."""
-        if not isinstance(salt, (bytes, bytearray)) or len(salt) != 32:
-            raise ValueError("the commitment salt must be 32 bytes")
-        return hashlib.sha256(bytes(salt) + self.to_jsonl()).hexdigest()
+        return commitment_of(salt, self.to_jsonl())
+
+
+def commitment_of(salt: bytes, records_jsonl: bytes) -> str:
+    """The published commitment: ``sha256(salt || records_jsonl).hexdigest()`` (32-byte salt)."""
+    if not isinstance(salt, (bytes, bytearray)) or len(salt) != 32:
+        raise ValueError("the commitment salt must be 32 bytes")
+    if not isinstance(records_jsonl, (bytes, bytearray)):
+        raise TypeError("the transcript records must be bytes (Transcript.to_jsonl())")
+    return hashlib.sha256(bytes(salt) + bytes(records_jsonl)).hexdigest()
+
+
+def transcript_header(salt: bytes) -> dict:
+    """The first line of a transcript file: format and salt (not covered by the commitment)."""
+    if not isinstance(salt, (bytes, bytearray)) or len(salt) != 32:
+        raise ValueError("the commitment salt must be 32 bytes")
+    return {"kind": "header", "format": TRANSCRIPT_FORMAT, "salt": bytes(salt).hex()}
+
+
+def transcript_file_bytes(records_jsonl: bytes, salt: bytes) -> bytes:
+    """The bytes of a private transcript file: the header line, then the canonical records."""
+    return (_canonical(transcript_header(salt)) + "\n").encode("utf-8") + bytes(records_jsonl)
 
 
 def write_transcript_file(path: str | Path, transcript: Transcript, salt: bytes) -> None:
     """Write the private transcript file: a header line with the salt, then the records."""
-    if len(salt) != 32:
-        raise ValueError("the commitment salt must be 32 bytes")
-    header = {"kind": "header", "format": TRANSCRIPT_FORMAT, "salt": bytes(salt).hex()}
-    Path(path).write_bytes((_canonical(header) + "\n").encode("utf-8") + transcript.to_jsonl())
+    Path(path).write_bytes(transcript_file_bytes(transcript.to_jsonl(), salt))
 
 
 def read_transcript_file(path: str | Path) -> tuple[bytes, Transcript]:

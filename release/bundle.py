@@ -41,7 +41,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dpbundle.mechanisms import noise
+
 from . import datasheet, jsonschemas, keys
+from .prepare import file_sha256
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -142,13 +145,7 @@ def _write_json(directory: Path, name: str, obj: Any, schema: str) -> None:
 
 def file_digest(path: Path) -> tuple[str, int]:
     """(SHA-256 hex, size in bytes) of a file."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
+    return file_sha256(path), Path(path).stat().st_size
 
 
 def _is_within(path: Path, directory: Path) -> bool:
@@ -166,13 +163,7 @@ def public_spec(spec: dict) -> dict:
     return out
 
 
-def transcript_commitment(salt: bytes, records_jsonl: bytes) -> str:
-    """``sha256(salt || records_jsonl).hexdigest()`` (the header line is not hashed)."""
-    if not isinstance(salt, (bytes, bytearray)) or len(salt) != 32:
-        raise ValueError("the salt must be 32 bytes")
-    if not isinstance(records_jsonl, (bytes, bytearray)):
-        raise TypeError("the transcript records must be bytes (Transcript.to_jsonl())")
-    return hashlib.sha256(bytes(salt) + bytes(records_jsonl)).hexdigest()
+transcript_commitment = noise.commitment_of  # sha256(salt || records_jsonl), one definition
 
 
 def default_transcript_path(out: Path) -> Path:
@@ -188,14 +179,12 @@ def write_transcript(path: Path, records_jsonl: bytes, salt: bytes, *, force: bo
     """
     path = Path(path)
     commitment = transcript_commitment(salt, records_jsonl)
-    header = {"format": TRANSCRIPT_FORMAT, "kind": "header", "salt": bytes(salt).hex()}
-    jsonschemas.validate(header, "transcript-header", document=f"{path} (header)")
+    jsonschemas.validate(noise.transcript_header(salt), "transcript-header", document=f"{path} (header)")
     if (path.exists() or path.is_symlink()) and not force:
         raise BundleError(f"{path}: the transcript file exists; refusing to overwrite it (use --force)")
-    header_line = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
     tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
     try:
-        _write_bytes(tmp, header_line.encode("utf-8") + bytes(records_jsonl), 0o600)
+        _write_bytes(tmp, noise.transcript_file_bytes(bytes(records_jsonl), salt), 0o600)
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
     finally:

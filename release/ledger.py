@@ -25,6 +25,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from .prepare import file_sha256
+from .spec import canonical_json
+
 __all__ = ["Ledger", "LedgerError", "LedgerRefusal", "data_fingerprint", "spec_fingerprint",
            "fingerprint"]
 
@@ -44,17 +47,7 @@ class LedgerRefusal(RuntimeError):
 
 def data_fingerprint(data_path: Path) -> str:
     """SHA-256 (hex) of the data file's bytes."""
-    h = hashlib.sha256()
-    with open(data_path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def canonical_json(obj: Any) -> bytes:
-    """Canonical JSON bytes (sorted keys, no spaces, UTF-8, no NaN)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return file_sha256(data_path)
 
 
 def spec_fingerprint(spec: dict) -> str:

@@ -41,6 +41,7 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 import typer
 
 from .sweep_exec import Task, execute, jsonable
+from .prepare import file_sha256
 
 __all__ = [
     "SweepError", "SweepResult", "run_sweep", "wilson_interval", "load_narrowed", "read_runs",
@@ -90,12 +91,6 @@ def wilson_interval(k: int, n: int, z: float = WILSON_Z) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _spec_fingerprint(spec) -> str:
@@ -542,7 +537,7 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         raise SweepError(f"{data_path}: no such file")
 
     # 1. the data must be public
-    data_sha = sha256_file(data_path)
+    data_sha = file_sha256(data_path)
     private = {str(f).lower() for f in getattr(spec, "private_fingerprints", [])}
     if data_sha in private:
         raise SweepError(
