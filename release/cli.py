@@ -21,7 +21,7 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 spec_app = typer.Typer(help="Check a release spec and inspect its configuration space.", no_args_is_help=True)
