@@ -4,7 +4,7 @@ Builds a signed, valid bundle of ~160k rows with the test fixture (tests/audit_f
 --bundle is given, audits it --repeats times and prints the median wall time (goal: <= 5 s on
 2 cores).
 
-    /work/venv/bin/python benchmarks/bench_audit.py [--bundle B --pubkey K.pub] [--rows 160000] [--repeats 5]
+    python benchmarks/bench_audit.py [--bundle B --pubkey K.pub] [--rows 160000] [--repeats 5]
 
 The fixture's datasheet is a one-page PDF; a real datasheet (weasyprint, ~10 pages) adds up to
 ~1 s of text extraction, so also run it with --bundle on a real release of the 160k sample, e.g.

@@ -7,7 +7,7 @@ C is shuffled. Prints one row per criterion: exact value (the transcript's true 
 regression the non-private OLS-vs-OLS distance), DP value, threshold, sensitivity, noise std,
 seconds (best of --repeat runs of evaluate: value + sensitivity + DP release).
 
-    /work/venv/bin/python benchmarks/bench_criteria.py [--data PATH] [--perturb 0.05] [--repeat 3]
+    python benchmarks/bench_criteria.py [--data PATH] [--perturb 0.05] [--repeat 3]
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ EXAMPLES = {"births": "births.yaml"}
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(Text("error: ", style="bold red") + Text(message))
+    err.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
     raise typer.Exit(code)
 
 

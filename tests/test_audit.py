@@ -155,7 +155,7 @@ def test_view_labels_match_spec_rules(bundle):
 
 # --------------------------------------------------------------------- end to end (real release)
 
-SAMPLE_10K = Path("/work/shared/data/nvss2019_singleton_10k.csv")
+SAMPLE_10K = Path(__file__).resolve().parents[2] / "shared" / "data" / "nvss2019_singleton_10k.csv"
 LOOSE = {"kway_marginals": 0.5, "smoothed_ratio": 10, "conditional_means": 1e6,
          "regression_coefficients": 1e12, "regression_mae_difference": 1e9, "faithfulness": 10}
 
