@@ -19,7 +19,8 @@ from rich.text import Text
 console = Console()
 err = Console(stderr=True)
 
-EXAMPLES = {"births": "births.yaml"}
+# name -> (spec, narrowed configuration list from a public-data sweep; see docs/sweep-births-nvss160k.md)
+EXAMPLES = {"births": ("births.yaml", "births-narrowed-nvss160k.yaml")}
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -28,17 +29,20 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 @contextmanager
-def example_inputs(name: str, rows: int) -> Iterator[tuple[Path, Path]]:
-    """The packaged example spec and a freshly simulated registry (in a temporary directory)."""
+def example_inputs(name: str, rows: int) -> Iterator[tuple[Path, Path, Path]]:
+    """The packaged example spec, its narrowed configuration list, and a freshly simulated
+    registry (in a temporary directory)."""
     from .example import write_example
 
     if name not in EXAMPLES:
         _fail(f"unknown example {name!r}; available: {', '.join(EXAMPLES)}")
+    spec_name, narrowed_name = EXAMPLES[name]
     with tempfile.TemporaryDirectory(prefix="dpbundle-example-") as tmp:
         data = Path(tmp) / f"{name}-simulated.csv"
         write_example(data, rows=rows)
-        with as_file(files("dpbundle.examples").joinpath(EXAMPLES[name])) as spec_path:
-            yield Path(spec_path), data
+        examples = files("dpbundle.examples")
+        with as_file(examples.joinpath(spec_name)) as spec_path, as_file(examples.joinpath(narrowed_name)) as narrowed:
+            yield Path(spec_path), data, Path(narrowed)
 
 
 class _Phase:
@@ -91,11 +95,17 @@ def cli_release(
     if example is not None:
         if spec is not None or data is not None:
             _fail("give either --example or SPEC and DATA, not both")
-        with example_inputs(example, example_rows) as (spec_path, data_path):
+        with example_inputs(example, example_rows) as (spec_path, data_path, narrowed):
             with tempfile.TemporaryDirectory(prefix="dpbundle-ledger-") as tmp:
                 demo_key = key
                 if demo_key is None:
                     demo_key = _demo_key(out)
+                if configs is None:
+                    configs = narrowed
+                    console.print(f"selecting among the configurations that passed at least 10% of the time in the "
+                                  f"public-data sweep shipped with the example ({narrowed.name}); "
+                                  f"pass --configs to choose another list")
+                console.print(f"simulated {example} registry: {example_rows:,} rows (SIMULATED, no real person)")
                 _release(spec_path, data_path, out, demo_key, passphrase_file, transcript,
                          ledger or Path(tmp) / "ledger.jsonl", configs, allow_additional_spend, force, make_zip,
                          example_note=True)
