@@ -105,15 +105,19 @@ def distribution_chart(labels: Sequence[str], counts: Sequence[int], *, title: s
 def criteria_chart(criteria: Sequence[dict], *, width: int = 640, z: float = NOISE_Z) -> str:
     """An SVG dot plot: for each criterion, dp_value / threshold with a +-z*noise_std/threshold bar.
 
-    ``criteria`` are metrics.json rows (id, dp_value, threshold, noise_std, passed). A criterion
-    passes when its point is left of the line at 1 (the threshold).
+    ``criteria`` are metrics.json rows (id, dp_value, threshold, noise_std, passed, mechanism). A
+    criterion passes when its point is left of the line at 1 (the threshold). Criteria whose noise
+    is inside a fit (mechanism other than "laplace") get no bar.
     """
     rows = []
     for c in criteria:
         t = float(c["threshold"])
         if t > 0 and math.isfinite(t):
             v = float(c["dp_value"]) / t
-            e = z * float(c["noise_std"]) / t
+            # Only an additive mechanism puts its noise on the released value itself; for a fit
+            # with noise inside (functional mechanism) the value has no additive noise bar.
+            additive = str(c.get("mechanism", "laplace")) == "laplace"
+            e = z * float(c["noise_std"]) / t if additive else 0.0
         else:  # cannot normalise; plot nothing but keep the row
             v = e = float("nan")
         rows.append((str(c["id"]), v, e, bool(c["passed"])))

@@ -149,6 +149,11 @@ class LocalBackend:
         if self.workers < 1:
             raise ValueError("--workers must be at least 1")
         blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        # One process per core: keep each worker's numerical libraries single-threaded, or the
+        # workers' BLAS/OpenMP threads oversubscribe the cores (children inherit the environment;
+        # a value the user set is kept).
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
         self._pool = ProcessPoolExecutor(
             max_workers=self.workers, mp_context=multiprocessing.get_context(mp_context),
             initializer=_init_worker, initargs=(blob,))
