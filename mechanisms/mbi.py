@@ -39,6 +39,10 @@ sequence of conditional probability tables along the junction tree's elimination
 records are drawn by inverse CDF, so the synthetic records are reproducible from the recorded
 seed given the fitted model.
 
+Hyperparameters common to both: ``max_cells`` (largest conditional table the sampler may
+materialise; checked after the release, since the cliques are chosen privately) and ``iters``
+(Private-PGM mirror-descent iterations, post-processing). None of them changes the privacy map.
+
 OpenDP appends a null category to every keyset (for values outside the keys); our codes never
 contain it, so its (tiny, noise-only) estimated mass is dropped and the tables renormalised.
 """
@@ -276,9 +280,6 @@ class _MbiGenerator:
 
     def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness) -> MbiModel:
         """Release an OpenDP ContingencyTable (epsilon-DP), turn its model into a sampler."""
-        ok, reason = mbi_availability()
-        if not ok:
-            raise ValueError(f"generator {self.type!r} is not available: {reason}")
         if rand.replaying:
             raise ValueError(
                 f"generator {self.type!r} cannot be replayed: its DP noise is drawn inside "
@@ -286,6 +287,9 @@ class _MbiGenerator:
                 "transcript, so a replay cannot reproduce the release; use privbayes, crosstab "
                 "or marginals for an auditable (replayable) release"
             )
+        ok, reason = mbi_availability()
+        if not ok:
+            raise ValueError(f"generator {self.type!r} is not available: {reason}")
         codes, dom = check_codes(codes, domain)
         if self.type == "mst" and len(dom) < 2:
             raise ValueError("mst: needs at least two columns")
@@ -310,14 +314,15 @@ class AIM(_MbiGenerator):
     """AIM (McKenna et al. 2022) via ``dp.mbi.AIM`` under pure DP.
 
     ``degree``: largest interaction order in the workload (OpenDP ``queries``);
-    ``measure_split``, ``max_size`` (MB), ``rounds``: passed to ``dp.mbi.AIM``.
+    ``measure_split``, ``rounds`` and ``max_model_size`` (MB; OpenDP's ``max_size``) are passed
+    to ``dp.mbi.AIM``; ``rounds=None`` means OpenDP's default (16 * number of columns).
     """
 
     type = "aim"
-    HYPERPARAMETERS = ("max_cells", "iters", "degree", "measure_split", "max_size", "rounds")
+    HYPERPARAMETERS = ("max_cells", "iters", "degree", "measure_split", "max_model_size", "rounds")
 
     def __init__(self, epsilon: float, max_cells: int = DEFAULT_MAX_CELLS, iters: int = 1000,
-                 degree: int = 3, measure_split: float = 0.9, max_size: float = 80.0,
+                 degree: int = 3, measure_split: float = 0.9, max_model_size: float = 80.0,
                  rounds: int | None = None) -> None:
         super().__init__(epsilon, max_cells, iters)
         _positive_int("degree", degree, "aim")
@@ -325,22 +330,24 @@ class AIM(_MbiGenerator):
         if isinstance(measure_split, bool) or not (isinstance(measure_split, (int, float))
                                                    and 0 < measure_split <= 1):
             raise ValueError(f"aim: measure_split must be in (0, 1], got {measure_split!r}")
-        if isinstance(max_size, bool) or not (isinstance(max_size, (int, float))
-                                              and math.isfinite(max_size) and max_size > 0):
-            raise ValueError(f"aim: max_size must be a finite number > 0, got {max_size!r}")
+        if isinstance(max_model_size, bool) or not (
+                isinstance(max_model_size, (int, float)) and math.isfinite(max_model_size)
+                and max_model_size > 0):
+            raise ValueError(f"aim: max_model_size must be a finite number > 0 (MB), got "
+                             f"{max_model_size!r}")
         self.degree = int(degree)
         self.measure_split = float(measure_split)
-        self.max_size = float(max_size)
+        self.max_model_size = float(max_model_size)
         self.rounds = None if rounds is None else int(rounds)
 
     def hyperparameters(self) -> dict:
         return {**super().hyperparameters(), "degree": self.degree,
-                "measure_split": self.measure_split, "max_size": self.max_size,
+                "measure_split": self.measure_split, "max_model_size": self.max_model_size,
                 "rounds": self.rounds}
 
     def _algorithm(self, dp, estimator):
         return dp.mbi.AIM(queries=self.degree, measure_split=self.measure_split,
-                          max_size=self.max_size, rounds=self.rounds,
+                          max_size=self.max_model_size, rounds=self.rounds,
                           oneway_split=ONEWAY_SPLIT, estimator=estimator)
 
 

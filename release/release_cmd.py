@@ -170,6 +170,13 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
     configs = None
     if configs_path is not None:
         configs = _load_configs(configs_path, spec, check_config)
+    from dpbundle.mechanisms.generators import generator_types
+
+    available = generator_types()
+    used = {c["generator"]["type"] for c in configs} if configs else {g["type"] for g in spec.raw["generators"]}
+    for gtype in sorted(used):
+        if not available[gtype]["available"]:
+            _fail(f"generator {gtype!r} is not available here: {available[gtype]['reason']}")
 
     # 2. Prepare the private data (errors name file, line, column and rule).
     with console.status("reading and validating the data"):

@@ -20,13 +20,6 @@ import yaml
 
 MAX_SPEC_BYTES = 2_000_000
 SELECTION_FACTOR = 2  # Liu & Talwar private selection with a known threshold doubles the per-iteration epsilon
-KNOWN_HYPERPARAMETERS = {
-    "privbayes": {"epsilon_split", "theta", "degree", "score"},
-    "crosstab": {"max_cells"},
-    "marginals": {"marginals", "max_iterations", "tolerance"},
-    "aim": {"max_model_size", "rounds"},
-    "mst": set(),
-}
 
 
 class SpecError(ValueError):
@@ -448,8 +441,11 @@ def semantic_problems(doc: dict) -> list[str]:
             if name not in released:
                 problems.append(f"face_privacy.quasi_identifiers[{i}][{j}]: unknown released column {name!r}")
 
+    from dpbundle.mechanisms.generators import generator_types
+
+    declared = generator_types()  # each generator declares its hyperparameters (one source of truth)
     for i, gen in enumerate(doc["generators"]):
-        allowed = KNOWN_HYPERPARAMETERS[gen["type"]]
+        allowed = set(declared[gen["type"]]["hyperparameters"])
         grid = gen.get("grid", {})
         for key, values in grid.items():
             if key not in allowed:
