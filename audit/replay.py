@@ -198,6 +198,21 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     return _csv_bytes(view, cand.codes), results
 
 
+def _warn_on_version_change(r: CheckResult, manifest: dict) -> None:
+    """A replay re-runs the mechanisms: another dpbundle version may legitimately compute
+    differently (a mismatch then says nothing about the release). Say so up front."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        here = version("dpbundle")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return
+    made = manifest.get("dpbundle_version")
+    if isinstance(made, str) and made != here:
+        r.warn(f"the bundle was made with dpbundle {made} and is replayed with {here}: "
+               f"a mismatch may come from the code, not from the release; replay with {made}")
+
+
 def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult:
     r = CheckResult("replay")
     try:
@@ -219,6 +234,7 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         r.fail(f"transcript commitment {got[:16]}... differs from the manifest's {str(want)[:16]}...")
         return r
     r.facts["commitment"] = "matches"
+    _warn_on_version_change(r, manifest)
     try:
         index, start, end, mark = selected_slice(records)
     except TranscriptError as e:

@@ -2,7 +2,7 @@
 ``cryptography`` Ed25519), independent of release/."""
 from __future__ import annotations
 
-import copy
+import copy as copylib
 import csv
 import hashlib
 import io
@@ -313,7 +313,7 @@ def build_bundle(d: Path, key: Ed25519PrivateKey | None = None, rows=None, seed:
     rows = rows if rows is not None else make_rows(seed=seed)
     n = len(rows)
     (d / "data.csv").write_bytes(csv_bytes(rows))
-    (d / "spec.json").write_text(json.dumps({"spec": spec, "configuration": copy.deepcopy(CONFIG),
+    (d / "spec.json").write_text(json.dumps({"spec": spec, "configuration": copylib.deepcopy(CONFIG),
                                              "configuration_id": config_id(CONFIG)}, indent=2))
     (d / "datapackage.json").write_text(json.dumps(datapackage_doc(spec), indent=2))
     metrics = metrics_rows(spec, rows)
@@ -321,3 +321,30 @@ def build_bundle(d: Path, key: Ed25519PrivateKey | None = None, rows=None, seed:
     write_docs(d, spec, metrics, budget, n)
     sign_bundle(d, key, n=n)
     return key
+
+
+# --------------------------------------------------------------------------- shared pytest fixtures
+
+import shutil  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
+    """A signed bundle built by this module (module-scoped) and its publisher key file."""
+    base = tmp_path_factory.mktemp("orig")
+    d = base / "bundle"
+    key = build_bundle(d)
+    pub = base / "publisher.pub"
+    pub.write_bytes(pub_pem(key))
+    return d, key, pub
+
+
+@pytest.fixture
+def copy(original, tmp_path):
+    """A fresh copy of the original bundle that a test may tamper with."""
+    d, key, pub = original
+    t = tmp_path / "bundle"
+    shutil.copytree(d, t)
+    return t, key, pub

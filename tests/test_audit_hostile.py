@@ -21,22 +21,7 @@ from dpbundle.audit.bundle_io import BundleError, BundleFileError, open_bundle, 
 from dpbundle.audit.runner import AuditInputError, run_audit  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def original(tmp_path_factory):
-    base = tmp_path_factory.mktemp("orig")
-    d = base / "bundle"
-    key = fx.build_bundle(d)
-    pub = base / "publisher.pub"
-    pub.write_bytes(fx.pub_pem(key))
-    return d, key, pub
-
-
-@pytest.fixture
-def copy(original, tmp_path):
-    d, key, pub = original
-    t = tmp_path / "bundle"
-    shutil.copytree(d, t)
-    return t, key, pub
+from audit_fixtures import copy, original  # noqa: E402,F401  (shared fixtures: a signed bundle and a fresh copy)
 
 
 def cli(*args):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from .base import Criterion, CriterionError, EvalContext, register
-from .regression import RegressionDesign, _parse_bounds, _parse_features, cached_design, ols
+from .regression import RegressionDesign, cached_design, ols, parse_regression_entry
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.noise import Randomness
@@ -68,12 +68,7 @@ class RegressionMAEDifference(Criterion):
 
     def __init__(self, entry: dict) -> None:
         super().__init__(entry)
-        t = entry.get("target")
-        if not isinstance(t, str):
-            raise CriterionError(f"{self.where}.target: expected a column name, got {t!r}")
-        self.target = t
-        self.L, self.U = _parse_bounds(entry, self.where)
-        self.features = _parse_features(entry, self.where)
+        self.target, self.L, self.U, self.features = parse_regression_entry(entry, self.where)
         ref = entry.get("reference")
         if ref is not None and not isinstance(ref, str):
             raise CriterionError(f"{self.where}.reference: expected a criterion id")

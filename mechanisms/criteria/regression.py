@@ -86,6 +86,15 @@ def _parse_features(entry: dict, where: str) -> list[str] | None:
     return f
 
 
+def parse_regression_entry(entry: dict, where: str) -> tuple[str, float, float, list[str] | None]:
+    """(target, L, U, features) of a regression-type spec entry, with clear errors."""
+    t = entry.get("target")
+    if not isinstance(t, str):
+        raise CriterionError(f"{where}.target: expected a column name, got {t!r}")
+    L, U = _parse_bounds(entry, where)
+    return t, L, U, _parse_features(entry, where)
+
+
 @dataclass(frozen=True)
 class RegressionDesign:
     """Public regression design derived from C: features, standardisation and bounds."""
@@ -275,12 +284,7 @@ class RegressionCoefficients(Criterion):
 
     def __init__(self, entry: dict) -> None:
         super().__init__(entry)
-        t = entry.get("target")
-        if not isinstance(t, str):
-            raise CriterionError(f"{self.where}.target: expected a column name, got {t!r}")
-        self.target = t
-        self.L, self.U = _parse_bounds(entry, self.where)
-        self.features = _parse_features(entry, self.where)
+        self.target, self.L, self.U, self.features = parse_regression_entry(entry, self.where)
         self.fit = entry.get("fit", "functional_mechanism")
         if self.fit not in FITS:
             raise CriterionError(f"{self.where}.fit: expected one of {list(FITS)}, got {self.fit!r}")
