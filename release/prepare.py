@@ -35,7 +35,9 @@ class InputError(ValueError):
         self.total = total if total is not None else len(problems)
         shown = "\n".join(f"  {p}" for p in problems[:MAX_REPORTED])
         more = f"\n  ... and {self.total - min(len(problems), MAX_REPORTED)} more problem(s)" if self.total > MAX_REPORTED else ""
-        super().__init__(f"{source}: unusable input data ({self.total} problem(s)):\n{shown}{more}")
+        hint = ("\n  (line numbers count the header as line 1, like row numbers in a spreadsheet)"
+                if any(p.startswith("line ") for p in problems) else "")
+        super().__init__(f"{source}: unusable input data ({self.total} problem(s)):\n{shown}{more}{hint}")
 
 
 @dataclass

@@ -86,6 +86,10 @@ def cli_release(
     README.html/.pdf, manifest.json and its Ed25519 signature. The private transcript is written
     outside the bundle. Nothing about failed attempts is shown or stored in the bundle.
 
+    With the spec's stop_probability 0 the selection runs until a candidate passes, so run
+    `dpbundle sweep` on similar public data first and pass its narrowed.yaml with --configs.
+    The spend is written to the ledger before the first attempt: an interrupted run still counts.
+
     Examples:
 
       dpbundle release --example births --out births-bundle
