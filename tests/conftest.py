@@ -6,6 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import settings
+
+# Property tests must not fail on timing: the machine may be shared (2 cores), so no deadline.
+settings.register_profile("dpbundle", deadline=None)
+settings.load_profile("dpbundle")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
