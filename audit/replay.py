@@ -33,7 +33,7 @@ from .context import AuditContext, Missing
 from .private_data import PrivateDataError, bin_private, load_private
 from .report import CheckResult
 
-__all__ = ["check_replay", "read_transcript", "commitment_of", "TranscriptError",
+__all__ = ["check_replay", "read_transcript", "check_records", "commitment_of", "TranscriptError",
            "selected_slice", "replay_iteration", "config_id"]
 
 MAX_TRANSCRIPT_BYTES = 2 * 1024**3
@@ -103,6 +103,32 @@ def read_transcript(path: Path) -> tuple[bytes, bytes, list[dict]]:
             raise TranscriptError(f"{path} line {lineno}: a record must be an object with a kind")
         records.append(rec)
     return salt, rest, records
+
+
+def _one_per_class(values: list) -> list:
+    """First element of each JSON class (int, integral float, other float, other types): the
+    transcript-record schema limits ``true``/``noisy`` arrays only by element type and minItems 1."""
+    seen: dict = {}
+    for v in values:
+        seen.setdefault((type(v), v.is_integer()) if type(v) is float else type(v), v)
+    return list(seen.values())
+
+
+def check_records(path: Path, records: list[dict]) -> None:
+    """TranscriptError naming the record and JSON path if a record does not match the
+    ``transcript-record`` schema (long numeric arrays are checked in bulk, then in full on failure)."""
+    from .schema_util import SchemaMissing, validate
+
+    try:
+        for i, rec in enumerate(records):
+            view = {k: _one_per_class(v) if k in ("true", "noisy") and isinstance(v, list) else v
+                    for k, v in rec.items()}
+            if validate(view, "transcript-record", limit=1):
+                errs = validate(rec, "transcript-record", limit=3)
+                raise TranscriptError(f"{path}: transcript record {i} does not match the "
+                                      f"transcript-record schema: " + "; ".join(errs))
+    except SchemaMissing:
+        pass
 
 
 def commitment_of(salt: bytes, records: list[dict]) -> str:
@@ -234,6 +260,11 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         r.fail(f"transcript commitment {got[:16]}... differs from the manifest's {str(want)[:16]}...")
         return r
     r.facts["commitment"] = "matches"
+    try:
+        check_records(transcript, records)
+    except TranscriptError as e:
+        r.fail(str(e))
+        return r
     _warn_on_version_change(r, manifest)
     try:
         index, start, end, mark = selected_slice(records)

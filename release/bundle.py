@@ -172,14 +172,44 @@ def default_transcript_path(out: Path) -> Path:
     return out.with_name(out.name + ".transcript.jsonl")
 
 
+def _one_per_class(values: list) -> list:
+    """The first element of each JSON class in ``values`` (int, integral float, other float, each
+    other type). The transcript-record schema constrains the ``true``/``noisy`` arrays only by
+    their element types and ``minItems: 1``, so this short list is valid exactly when ``values`` is."""
+    seen: dict = {}
+    for v in values:
+        seen.setdefault((type(v), v.is_integer()) if type(v) is float else type(v), v)
+    return list(seen.values())
+
+
+def _validate_transcript_records(records_jsonl: bytes, document: str) -> None:
+    """Validate every record line against ``transcript-record`` (SchemaValidationError naming the
+    line). Long numeric arrays are checked in bulk; a failing record is re-validated in full so
+    the error names the exact JSON path."""
+    for lineno, line in enumerate(bytes(records_jsonl).decode("utf-8").splitlines(), start=2):
+        where = f"{document} line {lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BundleError(f"{where}: not a JSON record ({exc})") from None
+        view = rec
+        if isinstance(rec, dict) and any(isinstance(rec.get(k), list) for k in ("true", "noisy")):
+            view = {k: _one_per_class(v) if k in ("true", "noisy") and isinstance(v, list) else v
+                    for k, v in rec.items()}
+        if jsonschemas.iter_errors(view, "transcript-record"):
+            jsonschemas.validate(rec, "transcript-record", document=where)
+
+
 def write_transcript(path: Path, records_jsonl: bytes, salt: bytes, *, force: bool = False) -> str:
     """Write the private transcript file (mode 0600): a header line, then the records.
 
-    Returns the commitment. Refuses to overwrite an existing file unless ``force``.
+    Returns the commitment. Refuses to overwrite an existing file unless ``force``. The header and
+    every record are validated against their schemas first (``SchemaValidationError``).
     """
     path = Path(path)
     commitment = transcript_commitment(salt, records_jsonl)
     jsonschemas.validate(noise.transcript_header(salt), "transcript-header", document=f"{path} (header)")
+    _validate_transcript_records(records_jsonl, str(path))
     if (path.exists() or path.is_symlink()) and not force:
         raise BundleError(f"{path}: the transcript file exists; refusing to overwrite it (use --force)")
     tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")

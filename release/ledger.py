@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -32,9 +33,7 @@ __all__ = ["Ledger", "LedgerError", "LedgerRefusal", "data_fingerprint", "spec_f
            "fingerprint"]
 
 FILE_MODE = 0o600
-_SPEND_FIELDS = {"id": str, "timestamp": str, "data_fingerprint": str, "spec_fingerprint": str,
-                 "epsilon": (int, float), "description": str, "status": str}
-_STATUS_FIELDS = {"id": str, "timestamp": str, "status": str}
+SCHEMA = "ledger-entry"  # schemas/ledger-entry.schema.json: the structure of one line
 
 
 class LedgerError(ValueError):
@@ -62,6 +61,21 @@ def fingerprint(data_path: Path, spec: dict) -> str:
     the same data is still detected; this combined value identifies one (data, spec) pair.
     """
     return hashlib.sha256(f"{data_fingerprint(data_path)}:{spec_fingerprint(spec)}".encode()).hexdigest()
+
+
+def _check_schema(rec: dict, where: str) -> None:
+    """LedgerError ``where: <kind> line ...`` if ``rec`` does not match the ledger-entry schema."""
+    from .jsonschemas import iter_errors
+
+    errors = iter_errors(rec, SCHEMA)
+    if errors:
+        problems = []
+        for path, message in errors:
+            missing = re.fullmatch(r"'(.+)' is a required property", message)
+            problems.append(f"needs field {missing.group(1)!r}" if missing and path == "$"
+                            else f"{path}: {message}")
+        raise LedgerError(f"{where}: {rec.get('kind')} line does not match schema {SCHEMA}: "
+                          + "; ".join(problems))
 
 
 def _now() -> str:
@@ -101,13 +115,9 @@ class Ledger:
             if not isinstance(rec, dict):
                 raise LedgerError(f"{where}: each line must be a JSON object")
             kind = rec.get("kind")
-            fields = {"spend": _SPEND_FIELDS, "status": _STATUS_FIELDS}.get(kind)
-            if fields is None:
+            if kind not in ("spend", "status"):
                 raise LedgerError(f"{where}: unknown kind {kind!r} (expected 'spend' or 'status')")
-            for name, typ in fields.items():
-                if name not in rec or isinstance(rec[name], bool) or not isinstance(rec[name], typ):
-                    raise LedgerError(f"{where}: {kind} line needs field {name!r} of type "
-                                      f"{typ.__name__ if isinstance(typ, type) else 'number'}")
+            _check_schema(rec, where)
             if kind == "spend":
                 eps = float(rec["epsilon"])
                 if not (math.isfinite(eps) and eps >= 0):
@@ -213,6 +223,7 @@ class Ledger:
             raise LedgerError(f"{self.path}: not UTF-8 text (byte {exc.start})") from None
 
     def _append(self, fd: int, rec: dict) -> None:
+        _check_schema(rec, f"{self.path} (new line)")
         data = json.dumps(rec, sort_keys=True, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
         view = memoryview(data)
         while view:

@@ -210,13 +210,12 @@ def load_narrowed(path: Path | str, spec=None) -> list[dict]:
         raise ValueError(f"{path}: cannot read the narrowed configuration list: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("configurations"), list):
         raise ValueError(f"{path}: expected a mapping with a 'configurations:' list")
+    _validate(doc, "narrowed", str(path))  # SchemaValidationError (a ValueError) naming the JSON path
     from .space import config_id
 
     out = []
     for i, entry in enumerate(doc["configurations"]):
         where = f"{path}: configurations[{i}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict) or "id" not in entry:
-            raise ValueError(f"{where}: expected a mapping with 'id' and 'config'")
         if config_id(entry["config"]) != str(entry["id"]):
             raise ValueError(f"{where}: id {entry['id']!r} does not match its configuration "
                              f"(which has id {config_id(entry['config'])!r}); was the file edited?")
@@ -234,7 +233,7 @@ def load_narrowed(path: Path | str, spec=None) -> list[dict]:
     return out
 
 
-def _narrowed_yaml(summary: dict, configs_by_id: dict[str, dict]) -> str:
+def _narrowed_yaml(summary: dict, configs_by_id: dict[str, dict], where: str = NARROWED) -> str:
     import yaml
 
     nar = summary["narrowed"]
@@ -252,10 +251,12 @@ def _narrowed_yaml(summary: dict, configs_by_id: dict[str, dict]) -> str:
             for c in summary["configurations"] if c["narrowed"]
         ],
     }
+    doc = jsonable(doc)
+    _validate(doc, "narrowed", where)
     head = ("# Configurations whose acceptance probability on public data is at least "
             f"{summary['min_acceptance']:g} (dpbundle sweep).\n"
             "# Use: dpbundle release SPEC DATA --configs narrowed.yaml (the private run draws uniformly from this list).\n")
-    return head + yaml.safe_dump(jsonable(doc), sort_keys=False, default_flow_style=False, width=120)
+    return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=120)
 
 
 # --------------------------------------------------------------------------- summary
@@ -555,8 +556,12 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
             old_meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise SweepError(f"{meta_path}: cannot read the sweep record ({exc}); use another --out") from None
-        if old_meta.get("format") != FORMAT:
+        if not isinstance(old_meta, dict) or old_meta.get("format") != FORMAT:
             raise SweepError(f"{meta_path}: not a {FORMAT} sweep directory; use another --out")
+        try:
+            _validate(old_meta, "sweep-meta", str(meta_path))
+        except ValueError as exc:
+            raise SweepError(f"{exc}\nThe sweep record is damaged; restore it or use another --out") from None
         if old_meta["spec"]["sha256"] != spec_sha:
             raise SweepError(
                 f"{out}: cannot resume: this directory holds a sweep of a different spec "
@@ -613,6 +618,7 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         "note": "public data: the sweep spends no privacy budget and its outputs are not DP",
         "sessions": list(old_meta.get("sessions", [])) if old_meta else [],
     }
+    _validate(meta, "sweep-meta", str(meta_path))
     _write_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
 
     # 3. run them
@@ -699,6 +705,7 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         meta["sessions"].append({"finished": _now(), "backend": backend_name, "workers": n_workers,
                                  "runs": new_runs, "seconds": round(seconds, 3),
                                  "runs_per_minute": round(new_runs / seconds * 60, 3) if seconds > 0 else None})
+        _validate(meta, "sweep-meta", str(meta_path))
         _write_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
     util = read_utility(out)
     summary = summarise(meta=meta, selected=selected, configs_by_id=configs_by_id,
@@ -712,7 +719,7 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         _write_atomic(out / SUMMARY_JSON, summary_text)
         _write_atomic(out / SUMMARY_CSV, _summary_csv(summary, configs_by_id))
         _write_atomic(out / RUNS_CSV, _runs_csv(runs, selected))
-        _write_atomic(out / NARROWED, _narrowed_yaml(summary, configs_by_id))
+        _write_atomic(out / NARROWED, _narrowed_yaml(summary, configs_by_id, str(out / NARROWED)))
     files = {k: out / v for k, v in [("meta", META), ("runs", RUNS), ("runs_csv", RUNS_CSV),
                                      ("utility", UTILITY), ("summary_csv", SUMMARY_CSV),
                                      ("summary_json", SUMMARY_JSON), ("narrowed", NARROWED)]}
