@@ -108,8 +108,8 @@ def fake_release(n: int = 200, seed: int = 3) -> dict:
     for i in range(ATTEMPTS):
         if i % 1000 == 0 or i == ATTEMPTS - 1:
             records.append({"kind": "mark", "mark": "iteration", "index": i, "config": configuration,
-                            "config_id": "c0ffee"})
-    records.append({"kind": "laplace", "purpose": "kway", "mechanism": "laplace", "sensitivity": 0.005,
+                            "config_id": "c0ffee00c0ffee00"})
+    records.append({"kind": "laplace", "purpose": "kway", "mechanism": "opendp.make_laplace", "sensitivity": 0.005,
                     "epsilon": 0.01, "scale": 0.5, "true": 0.0051, "noisy": 0.00734519})
     records.append({"kind": "mark", "mark": "selected", "index": ATTEMPTS - 1})
     jsonl = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records).encode()
