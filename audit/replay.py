@@ -137,11 +137,35 @@ def commitment_of(salt: bytes, records: list[dict]) -> str:
     return hashlib.sha256(salt + body).hexdigest()
 
 
+def _check_first_passing(records: list[dict]) -> None:
+    """Private selection with a known threshold releases the FIRST passing candidate: iterations
+    0, 1, ..., k in order, each closed by its 'iteration end', only the last one passed, then one
+    'selected' mark for it as the last record (anything else is cherry-picking or a second run)."""
+    marks = [r for r in records if r.get("kind") == "mark"]
+    seq = [(r.get("mark"), r.get("index"), r.get("passed")) for r in marks]
+    if not seq or seq[-1][0] != "selected" or records[-1] is not marks[-1] \
+            or sum(m == "selected" for m, _, _ in seq) != 1:
+        raise TranscriptError("the transcript must end with exactly one 'selected' mark")
+    body = seq[:-1]
+    if len(body) % 2:
+        raise TranscriptError("the transcript's iterations are not each closed by an 'iteration end' mark")
+    for k in range(len(body) // 2):
+        (m1, i1, _), (m2, i2, passed) = body[2 * k], body[2 * k + 1]
+        if (m1, m2) != ("iteration", "iteration end") or i1 != k or i2 != k:
+            raise TranscriptError(f"the transcript's iteration marks are out of order at iteration {k}")
+        if passed is not (2 * k + 2 == len(body)):
+            raise TranscriptError(f"iteration {k} {'passed' if passed else 'did not pass'}, but the selection "
+                                  "must release the first passing iteration and stop there")
+    if seq[-1][1] != len(body) // 2 - 1:
+        raise TranscriptError("the 'selected' mark does not name the last (first passing) iteration")
+
+
 def selected_slice(records: list[dict]) -> tuple[int, int, int, dict]:
     """(selected index, start, end, iteration mark record) of the selected iteration."""
     sel = [r for r in records if r.get("kind") == "mark" and r.get("mark") == "selected"]
     if not sel:
         raise TranscriptError("the transcript has no 'selected' mark")
+    _check_first_passing(records)
     index = sel[-1].get("index")
     starts = [i for i, r in enumerate(records) if r.get("kind") == "mark"
               and r.get("mark") == "iteration" and r.get("index") == index]

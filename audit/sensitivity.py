@@ -7,7 +7,7 @@ public bundle only (n, data.csv, the spec), following DESIGN.md:
 * conditional_means: margin = ceil(margin_share n) + margin_plus (defaults 0.01, 1);
   m_g = max(s_g - margin, 1) over every coarse group of every ``by`` column (groups absent from
   C count with m_g = 1; ``null`` = the overall mean, size n); Delta = (U - L) / min m_g
-* regression_coefficients: functional mechanism, 2 (1 + 2d + d^2) (sufficient statistics:
+* regression_coefficients: functional mechanism, (1 + d)^2 (sufficient statistics:
   2 (d + d(d+1)/2 - 1)) with d = the features not constant in C + 1 for the intercept's
   constant feature (as the criterion's sensitivity_inputs count it)
 * regression_mae_difference: 2 (U - L) / n
@@ -30,7 +30,7 @@ class Unverifiable(ValueError):
 
 
 def ratio_delta(s: float, c: float) -> float:
-    return max(1.0 / s, c - 1.0 / (1.0 / c + 1.0 / s))
+    return max(1.0 / s, c * c / (c + s))  # = c - 1/(1/c + 1/s), without cancellation
 
 
 def laplace_inverse_cdf(q: float, scale: float) -> float:
@@ -172,7 +172,7 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
         d = len(used) + 1               # + the intercept's constant feature
         fit = entry.get("fit", "functional_mechanism")
         if fit == "functional_mechanism":
-            delta = 2.0 * (1 + 2 * d + d * d)
+            delta = float((1 + d) ** 2)  # exact worst case of a changed record (half of Zhang's 2(1+d)^2)
         elif fit == "sufficient_statistics":
             delta = 2.0 * (d + d * (d + 1) // 2 - 1)
         else:

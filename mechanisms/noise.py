@@ -222,8 +222,11 @@ def noisy_max_measurement(scale: float):
 
 
 def _nudge(scale: float, build, sensitivity: float, epsilon: float, d_in: Any = None):
-    """Increase ``scale`` by ulps until ``build(scale).map(sensitivity) <= epsilon``."""
-    d = sensitivity if d_in is None else d_in
+    """Increase ``scale`` by ulps until ``build(scale).map(sensitivity) <= epsilon``.
+
+    A float sensitivity computed by a formula may have been rounded down by half an ulp; the map
+    is checked at the next float up so that the exact sensitivity is covered too."""
+    d = float(np.nextafter(sensitivity, np.inf)) if d_in is None else d_in
     for _ in range(_MAX_NUDGES):
         meas = build(scale)
         if meas.map(d) <= epsilon:

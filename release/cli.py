@@ -17,14 +17,18 @@ app = typer.Typer(
         "Auditable differentially private open-data releases.\n\n"
         "Produce a signed release bundle from a confidential registry (`release`), verify one "
         "independently (`audit`), and study which configurations pass on public data (`sweep`).\n\n"
-        "Quick start:  dpbundle release --example births --out births-bundle && dpbundle audit births-bundle"
+        "Quick start:  dpbundle release --example births --out births-bundle && "
+        "dpbundle audit births-bundle --pubkey births-bundle.demo-key.pub"
     ),
     no_args_is_help=True,
     add_completion=False,
+    # Never print local variables in a traceback: they hold private data (typer < 0.13 showed them by default).
+    pretty_exceptions_show_locals=False,
     rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-spec_app = typer.Typer(help="Check a release spec and inspect its configuration space.", no_args_is_help=True)
+spec_app = typer.Typer(help="Check a release spec and inspect its configuration space.\n\n"
+                       "Example: dpbundle spec validate examples/births.yaml", no_args_is_help=True)
 app.add_typer(spec_app, name="spec")
 
 console = Console()
@@ -161,5 +165,5 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        err_console.print("interrupted: nothing was written")
+        err_console.print("interrupted: no bundle was written (a release's privacy spend, once recorded, stays in the ledger)")
         sys.exit(130)

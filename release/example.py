@@ -124,6 +124,8 @@ def write_example(out: Path, rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED,
         raise ExampleError(f"{out}: file exists (use --force to overwrite)")
     if not out.parent.is_dir():
         raise ExampleError(f"{out}: directory {out.parent} does not exist")
+    if out.is_dir():
+        raise ExampleError(f"{out}: is a directory; give a file name")
     data = _csv_bytes(simulate(rows, seed))
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:

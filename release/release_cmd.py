@@ -1,7 +1,6 @@
 """`dpbundle release`: prepare the private data, run the private selection, write the signed bundle."""
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -46,20 +45,22 @@ def example_inputs(name: str, rows: int) -> Iterator[tuple[Path, Path, Path]]:
 
 
 class _Phase:
-    """A transient one-line progress display: current step and elapsed time, nothing else
-    (the number of attempts and their outcomes are private)."""
+    """A transient one-line progress display that shows only that the selection is running.
+
+    Neither the current step nor the elapsed time is shown: a recorded terminal (script, tmux
+    logging, a CI log) keeps every frame, and the cycle of steps or the time would reveal the
+    number of attempts, which is private."""
+
+    TEXT = Text.assemble(("private selection ", "bold"), "running (progress is not shown: the number of attempts is private)")
 
     def __init__(self, live: Live, started: float):
         self.live, self.started, self.name = live, started, "starting"
 
     def __call__(self, name: str) -> None:
-        self.name = name
-        self.refresh()
+        self.name = name  # kept for debugging in the enclave; never displayed
 
     def refresh(self) -> None:
-        elapsed = time.monotonic() - self.started
-        self.live.update(Text.assemble(("private selection ", "bold"), f"running: {self.name}  ",
-                                       (f"{elapsed:,.0f} s elapsed", "dim")))
+        self.live.update(self.TEXT)
 
 
 def cli_release(
@@ -99,6 +100,7 @@ def cli_release(
     if example is not None:
         if spec is not None or data is not None:
             _fail("give either --example or SPEC and DATA, not both")
+        _check_out(out, force)  # before simulating the registry and writing a demo key next to OUT
         with example_inputs(example, example_rows) as (spec_path, data_path, narrowed):
             with tempfile.TemporaryDirectory(prefix="dpbundle-ledger-") as tmp:
                 demo_key = key
@@ -134,6 +136,13 @@ def _demo_key(out: Path) -> Path:
     return keyfile
 
 
+def _check_out(out: Path, force: bool) -> None:
+    if (out.exists() or out.is_symlink()) and not force:
+        _fail(f"{out} already exists; choose another --out or pass --force to replace it")
+    if not out.parent.is_dir():
+        _fail(f"{out.parent}: no such directory (for the bundle {out}); create it first")
+
+
 def _inside(path: Path, directory: Path) -> bool:
     try:
         path.resolve().relative_to(directory.resolve())
@@ -147,30 +156,36 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
              allow_additional_spend: bool, force: bool, make_zip: bool, example_note: bool) -> None:
     from dpbundle.mechanisms.noise import Transcript
 
-    from .bundle import write_bundle
-    from .keys import load_private_key
-    from .ledger import Ledger, LedgerRefusal
+    from .bundle import BundleError, write_bundle
+    from .keys import KeyFileError, load_private_key, read_passphrase
+    from .ledger import Ledger, LedgerError, LedgerRefusal
     from .prepare import InputError, prepare
     from .selection import NothingSelected, select
     from .spec import SpecError, load_spec
     from .budget import build_budget
     from .space import check_config
 
-    # 1. Everything that can be checked before touching the private data.
-    if out.exists() and not force:
-        _fail(f"{out} already exists; choose another --out or pass --force to replace it")
+    # 1. Everything that can be checked before touching the private data (write_bundle repeats
+    # these checks, but only after the budget is spent and the selection has run).
+    _check_out(out, force)
     transcript_path = transcript_path or out.parent / f"{out.name}.transcript.jsonl"
     if _inside(transcript_path, out):
         _fail(f"the transcript {transcript_path} must not be inside the bundle {out}: it is private")
+    if not transcript_path.parent.is_dir():
+        _fail(f"{transcript_path.parent}: no such directory (for the transcript {transcript_path})")
+    zip_path = out.with_name(out.name + ".zip")
+    for path, what in ((transcript_path, "the transcript"), (zip_path if make_zip else None, "the zip")):
+        if path is not None and (path.exists() or path.is_symlink()) and not force:
+            _fail(f"{path} ({what}) already exists; choose another --out, move it away, or pass --force")
     try:
         spec = load_spec(spec_path)
     except SpecError as exc:
         _fail(str(exc))
     try:
-        passphrase = _passphrase(passphrase_file)
+        passphrase = read_passphrase(passphrase_file)
         private_key = load_private_key(key_path, passphrase)
-    except (OSError, ValueError, TypeError) as exc:
-        _fail(f"{key_path}: cannot load the signing key: {exc}")
+    except KeyFileError as exc:
+        _fail(f"cannot load the signing key: {exc}")
     configs = None
     if configs_path is not None:
         configs = _load_configs(configs_path, spec, check_config)
@@ -196,7 +211,7 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
         entry, composed = ledger.reserve(prepared.sha256, spec.fingerprint, spec.total_epsilon,
                                          f"dpbundle release {spec.raw['release']['title']!r} -> {out}",
                                          allow_additional_spend)
-    except LedgerRefusal as exc:
+    except (LedgerRefusal, LedgerError) as exc:
         _fail(str(exc))
     if composed > spec.total_epsilon * (1 + 1e-12):
         console.print(f"[yellow]ledger:[/] the composed total spent on these data is now {composed:g}")
@@ -205,7 +220,7 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
     transcript = Transcript()
     started = time.monotonic()
     try:
-        with Live(Text("private selection: starting"), console=console, transient=True, refresh_per_second=4) as live:
+        with Live(_Phase.TEXT, console=console, transient=True, refresh_per_second=4) as live:
             phase = _Phase(live, started)
             selection = select(prepared, spec, transcript, configs, phase=phase)
     except NothingSelected as exc:
@@ -230,18 +245,17 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
             columns=list(result.candidate.columns), codes=result.candidate.codes, metrics=result.metrics(),
             budget=budget, transcript_records_jsonl=transcript.to_jsonl(), transcript_path=transcript_path,
             private_key=private_key, force=force, make_zip=make_zip)
+    except KeyboardInterrupt:
+        ledger.mark_finished(entry, "interrupted while writing the bundle")
+        raise
+    except BundleError as exc:
+        ledger.mark_finished(entry, "failed while writing the bundle")
+        _fail(f"{exc}\nnothing was released; the privacy spend of this run stays recorded in the ledger")
     except Exception:
         ledger.mark_finished(entry, "failed while writing the bundle")
         raise
     ledger.mark_finished(entry, "released")
-    _summary(bundle, result, budget, transcript_path)
-
-
-def _passphrase(passphrase_file: Optional[Path]) -> Optional[bytes]:
-    if passphrase_file is not None:
-        return passphrase_file.read_bytes().rstrip(b"\r\n")
-    env = os.environ.get("DPBUNDLE_KEY_PASSPHRASE")
-    return env.encode() if env else None
+    _summary(bundle, result, budget, transcript_path, key_path)
 
 
 def _load_configs(path: Path, spec, check_config) -> list[dict]:
@@ -261,7 +275,7 @@ def _load_configs(path: Path, spec, check_config) -> list[dict]:
     return configs
 
 
-def _summary(bundle: Path, result, budget: dict, transcript_path: Path) -> None:
+def _summary(bundle: Path, result, budget: dict, transcript_path: Path, key_path: Path | None = None) -> None:
     table = Table(title="Acceptance criteria (DP values)")
     for col in ("criterion", "DP value", "threshold", "epsilon", "noise std", "pass"):
         table.add_column(col, justify="right" if col not in ("criterion",) else "left")
@@ -274,4 +288,6 @@ def _summary(bundle: Path, result, budget: dict, transcript_path: Path) -> None:
     console.print(f"[bold green]bundle written:[/] {bundle}")
     console.print(f"[bold yellow]private transcript:[/] {transcript_path} — keep it inside the enclave; "
                   "only its salted commitment is in the bundle.")
-    console.print(f"verify with: dpbundle audit {bundle}")
+    pub = key_path.with_name(key_path.name[:-len(".key")] + ".pub") if key_path and key_path.name.endswith(".key") else None
+    console.print(f"verify with: dpbundle audit {bundle} --pubkey {pub if pub and pub.is_file() else 'PUBLISHER.pub'}",
+                  highlight=False)

@@ -75,19 +75,33 @@ def select(prepared: Prepared, spec: Spec, transcript: Transcript, configs: list
     """Run the private selection; every attempt is recorded into ``transcript`` (private)."""
     theirs, ours = check_accounting(spec)
     counter = {"next": 0}
+    raised: list[BaseException] = []
 
     def candidate(data: Prepared):
-        index = counter["next"]
-        counter["next"] += 1
-        config = draw_config(spec, configs)
-        rand = Randomness(transcript)
-        rand.mark("iteration", index=index, config=config, config_id=config_id(config))
-        result = run_iteration(data, spec, config, rand, phase=phase)
-        rand.mark("iteration end", index=index, passed=result.passed)
-        return (1.0 if result.passed else 0.0, (index, result))
+        # An exception (Ctrl-C included) must not unwind through OpenDP's FFI (it crashes the
+        # interpreter): keep it, end the loop with a score at the threshold, re-raise below.
+        try:
+            index = counter["next"]
+            counter["next"] += 1
+            config = draw_config(spec, configs)
+            rand = Randomness(transcript)
+            rand.mark("iteration", index=index, config=config, config_id=config_id(config))
+            result = run_iteration(data, spec, config, rand, phase=phase)
+            rand.mark("iteration end", index=index, passed=result.passed)
+            return (1.0 if result.passed else 0.0, (index, result))
+        except BaseException as exc:  # noqa: BLE001 - re-raised after the FFI call returns
+            raised.append(exc)
+            return (THRESHOLD, None)
 
     meas = selection_measurement(spec, candidate)
-    out = meas(prepared)
+    try:
+        out = meas(prepared)
+    except BaseException:
+        if raised:
+            raise raised[0] from None
+        raise
+    if raised:
+        raise raised[0]
     if out is None or out[1] is None:
         raise NothingSelected("the private selection stopped before a candidate passed every criterion; nothing is released")
     _score, (index, result) = out

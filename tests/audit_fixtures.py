@@ -147,7 +147,7 @@ def sensitivities(spec: dict, rows) -> dict:
             out[e["id"]] = ((U - L) / best, {"n": n, "margin": margin, "min_group_size": best})
         elif t == "regression_coefficients":
             d = 6  # 5 features + intercept
-            out[e["id"]] = (2 * (1 + 2 * d + d * d), {"n": n, "d": d, "intercept_counted_in_d": True})
+            out[e["id"]] = ((1 + d) ** 2, {"n": n, "d": d, "intercept_counted_in_d": True})
     return out
 
 

@@ -78,7 +78,7 @@ def fake_release(n: int = 200, seed: int = 3) -> dict:
         _criterion("mean_gestation", "conditional_means", "Mean gestation week by group", 1, 0.487654321, 0.02,
                    15 / 40),
         _criterion("regression", "regression_coefficients", "L1 distance of coefficients", 30, 21.4398765, 0.43,
-                   2 * (1 + 2 * 7 + 49)),
+                   (1 + 7) ** 2),
         _criterion("mae", "regression_mae_difference", "MAE difference", 5, 3.14159265, 0.04, 2 * 3200 / n),
         _criterion("faithfulness", "faithfulness", "Share of unmatched real records", 0.05, 0.0312358, 0.01, 1 / n),
     ]

@@ -164,3 +164,31 @@ def test_unreachable_group_is_left_out():
     assert inputs["min_group_size"] > 1
     sizes = inputs["synthetic_group_sizes"]["parity"]
     assert inputs["min_group_size"] == max(min(sizes.values()) - 31, 1)
+
+
+def test_sensitivity_worst_case_is_attained():
+    """Deterministic worst case: the smallest resized group (m_g = s_g - margin) holds exactly
+    m_g real records; one of them moves from U to L and the error moves by (U - L)/m_g. A
+    sensitivity of half that (or one based on the unresized s_g) fails here."""
+    from criteria_util import int_coding
+    from dpbundle.mechanisms.coding import Coded
+
+    L, U, n = 0.0, 10.0, 200
+    cols = (int_coding("g", [0, 1, 2]), int_coding("y", [0, 1, 2], values=[L, U]))
+    margin = math.ceil(0.01 * n) + 1                       # 3
+    s0 = 10                                                # C: 10 records in group 0, y = L
+    c = Coded(codes=np.array([[0, 0]] * s0 + [[1, 0]] * (n - s0)), columns=cols)
+    m0 = s0 - margin                                       # 7
+    t = Coded(codes=np.array([[0, 1]] * m0 + [[1, 0]] * (n - m0)), columns=cols)
+    codes2 = t.codes.copy()
+    codes2[0, 1] = 0                                       # one record of group 0: y U -> L
+    t2 = t.with_codes(codes2)
+    crit = make_criterion(entry("y", ["g"], L, U))
+    ctx, ctx2 = EvalContext(t, c, {}), EvalContext(t2, c, {})
+    sens, inputs = crit.sensitivity(ctx)
+    assert inputs["min_group_size"] == m0
+    v = crit.value(ctx, np.random.default_rng(0))
+    v2 = crit.value(ctx2, np.random.default_rng(0))
+    assert v == pytest.approx(U - L)
+    assert abs(v - v2) == pytest.approx((U - L) / m0)
+    assert abs(v - v2) <= sens + 1e-12

@@ -46,7 +46,7 @@ def test_polynomial_vectors_l1_sensitivity(cs):
     assert np.abs(ss_vector(X1, y1) - ss_vector(X2, y2)).sum() <= ss_sensitivity(d) + 1e-9
     crit = make_criterion(dict(REG, target=target, bounds=[L, U]))
     sens, inputs = crit.sensitivity(EvalContext(t, c, {}))
-    assert sens == 2 * (1 + 2 * d + d * d) and inputs["d"] == d
+    assert sens == (1 + d) ** 2 and inputs["d"] == d
     assert crit.sensitivity(EvalContext(t2, c, {})) == (sens, inputs)
 
 
@@ -65,15 +65,16 @@ def test_fm_vector_is_the_squared_loss(d, n, seed):
 
 
 def test_per_record_bound_is_attained():
-    """One record's vector has L1 norm (|y| + sum |x_j|)^2 <= (1 + d)^2, attained at a corner;
-    so 2(1 + d)^2 (remove one record, add one) is a valid, if not tight, L1 bound."""
+    """One record's vector has L1 norm (|y| + sum |x_j|)^2 <= (1 + d)^2, attained at a corner.
+    The triangle inequality would give 2(1 + d)^2 for a changed record; the declared (1 + d)^2
+    is the exact worst case (see test_fm_true_sensitivity_is_attained)."""
     d = 4
     a = np.ones((1, d)); ya = np.array([1.0])
     b = np.array([[1.0, -1, -1, -1]]); yb = np.array([-1.0])
     assert np.abs(fm_vector(a, ya)).sum() == (1 + d) ** 2
     assert np.abs(fm_vector(b, yb)).sum() == (1 + d) ** 2
     assert np.abs(fm_vector(a, ya) - fm_vector(b, yb)).sum() <= fm_sensitivity(d)
-    assert fm_sensitivity(d) == 2 * (1 + d) ** 2
+    assert fm_sensitivity(d) == (1 + d) ** 2
 
 
 def test_noiseless_solutions_are_ols():
@@ -183,10 +184,10 @@ def test_feature_subset_and_constant_feature():
     full = make_criterion(REG)
     sens, inputs = full.sensitivity(ctx)
     assert inputs["features_constant_in_C"] == ["birth_month"] and inputs["d"] == 5
-    assert sens == 2 * 36
+    assert sens == 36  # (1 + d)^2 with d = 5
     sub = make_criterion(dict(REG, features=["gestation_week", "birth_sex"]))
     sens, inputs = sub.sensitivity(ctx)
-    assert inputs["d"] == 3 and sens == 32
+    assert inputs["d"] == 3 and sens == 16  # (1 + d)^2 with d = 3
     rand = Randomness()
     sub.evaluate(ctx, rand)
     assert len(ctx.released["reg"]["coefficients"]) == 3
@@ -195,3 +196,45 @@ def test_feature_subset_and_constant_feature():
         make_criterion(MAE).evaluate(ctx, rand)
     r = make_criterion(dict(MAE, features=["gestation_week", "birth_sex"])).evaluate(ctx, rand)
     assert r.sensitivity_inputs["reference"] == "reg"
+
+
+def test_mae_sensitivity_worst_case_is_attained():
+    """Deterministic worst case: the DP reference predicts L everywhere, C's OLS predicts U
+    everywhere; changing one record's y from L to U moves f by exactly 2(U - L)/n. A sensitivity
+    of (U - L)/n (known bug 4: the 2024 code's halved value) fails here, not just sometimes."""
+    from criteria_util import int_coding
+    from dpbundle.mechanisms.coding import Coded
+
+    L, U, n = 0.0, 10.0, 20
+    cols = (int_coding("x", [0, 1, 2]), int_coding("y", [0, 1, 2], values=[L, U]))
+    c = Coded(codes=np.array([[i % 2, 1] for i in range(n)]), columns=cols)   # OLS on C: y = U
+    t = Coded(codes=np.array([[i % 2, 0 if i == 0 else 1] for i in range(n)]), columns=cols)
+    t2 = Coded(codes=np.array([[i % 2, 1] for i in range(n)]), columns=cols)
+    crit = make_criterion(dict(MAE, target="y", bounds=[L, U]))
+    beta_ref = np.array([L - 1e6, 0.0])                                      # predicts L
+    f1 = crit.value(EvalContext(t, c, {}), beta_ref)
+    f2 = crit.value(EvalContext(t2, c, {}), beta_ref)
+    sens, _ = crit.sensitivity(EvalContext(t, c, {}))
+    assert abs(f1 - f2) == pytest.approx(2 * (U - L) / n)
+    assert abs(f1 - f2) <= sens + 1e-12
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 8])
+def test_fm_true_sensitivity_is_attained(d):
+    """Two records whose polynomial vectors differ by exactly (1 + d)^2 in L1 (constant feature
+    first, = 1 in both). With w = (y, x) and w' the changed record, the difference is the
+    entrywise L1 norm of w w^T - w' w'^T, which is at most (1 + d)^2 for |w_i|, |w'_i| <= 1 and
+    is reached here; so any declared sensitivity below (1 + d)^2 is unsound, and the declared
+    one, (1 + d)^2, is exactly the worst case."""
+    free = d                                 # y and the d - 1 non-constant features
+    q = np.zeros(free)
+    q[:(d + 1) // 2] = 1.0
+    if (d + 1) % 2:
+        q[(d + 1) // 2] = 0.5
+    w2 = 1.0 - 2.0 * q                       # the other record: w' = p - q with p = 1 - q
+    a, ya = np.ones((1, d)), np.array([1.0])
+    b = np.concatenate([[1.0], w2[1:]])[None, :]
+    yb = np.array([w2[0]])
+    diff = np.abs(fm_vector(a, ya) - fm_vector(b, yb)).sum()
+    assert diff == pytest.approx((1 + d) ** 2)
+    assert diff <= fm_sensitivity(d) * (1 + 1e-12)

@@ -43,7 +43,8 @@ __all__ = ["SmoothedRatio", "ratio_sensitivity", "smoothed_ratio_value"]
 def ratio_sensitivity(min_smoothed: float, clip: float) -> float:
     """max(1/s', c - 1/(1/c + 1/s'))."""
     s = float(min_smoothed)
-    return max(1.0 / s, clip - 1.0 / (1.0 / clip + 1.0 / s))
+    # c - 1/(1/c + 1/s') written as c^2/(c + s'): the same number without cancellation.
+    return max(1.0 / s, clip * clip / (clip + s))
 
 
 def _counts(codes: np.ndarray, domain: tuple[int, ...]) -> list[np.ndarray]:

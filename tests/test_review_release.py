@@ -1,0 +1,188 @@
+"""Review of `dpbundle release`: unusable input exits 2 with one clear line (no traceback), and
+every output location is checked before the private data are read and the budget is spent."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "births.yaml"
+
+
+@pytest.fixture(scope="module")
+def app():
+    from dpbundle.release.cli import app
+
+    return app
+
+
+def _release(app, tmp_path: Path, *args, env: dict | None = None):
+    ledger = tmp_path / "ledger.jsonl"
+    result = CliRunner().invoke(app, ["release", *map(str, args), "--ledger", str(ledger)],
+                                env={"COLUMNS": "200", "DPBUNDLE_KEY_PASSPHRASE": None, **(env or {})})
+    return result, result.output, ledger
+
+
+@pytest.fixture()
+def key(tmp_path):
+    from dpbundle.release.keys import write_keypair
+
+    key_path, _ = write_keypair(tmp_path / "steward")
+    return key_path
+
+
+def _assert_input_error(result, text: str, needle: str):
+    assert result.exit_code == 2, text
+    assert needle in text, text
+    assert "Traceback" not in text and not isinstance(result.exception, (ValueError, RuntimeError)), text
+
+
+def test_out_in_missing_directory_is_refused_before_the_data(app, tmp_path, key):
+    result, text, ledger = _release(app, tmp_path, SPEC, tmp_path / "missing.csv", "--out",
+                                    tmp_path / "nodir" / "bundle", "--key", key)
+    _assert_input_error(result, text, "no such directory")
+    assert not ledger.exists()
+
+
+@pytest.mark.parametrize("existing, extra", [("bundle.transcript.jsonl", []), ("bundle.zip", ["--zip"])])
+def test_existing_transcript_or_zip_is_refused_before_the_data(app, tmp_path, key, existing, extra):
+    (tmp_path / existing).write_text("keep me\n")
+    result, text, ledger = _release(app, tmp_path, SPEC, tmp_path / "missing.csv", "--out", tmp_path / "bundle",
+                                    "--key", key, *extra)
+    _assert_input_error(result, text, "already exists")
+    assert (tmp_path / existing).read_text() == "keep me\n"
+    assert not ledger.exists()
+
+
+def test_unusable_key_exits_2_without_traceback(app, tmp_path):
+    bad = tmp_path / "bad.key"
+    bad.write_text("not a key\n")
+    bad.chmod(0o600)
+    result, text, _ = _release(app, tmp_path, SPEC, tmp_path / "missing.csv", "--out", tmp_path / "b", "--key", bad)
+    _assert_input_error(result, text, "cannot load the signing key")
+
+
+def test_wrong_passphrase_exits_2(app, tmp_path):
+    from dpbundle.release.keys import write_keypair
+
+    key_path, _ = write_keypair(tmp_path / "enc", b"right")
+    (tmp_path / "wrong.txt").write_text("wrong\n")
+    result, text, _ = _release(app, tmp_path, SPEC, tmp_path / "missing.csv", "--out", tmp_path / "b", "--key",
+                               key_path, "--passphrase-file", tmp_path / "wrong.txt")
+    _assert_input_error(result, text, "wrong passphrase")
+
+
+def test_passphrase_file_read_like_keygen(app, tmp_path):
+    """keygen uses the first line of --passphrase-file; release must too."""
+    from dpbundle.release.keys import write_keypair
+
+    key_path, _ = write_keypair(tmp_path / "enc", b"right")
+    (tmp_path / "pass.txt").write_text("right\nsecond line\n")
+    result, text, _ = _release(app, tmp_path, SPEC, tmp_path / "missing.csv", "--out", tmp_path / "b", "--key",
+                               key_path, "--passphrase-file", tmp_path / "pass.txt")
+    _assert_input_error(result, text, "file not found")  # got past the key
+
+
+def test_corrupt_ledger_exits_2(app, tmp_path, key):
+    from dpbundle.release.example import write_example
+
+    data = tmp_path / "births.csv"
+    write_example(data, rows=2000)
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_text("garbage\n")
+    result = CliRunner().invoke(app, ["release", str(SPEC), str(data), "--out", str(tmp_path / "b"), "--key",
+                                      str(key), "--ledger", str(ledger)], env={"COLUMNS": "200"})
+    _assert_input_error(result, result.output, "not valid JSON")
+    assert not (tmp_path / "b").exists()
+
+
+def test_example_out_in_missing_directory_exits_2(app, tmp_path):
+    result, text, _ = _release(app, tmp_path, "--example", "births", "--out", tmp_path / "nodir" / "b")
+    _assert_input_error(result, text, "no such directory")
+
+
+def test_tracebacks_never_show_local_variables(app):
+    assert app.pretty_exceptions_show_locals is False
+
+
+def test_an_exception_inside_a_candidate_is_reraised_as_itself(monkeypatch):
+    """Not as an OpenDP FFI error (or a crash): the selection stops and re-raises it."""
+    import tempfile
+
+    from dpbundle.mechanisms.noise import Transcript
+    from dpbundle.release import selection
+    from dpbundle.release.example import write_example
+    from dpbundle.release.prepare import prepare
+    from dpbundle.release.spec import load_spec
+
+    spec = load_spec(SPEC)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "d.csv"
+        write_example(data, rows=2000)
+        prepared = prepare(data, spec)
+
+    def boom(*_a, **_k):
+        raise RuntimeError("boom inside the candidate")
+
+    monkeypatch.setattr(selection, "run_iteration", boom)
+    with pytest.raises(RuntimeError, match="boom inside the candidate"):
+        selection.select(prepared, spec, Transcript())
+
+
+def test_progress_display_shows_neither_steps_nor_elapsed_time():
+    """A recorded terminal keeps every frame of the live display: step names cycling once per
+    attempt, or the elapsed time, would reveal the number of attempts."""
+    from rich.console import Console
+    from rich.live import Live
+
+    from dpbundle.release.release_cmd import _Phase
+
+    console = Console(record=True, force_terminal=True, width=200)
+    with Live(console=console, transient=True, auto_refresh=False) as live:
+        phase = _Phase(live, 0.0)
+        for step in ("transform", "fit", "criterion kway"):
+            phase(step)
+            phase.refresh()
+            live.refresh()
+    frames = console.export_text()
+    assert "transform" not in frames and "kway" not in frames and "elapsed" not in frames
+
+
+def test_example_out_is_a_directory_exits_2(app, tmp_path):
+    (tmp_path / "dir").mkdir()
+    result = CliRunner().invoke(app, ["example", "births", "--out", str(tmp_path / "dir"), "--rows", "1000",
+                                      "--force"], env={"COLUMNS": "200"})
+    _assert_input_error(result, result.output, "is a directory")
+
+
+def _marks(ends, selected):
+    recs = [{"kind": "seed", "purpose": "x"}]
+    for i, passed in enumerate(ends):
+        recs += [{"kind": "mark", "mark": "iteration", "index": i, "config": {}},
+                 {"kind": "seed", "purpose": "fit"},
+                 {"kind": "mark", "mark": "iteration end", "index": i, "passed": passed}]
+    recs += [{"kind": "mark", "mark": "selected", "index": s} for s in selected]
+    return recs
+
+
+@pytest.mark.parametrize("ends, selected, extra, error", [
+    ([False, False, True], [2], [], None),
+    ([True], [0], [], None),
+    ([True, False, True], [2], [], "iteration 0 passed"),            # cherry-picked a later candidate
+    ([False, True, False], [1], [], "iteration 1 passed"),            # kept going after a pass
+    ([False, True], [1, 1], [], "exactly one 'selected'"),
+    ([False, True], [1], [{"kind": "seed", "purpose": "after"}], "exactly one 'selected'"),
+    ([False, True], [0], [], "does not name the last"),
+])
+def test_audit_replay_requires_the_first_passing_iteration(ends, selected, extra, error):
+    from dpbundle.audit.replay import TranscriptError, selected_slice
+
+    records = _marks(ends, selected) + extra
+    if error is None:
+        index, start, end, mark = selected_slice(records)
+        assert index == len(ends) - 1 and mark["mark"] == "iteration"
+    else:
+        with pytest.raises(TranscriptError, match=error):
+            selected_slice(records)
