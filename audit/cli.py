@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 __all__ = ["cli_audit"]
 
@@ -50,7 +51,7 @@ def cli_audit(
     try:
         report = run_audit(bundle, pubkey=pubkey, transcript=transcript, data=data)
     except AuditInputError as e:
-        err.print(f"[red]error[/red]: {e}", markup=True, highlight=False)
+        err.print(f"[red]error[/red]: {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(code=2)
     report.render(console)
     try:

@@ -73,6 +73,10 @@ def run_audit(bundle_path: str | os.PathLike, pubkey: str | os.PathLike | None =
         bundle = open_bundle(bundle_path)
     except BundleError as e:
         raise AuditInputError(str(e)) from None
+    if not any(bundle.has(name) for name in ("manifest.json", "manifest.sig", "data.csv", "spec.json")):
+        bundle.close()
+        raise AuditInputError(f"{bundle_path}: not a dpbundle bundle (no manifest.json, manifest.sig, "
+                              f"data.csv or spec.json)")
     report = AuditReport(bundle=str(bundle_path), key_pinned=key is not None, tool_version=_version())
     with bundle:
         ctx = AuditContext(bundle)

@@ -72,15 +72,19 @@ def _line(rows: np.ndarray) -> np.ndarray:
 
 
 class _Problems:
-    def __init__(self) -> None:
+    """Collects 'line L, column C: rule (got V)' problems; ``show_values=False`` leaves out V
+    (the private cell value) for messages that may leave the steward's own terminal."""
+
+    def __init__(self, show_values: bool = True) -> None:
         self.items: list[tuple[int, str]] = []  # (line, message)
         self.total = 0
+        self.show_values = show_values
 
     def add(self, mask: np.ndarray, column: str, rule: str, cells: np.ndarray | None = None) -> None:
         rows = np.flatnonzero(mask)
         self.total += len(rows)
         for r in rows[:MAX_REPORTED]:
-            got = f" (got {str(cells[r])!r})" if cells is not None else ""
+            got = f" (got {str(cells[r])!r})" if cells is not None and self.show_values else ""
             self.items.append((int(_line(r)), f"line {int(_line(r))}, column {column!r}: {rule}{got}"))
 
     def messages(self) -> list[str]:
@@ -142,8 +146,9 @@ def is_missing(kind: str, values: np.ndarray) -> np.ndarray:
     return np.isnan(values)
 
 
-def read_typed(path: Path, spec: Spec) -> tuple[dict[str, np.ndarray], int]:
-    """Read and validate the input file; return the typed columns (before raw constraints) and the row count."""
+def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[str, np.ndarray], int]:
+    """Read and validate the input file; return the typed columns (before raw constraints) and the
+    row count. ``show_values=False``: error messages name line, column and rule but not the value."""
     source = str(path)
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, compression="infer",
@@ -157,7 +162,7 @@ def read_typed(path: Path, spec: Spec) -> tuple[dict[str, np.ndarray], int]:
     if missing_cols:
         raise InputError(source, [f"line 1 (header): missing column {c!r} (expected columns: {', '.join(inputs)})" for c in missing_cols])
     tokens = set(spec.raw["input"].get("missing_values", []))
-    problems = _Problems()
+    problems = _Problems(show_values)
     table: dict[str, np.ndarray] = {}
     for name, meta in inputs.items():
         cells = frame[name].to_numpy(dtype=str)
@@ -168,10 +173,13 @@ def read_typed(path: Path, spec: Spec) -> tuple[dict[str, np.ndarray], int]:
     return table, len(frame)
 
 
-def prepare(path: Path | str, spec: Spec) -> Prepared:
-    """Load, validate and apply the raw constraints. Raises :class:`InputError` on bad input."""
+def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:
+    """Load, validate and apply the raw constraints. Raises :class:`InputError` on bad input.
+
+    ``show_values=False`` (used by ``release``) keeps private cell values and counts out of the
+    error messages; ``spec validate --data`` shows them, for the steward inside the enclave."""
     path = Path(path)
-    table, rows = read_typed(path, spec)
+    table, rows = read_typed(path, spec, show_values)
     kinds = {n: m["type"] for n, m in spec.input_columns.items()}
     drop = np.zeros(rows, dtype=bool)
     dropped_by = []
@@ -185,7 +193,7 @@ def prepare(path: Path | str, spec: Spec) -> Prepared:
     if left_missing:
         counts = {n: int(is_missing(kinds[n], kept[n]).sum()) for n in left_missing}
         raise InputError(str(path), [
-            f"column {n!r}: {counts[n]} row(s) have a missing value and no raw constraint drops them "
+            f"column {n!r}: {counts[n] if show_values else 'some'} row(s) have a missing value and no raw constraint drops them "
             f"(add {{name: 'missing value', any_missing: true}} to raw_constraints)" for n in left_missing])
     n = int(keep.sum())
     if n == 0:

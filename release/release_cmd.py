@@ -200,9 +200,10 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
     # 2. Prepare the private data (errors name file, line, column and rule).
     with console.status("reading and validating the data"):
         try:
-            prepared = prepare(data_path, spec)
+            prepared = prepare(data_path, spec, show_values=False)
         except InputError as exc:
-            _fail(str(exc))
+            _fail(f"{exc}\n  (cell values are not shown here; run `dpbundle spec validate SPEC --data DATA` "
+                  "inside the enclave to see them)")
     console.print(f"prepared {data_path.name if example_note else data_path}: n = {prepared.n:,} records (public)")
 
     # 3. Write the spend to the ledger before the first iteration.

@@ -186,3 +186,35 @@ def test_audit_replay_requires_the_first_passing_iteration(ends, selected, extra
     else:
         with pytest.raises(TranscriptError, match=error):
             selected_slice(records)
+
+
+def test_release_input_errors_do_not_echo_private_values(tmp_path):
+    """`release` names line, column and rule of a bad cell but not its (private) value;
+    `spec validate --data` (the steward's own check) shows it."""
+    from typer.testing import CliRunner
+
+    from dpbundle.release.cli import app
+
+    spec = Path(__file__).resolve().parents[1] / "examples" / "births.yaml"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("mother_age,parity,gestation_week,is_female,birth_weight,date_of_birth\n"
+                   "30,1,39,True,98765,2019-03-15\n")
+    runner = CliRunner()
+    shown = runner.invoke(app, ["spec", "validate", str(spec), "--data", str(bad)])
+    assert shown.exit_code == 2 and "98765" in shown.output
+    assert runner.invoke(app, ["keygen", "--out", str(tmp_path / "k")]).exit_code == 0
+    hidden = runner.invoke(app, ["release", str(spec), str(bad), "--out", str(tmp_path / "B"),
+                                 "--key", str(tmp_path / "k.key"), "--ledger", str(tmp_path / "l.jsonl")])
+    assert hidden.exit_code == 2
+    assert "line 2" in hidden.output and "birth_weight" in hidden.output and "98765" not in hidden.output
+
+
+def test_audit_of_a_directory_that_is_no_bundle_is_unusable_input(tmp_path):
+    from typer.testing import CliRunner
+
+    from dpbundle.release.cli import app
+
+    (tmp_path / "notes.txt").write_text("hello")
+    result = CliRunner().invoke(app, ["audit", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "not a dpbundle bundle" in result.output
