@@ -514,7 +514,9 @@ def write_bundle(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     zip_tmp = out.with_name(f".{out.name}.zip.tmp-{secrets.token_hex(6)}")
     old = out.with_name(f".{out.name}.old-{secrets.token_hex(6)}")
-    transcript_written = renamed = False
+    # The transcript goes to a temporary sibling too and replaces an existing one (--force) only
+    # once the bundle is in place: a failure never leaves a bundle with another run's transcript.
+    transcript_tmp = transcript_path.with_name(f".{transcript_path.name}.tmp-{secrets.token_hex(6)}")
     try:
         os.chmod(tmp, 0o755)
         data = _data_csv_bytes(columns, codes)
@@ -566,22 +568,20 @@ def write_bundle(
         if make_zip:
             write_zip(tmp, zip_tmp, root=out.name)
 
-        write_transcript(transcript_path, bytes(transcript_records_jsonl), salt, force=force)
-        transcript_written = True
+        write_transcript(transcript_tmp, bytes(transcript_records_jsonl), salt)
 
         if out.exists():
             os.rename(out, old)
         os.rename(tmp, out)
-        renamed = True
+        os.replace(transcript_tmp, transcript_path)
         if make_zip:
             os.replace(zip_tmp, zip_path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         zip_tmp.unlink(missing_ok=True)
+        transcript_tmp.unlink(missing_ok=True)
         if old.exists() and not out.exists():
             os.rename(old, out)  # put the previous bundle back
-        if transcript_written and not renamed:
-            transcript_path.unlink(missing_ok=True)
         raise
     shutil.rmtree(old, ignore_errors=True)
     print(f"warning: the randomness transcript {transcript_path} is PRIVATE: it must stay inside the enclave "
