@@ -20,7 +20,8 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
-__all__ = ["SchemaValidationError", "load_schema", "validate", "validate_file", "iter_errors", "schema_names"]
+__all__ = ["SchemaValidationError", "load_schema", "validate", "validate_file", "iter_errors", "schema_names",
+           "validator"]
 
 _PACKAGE = "dpbundle.schemas"
 _SUFFIX = ".schema.json"
@@ -86,6 +87,11 @@ def _validator(file_name: str) -> jsonschema.protocols.Validator:
     cls.check_schema(schema)
     registry = referencing.Registry(retrieve=_retrieve)
     return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
+
+
+def validator(name: str) -> jsonschema.protocols.Validator:
+    """The cached validator of schema ``name`` (for callers that format errors their own way)."""
+    return _validator(_file_name(name))
 
 
 def _path(error: jsonschema.ValidationError) -> str:

@@ -156,7 +156,7 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
              allow_additional_spend: bool, force: bool, make_zip: bool, example_note: bool) -> None:
     from dpbundle.mechanisms.noise import Transcript
 
-    from .bundle import BundleError, write_bundle
+    from .bundle import BundleError, default_transcript_path, write_bundle
     from .keys import KeyFileError, load_private_key, read_passphrase
     from .ledger import Ledger, LedgerError, LedgerRefusal
     from .prepare import InputError, prepare
@@ -168,7 +168,7 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
     # 1. Everything that can be checked before touching the private data (write_bundle repeats
     # these checks, but only after the budget is spent and the selection has run).
     _check_out(out, force)
-    transcript_path = transcript_path or out.parent / f"{out.name}.transcript.jsonl"
+    transcript_path = transcript_path or default_transcript_path(out)
     if _inside(transcript_path, out):
         _fail(f"the transcript {transcript_path} must not be inside the bundle {out}: it is private")
     if not transcript_path.parent.is_dir():
@@ -242,7 +242,7 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
     budget = build_budget(spec, result.generator, selection.total_epsilon_opendp)
     try:
         bundle = write_bundle(
-            out, spec=spec.public_dict(), configuration=result.config, configuration_id=result.config_id,
+            out, spec=spec.raw, configuration=result.config, configuration_id=result.config_id,
             columns=list(result.candidate.columns), codes=result.candidate.codes, metrics=result.metrics(),
             budget=budget, transcript_records_jsonl=transcript.to_jsonl(), transcript_path=transcript_path,
             private_key=private_key, force=force, make_zip=make_zip)

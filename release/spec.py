@@ -11,7 +11,6 @@ import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from importlib.resources import files
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -85,10 +84,10 @@ def _message(error: jsonschema.ValidationError) -> str:
 
 def schema_problems(document: Any, schema_name: str) -> list[str]:
     """Validate ``document`` against ``schemas/<schema_name>``; return ``path: message`` lines."""
-    schema = json.loads(files("dpbundle.schemas").joinpath(schema_name).read_text("utf-8"))
-    validator = jsonschema.Draft202012Validator(schema)
+    from .jsonschemas import validator
+
     problems = []
-    for err in sorted(validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)):
+    for err in sorted(validator(schema_name).iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)):
         # Descend into oneOf/anyOf to report the most specific location.
         target = err
         if err.validator in ("oneOf", "anyOf") and err.context:

@@ -68,3 +68,16 @@ def nvss_160k_frame(nvss_160k_path):
     import pandas as pd
 
     return pd.read_csv(nvss_160k_path)
+
+
+def small_births_doc(epsilon_splits: list[float]) -> dict:
+    """examples/births.yaml narrowed to a small space: mother_age coarse/years, the first
+    alternative of every other column, PrivBayes theta 4 with the given epsilon_split values."""
+    doc = yaml.safe_load((REPO_ROOT / "examples" / "births.yaml").read_text("utf-8"))
+    for col in doc["columns"]:
+        if col["name"] == "mother_age":
+            col["alternatives"] = [a for a in col["alternatives"] if a["id"] in ("coarse", "years")]
+        elif len(col["alternatives"]) > 1:
+            col["alternatives"] = col["alternatives"][:1]
+    doc["generators"][0]["grid"] = {"epsilon_split": list(epsilon_splits), "theta": [4]}
+    return doc

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
+from conftest import small_births_doc
 from jsonschema import Draft202012Validator
 
 from dpbundle.audit.replay import TranscriptError, check_records, read_transcript
@@ -232,14 +234,7 @@ def sweep_dir(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
     data = tmp / "public.csv"
     write_example(data, rows=600, seed=11)
-    root = Path(__file__).resolve().parents[1]
-    doc = yaml.safe_load((root / "examples" / "births.yaml").read_text("utf-8"))
-    for col in doc["columns"]:
-        if col["name"] == "mother_age":
-            col["alternatives"] = [a for a in col["alternatives"] if a["id"] in ("coarse", "years")]
-        elif len(col["alternatives"]) > 1:
-            col["alternatives"] = col["alternatives"][:1]
-    doc["generators"][0]["grid"] = {"epsilon_split": [0.25], "theta": [4]}
+    doc = small_births_doc([0.25])
     spec = tmp / "spec.yaml"
     spec.write_text(yaml.safe_dump(doc, sort_keys=False), "utf-8")
     out = tmp / "S"

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import typer
 import yaml
+
+from conftest import small_births_doc
 from typer.testing import CliRunner
 
 from dpbundle.release.sweep import (
@@ -110,14 +112,7 @@ def data_csv(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def small_spec(tmp_path_factory) -> Path:
     """The births spec with an 8-configuration space (mother_age x epsilon_split x min_count)."""
-    root = Path(__file__).resolve().parents[1]
-    doc = yaml.safe_load((root / "examples" / "births.yaml").read_text("utf-8"))
-    for col in doc["columns"]:
-        if col["name"] == "mother_age":
-            col["alternatives"] = [a for a in col["alternatives"] if a["id"] in ("coarse", "years")]
-        elif len(col["alternatives"]) > 1:
-            col["alternatives"] = col["alternatives"][:1]
-    doc["generators"][0]["grid"] = {"epsilon_split": [0.25, 0.5], "theta": [4]}
+    doc = small_births_doc([0.25, 0.5])
     path = tmp_path_factory.mktemp("spec") / "small.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False), "utf-8")
     return path
