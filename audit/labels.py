@@ -8,7 +8,13 @@ each column, and numbers are parsed back from the labels:
 * ``"44<"``  -> open above, number 44
 * ``"18-19"`` -> bounded, number 18.5 (midpoint of the inclusive integers)
 * ``"7"``   -> 7
-* categories -> the spec's ``values`` (else 0, 1, ...)
+* categories -> the spec's ``values`` (else 0, 1, ...); a categorical alternative's ``labels``
+  override what data.csv shows, its ``categories`` stay the names constraints use
+
+The range of a derived source, from the spec only: ``month`` 1..12; ``year`` the years of the
+input min/max; ``age`` (whole years at ``reference``) the ages of the input max/min dates;
+``linear`` ``scale * [min, max] + offset`` (integer only for an integer input and integer
+scale and offset).
 """
 from __future__ import annotations
 
@@ -73,6 +79,7 @@ class AuditColumn:
     lower: np.ndarray | None = None   # inclusive lower edge per bin (-inf when open below; nan for categories)
     upper: np.ndarray | None = None   # exclusive upper edge per bin (+inf when open above; nan for categories)
     integer: bool = True              # bins of an integer (or date-part) source hold integers only
+    categories: tuple[str, ...] | None = None  # category names of a categorical column (constraints use them)
 
     @property
     def size(self) -> int:
@@ -116,7 +123,11 @@ def alternative_labels(column: dict, alt: dict, input_column: dict | None) -> tu
 def alternative_coding(column: dict, alt: dict, input_column: dict | None):
     """(labels, numbers, ordered, (lower, upper, integer)) of one alternative."""
     if "categories" in alt:
-        labels = [str(c) for c in alt["categories"]]
+        names = [str(c) for c in alt["categories"]]
+        labels = [str(c) for c in alt["labels"]] if "labels" in alt else names
+        if len(labels) != len(names) or len(set(labels)) != len(labels):
+            raise SpecViewError(f"column {column.get('name')!r}: {len(labels)} labels for {len(names)} categories "
+                                f"(labels must be distinct)")
         values = alt.get("values")
         if values is None:
             values = list(range(len(labels)))
@@ -175,6 +186,43 @@ def alternative_coding(column: dict, alt: dict, input_column: dict | None):
     if above:
         upper[-1] = np.inf
     return labels, numbers, True, (lower, upper, integer)
+
+
+def _iso(text) -> tuple[int, int, int] | None:
+    m = re.match(r"^(\d{4})-(\d{2})-(\d{2})$", str(text)) if text is not None else None
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+def whole_years(birth: tuple[int, int, int], ref: tuple[int, int, int]) -> int:
+    """Completed years from ``birth`` to ``ref``: one less than the year difference while the
+    reference's (month, day) precedes the birth's."""
+    return ref[0] - birth[0] - int((ref[1], ref[2]) < (birth[1], birth[2]))
+
+
+def source_domain(input_column: dict | None, source: dict) -> dict | None:
+    """The {min, max, type} of the values a released column's bins see (see the module doc)."""
+    derive = source.get("derive")
+    if derive == "month":
+        return {"min": 1, "max": 12, "type": "integer"}
+    if input_column is None or derive not in ("year", "age", "linear"):
+        return input_column
+    lo, hi = input_column.get("min"), input_column.get("max")
+    if derive == "year":
+        a, b = _iso(lo), _iso(hi)
+        return {"min": a[0] if a else None, "max": b[0] if b else None, "type": "integer"}
+    if derive == "age":
+        ref = _iso(source.get("reference"))
+        if ref is None:
+            raise ValueError(f"age reference {source.get('reference')!r} is not an ISO date")
+        a, b = _iso(lo), _iso(hi)
+        return {"min": whole_years(b, ref) if b else None, "max": whole_years(a, ref) if a else None,
+                "type": "integer"}
+    scale, offset = float(source["scale"]), float(source.get("offset", 0))
+    ends = [None if v is None else scale * float(v) + offset for v in (lo, hi)]
+    if scale < 0:
+        ends = ends[::-1]
+    integer = input_column.get("type") == "integer" and scale.is_integer() and offset.is_integer()
+    return {"min": ends[0], "max": ends[1], "type": "integer" if integer else "float"}
 
 
 # -- the selected configuration ---------------------------------------------------------
@@ -255,12 +303,11 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
             raise SpecViewError(f"spec.json: spec.columns[{i}].alternatives missing")
         src = col.get("source") or {}
         input_column = inputs.get(src.get("column")) if isinstance(src, dict) else None
-        if isinstance(src, dict) and src.get("derive") == "month":
-            input_column = {"min": 1, "max": 12, "type": "integer"}
-        elif isinstance(src, dict) and src.get("derive") == "year" and input_column is not None:
-            lo, hi = input_column.get("min"), input_column.get("max")
-            input_column = {"min": int(str(lo)[:4]) if lo else None,
-                            "max": int(str(hi)[:4]) if hi else None, "type": "integer"}
+        if isinstance(src, dict):
+            try:
+                input_column = source_domain(input_column, src)
+            except (TypeError, ValueError) as e:
+                raise SpecViewError(f"spec.json: column {name!r}: unusable source ({e})") from None
         by_id = {a.get("id"): a for a in alts}
         try:
             if name in chosen:
@@ -291,9 +338,10 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
             raise SpecViewError(f"spec.json: column {name!r}: malformed alternative ({e})") from None
         if any(not math.isfinite(x) for x in numbers):
             raise SpecViewError(f"spec.json: column {name!r}: non-finite bin number")
+        cats = tuple(str(c) for c in alt["categories"]) if "categories" in alt else None
         out.append(AuditColumn(name=name, alternative=str(alt.get("id")), labels=tuple(labels),
                                numbers=np.asarray(numbers, dtype=np.float64), ordered=ordered,
-                               lower=lower, upper=upper, integer=integer))
+                               lower=lower, upper=upper, integer=integer, categories=cats))
     cid = spec_json.get("configuration_id")
     return SpecView(spec=spec, configuration=configuration,
                     configuration_id=cid if isinstance(cid, str) else "",

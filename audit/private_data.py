@@ -1,6 +1,14 @@
 """The audit's own loading of the private input for the enclave replay: CSV(.gz) parsing per the
 spec's input columns, the raw constraints, and binning into codes per the selected
 configuration. Written independently of ``release/prepare.py`` and ``release/transform.py``.
+
+Reading: an input column comes from the CSV column headed by its ``header`` (default its
+``name``); a cell is missing when it equals one of ``input.missing_values`` or of the column's own
+``missing`` markers; a category cell is matched by text against the declared categories (an
+integer category 3 is the text "3"). Raw constraints compare in input units (category values by
+text; ``in`` / ``not in`` take lists); a comparison with a missing cell is false. Binning derives
+month, year, ``age`` (completed years at ``source.reference``) or ``linear`` (scale * x + offset)
+and maps categories by ``map``, then ``default``, then the same text.
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ TRUE_TOKENS = {"true", "1", "t", "yes"}
 FALSE_TOKENS = {"false", "0", "f", "no"}
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
        "==": operator.eq, "!=": operator.ne}
+SET_OPS = ("in", "not in")
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 MAX_PRIVATE_BYTES = 4 * 1024**3
 MAX_REPORTED = 8
@@ -36,11 +45,13 @@ class PrivateDataError(ValueError):
 @dataclass
 class PrivateTable:
     """Typed input columns after the raw constraints (private). ``values[name]`` is float64 with
-    NaN for missing (dates: proleptic ordinal; booleans 0/1; categories: index)."""
+    NaN for missing (dates: proleptic ordinal; booleans 0/1; categories: index); dates also keep
+    their year, month and day."""
 
     values: dict[str, np.ndarray]
     months: dict[str, np.ndarray]
     years: dict[str, np.ndarray]
+    days: dict[str, np.ndarray]
     kinds: dict[str, str]
     n: int
     rows_read: int
@@ -67,12 +78,15 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
     inputs = [c for c in (spec.get("input") or {}).get("columns", []) if isinstance(c, dict)]
     if not inputs:
         raise PrivateDataError("spec.json: spec.input.columns is missing")
-    tokens = set((spec.get("input") or {}).get("missing_values", []) or [])
+    shared = [_text(t) for t in (spec.get("input") or {}).get("missing_values", []) or []]
+    tokens = {c["name"]: set(shared) | {_text(t) for t in c.get("missing", []) or []} for c in inputs}
     names = [c["name"] for c in inputs]
+    headers = {c["name"]: str(c.get("header", c["name"])) for c in inputs}
     kinds = {c["name"]: c.get("type") for c in inputs}
     cols: dict[str, list] = {nm: [] for nm in names}
     months: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
     years: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
+    days: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
     problems: list[str] = []
     total_problems = 0
     rows = 0
@@ -82,10 +96,10 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
             header = next(reader, None)
             if header is None:
                 raise PrivateDataError(f"{path}: empty file")
-            missing_cols = [nm for nm in names if nm not in header]
+            missing_cols = [headers[nm] for nm in names if headers[nm] not in header]
             if missing_cols:
                 raise PrivateDataError(f"{path}: header lacks column(s) {missing_cols}")
-            pos = {nm: header.index(nm) for nm in names}
+            pos = {nm: header.index(headers[nm]) for nm in names}
             for row in reader:
                 rows += 1
                 line = rows + 1
@@ -98,19 +112,21 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
                         if nm in months:
                             months[nm].append(math.nan)
                             years[nm].append(math.nan)
+                            days[nm].append(math.nan)
                     continue
                 for c in inputs:
                     nm = c["name"]
                     cell = row[pos[nm]]
-                    v, mo, yr, err = _parse(cell, c, tokens)
+                    v, mo, yr, dy, err = _parse(cell, c, tokens[nm])
                     if err:
                         total_problems += 1
                         if len(problems) < MAX_REPORTED:
-                            problems.append(f"line {line}, column {nm!r}: {err} (got {cell!r})")
+                            problems.append(f"line {line}, column {headers[nm]!r}: {err} (got {cell!r})")
                     cols[nm].append(v)
                     if nm in months:
                         months[nm].append(mo)
                         years[nm].append(yr)
+                        days[nm].append(dy)
     except PrivateDataError:
         raise
     except (csv.Error, UnicodeDecodeError, OSError, EOFError, ValueError) as e:
@@ -120,8 +136,9 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
     values = {nm: np.asarray(cols[nm], dtype=np.float64) for nm in names}
     mon = {nm: np.asarray(v, dtype=np.float64) for nm, v in months.items()}
     yea = {nm: np.asarray(v, dtype=np.float64) for nm, v in years.items()}
+    day = {nm: np.asarray(v, dtype=np.float64) for nm, v in days.items()}
     drop = np.zeros(rows, dtype=bool)
-    cats = {c["name"]: list(c.get("categories", [])) for c in inputs}
+    cats = {c["name"]: [_text(x) for x in c.get("categories", [])] for c in inputs}
     for i, con in enumerate(spec.get("raw_constraints", []) or []):
         if not isinstance(con, dict):
             raise PrivateDataError(f"spec raw_constraints[{i}] is not an object")
@@ -132,24 +149,21 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
         mask = np.ones(rows, dtype=bool)
         for cond in con.get("when", []) or []:
             col, op, value = cond
-            if col not in values or op not in OPS:
+            if col not in values or (op not in OPS and op not in SET_OPS):
                 raise PrivateDataError(f"spec raw_constraints[{i}]: unusable condition {cond!r}")
+            if (op in SET_OPS) != isinstance(value, list):
+                raise PrivateDataError(f"spec raw_constraints[{i}]: {op!r} with {value!r}")
+            items = value if op in SET_OPS else [value]
+            operands = [_operand(i, kinds[col], cats[col], v) for v in items]
             x = values[col]
-            kind = kinds[col]
-            if kind == "date":
-                m = _DATE.match(str(value))
-                if not m:
-                    raise PrivateDataError(f"spec raw_constraints[{i}]: {value!r} is not a date")
-                operand = float(dt.date(int(m[1]), int(m[2]), int(m[3])).toordinal())
-            elif kind == "boolean":
-                operand = 1.0 if value else 0.0
-            elif kind == "category":
-                operand = float(cats[col].index(value)) if value in cats[col] else -2.0
-            else:
-                operand = float(value)
             with np.errstate(invalid="ignore"):
-                hit = OPS[op](x, operand) & ~np.isnan(x)
-            mask &= hit
+                if op == "in":
+                    hit = np.isin(x, operands)
+                elif op == "not in":
+                    hit = ~np.isin(x, operands)
+                else:
+                    hit = OPS[op](x, operands[0])
+            mask &= hit & ~np.isnan(x)
         drop |= mask
     keep = ~drop
     left = [nm for nm in names if np.isnan(values[nm][keep]).any()]
@@ -158,11 +172,41 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
     return PrivateTable(values={k: v[keep] for k, v in values.items()},
                         months={k: v[keep] for k, v in mon.items()},
                         years={k: v[keep] for k, v in yea.items()},
+                        days={k: v[keep] for k, v in day.items()},
                         kinds=kinds, n=int(keep.sum()), rows_read=rows)
 
 
-def _parse(cell: str, meta: dict, tokens: set) -> tuple[float, float, float, str | None]:
-    """(value, month, year, error) of one cell; NaN for missing."""
+def _text(x) -> str:
+    """A category / marker as the cell text it stands for (integers in decimal)."""
+    return x if isinstance(x, str) else str(int(x)) if isinstance(x, int) and not isinstance(x, bool) else repr(x)
+
+
+def _operand(i: int, kind: str, cats: list[str], value) -> float:
+    """A raw-constraint value in the typed units of its column (PrivateDataError if unusable)."""
+    if kind == "date":
+        m = _DATE.match(str(value))
+        if not m:
+            raise PrivateDataError(f"spec raw_constraints[{i}]: {value!r} is not a date")
+        return float(dt.date(int(m[1]), int(m[2]), int(m[3])).toordinal())
+    if kind == "boolean":
+        return 1.0 if value else 0.0
+    if kind == "category":
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or _text(value) not in cats:
+            raise PrivateDataError(f"spec raw_constraints[{i}]: {value!r} is not a declared category {cats}")
+        return float(cats.index(_text(value)))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PrivateDataError(f"spec raw_constraints[{i}]: {value!r} is not a number")
+    return float(value)
+
+
+def _parse(cell: str, meta: dict, tokens: set) -> tuple[float, float, float, float, str | None]:
+    """(value, month, year, day, error) of one cell; NaN for missing."""
+    v, mo, yr, err = _parse_present(cell, meta, tokens)
+    dy = float(dt.date.fromordinal(int(v)).day) if meta.get("type") == "date" and not math.isnan(v) else math.nan
+    return v, mo, yr, dy, err
+
+
+def _parse_present(cell: str, meta: dict, tokens: set) -> tuple[float, float, float, str | None]:
     nan = math.nan
     if cell in tokens:
         return nan, nan, nan, None
@@ -207,7 +251,7 @@ def _parse(cell: str, meta: dict, tokens: set) -> tuple[float, float, float, str
                     return nan, nan, nan, f"outside the allowed {key} {bound}"
         return float(d.toordinal()), float(d.month), float(d.year), None
     if kind == "category":
-        cats = list(meta.get("categories", []))
+        cats = [_text(x) for x in meta.get("categories", [])]
         if cell not in cats:
             return nan, nan, nan, f"not one of the declared categories {cats}"
         return float(cats.index(cell)), nan, nan, None
@@ -219,6 +263,35 @@ def _bin_edges(alt: dict) -> list[float]:
         return [float(x) for x in alt["edges"]]
     a, b = alt["unit_bins"]
     return [float(v) for v in range(int(a), int(b) + 2)]
+
+
+def _target(alt: dict, key: str, cats: list[str]) -> int:
+    """Released code of one input category text: map, else default, else the same text."""
+    mp = alt.get("map", {}) or {}
+    name = mp[key] if key in mp else alt["default"] if alt.get("default") is not None else key
+    if name not in cats:
+        raise PrivateDataError(f"input category {key!r} has no released category among {cats}")
+    return cats.index(name)
+
+
+def _derived(table: PrivateTable, source: dict) -> np.ndarray:
+    """The values the bins see: a date part, an age, a linear recode, or the input value."""
+    src, derive = source["column"], source.get("derive")
+    if derive == "month":
+        return table.months[src]
+    if derive == "year":
+        return table.years[src]
+    if derive == "age":
+        m = _DATE.match(str(source.get("reference")))
+        if not m:
+            raise PrivateDataError(f"age reference {source.get('reference')!r} is not a date")
+        ry, rm, rd = int(m[1]), int(m[2]), int(m[3])
+        y, mo, d = table.years[src], table.months[src], table.days[src]
+        not_yet = (mo > rm) | ((mo == rm) & (d > rd))     # birthday still to come in the reference year
+        return ry - y - not_yet.astype(np.float64)
+    if derive == "linear":
+        return float(source["scale"]) * table.values[src] + float(source.get("offset", 0))
+    return table.values[src]
 
 
 def bin_private(table: PrivateTable, view: SpecView) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
@@ -233,22 +306,15 @@ def bin_private(table: PrivateTable, view: SpecView) -> tuple[np.ndarray, list[t
         col = cols[vc.name]
         alt = next(a for a in col["alternatives"] if str(a.get("id")) == vc.alternative)
         src = col["source"]["column"]
-        derive = col["source"].get("derive")
-        if derive == "month":
-            x = table.months[src]
-        elif derive == "year":
-            x = table.years[src]
-        else:
-            x = table.values[src]
+        x = _derived(table, col["source"])
         if "categories" in alt:
             cats = [str(c) for c in alt["categories"]]
-            mp = alt.get("map", {}) or {}
             if table.kinds[src] == "boolean":
-                t, f = cats.index(mp["true"]), cats.index(mp["false"])
+                t, f = _target(alt, "true", cats), _target(alt, "false", cats)
                 codes[:, j] = np.where(x > 0.5, t, f)
             else:
-                srccats = list(inputs[src].get("categories", []))
-                lookup = np.array([cats.index(mp.get(c, c)) for c in srccats], dtype=np.int64)
+                srccats = [_text(c) for c in inputs[src].get("categories", [])]
+                lookup = np.array([_target(alt, c, cats) for c in srccats], dtype=np.int64)
                 codes[:, j] = lookup[x.astype(np.int64)]
             nan = np.full(len(cats), np.nan)
             edges_out.append((nan, nan))
@@ -258,8 +324,7 @@ def bin_private(table: PrivateTable, view: SpecView) -> tuple[np.ndarray, list[t
         e = np.asarray(_bin_edges(alt))
         c = np.searchsorted(e, x, side="right") - 1
         if ((c < 0) | (c >= len(e) - 1)).any():
-            bad = x[np.flatnonzero((c < 0) | (c >= len(e) - 1))[0]]
-            raise PrivateDataError(f"column {vc.name!r}: value {bad:g} lies outside the bins of "
+            raise PrivateDataError(f"column {vc.name!r}: a value lies outside the bins of "
                                    f"alternative {vc.alternative!r}")
         codes[:, j] = c
         edges_out.append((e[:-1].copy(), e[1:].copy()))

@@ -241,7 +241,7 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
         raise TranscriptError("the replayed sampling could not keep n rows (the recorded run would have failed)")
     min_count = int(config["projection"]["min_count"])
     cand = real.with_codes(project(sampled, min_count, rand.rng("projection")))
-    ctx = EvalContext(real=real, synth=cand, spec=spec)
+    ctx = EvalContext(real=real, synth=cand, spec=spec, alternatives={c.name: c.alternative for c in view.columns})
     results = [make_criterion(entry).evaluate(ctx, rand) for entry in spec["acceptance"]]
     rand.mark("iteration end", index=index, passed=all(r.passed for r in results))
     rand.check_finished()

@@ -1,15 +1,20 @@
 """The audit's own recomputation of every criterion's sensitivity and derived threshold from the
 public bundle only (n, data.csv, the spec), following DESIGN.md:
 
-* kway_marginals, faithfulness: 1/n
+* kway_marginals (any ``columns`` subset, any ``max_k``), faithfulness (any exact / adjacent /
+  nominal rules): 1/n
 * smoothed_ratio: s' = min over the full domain of (synthetic count + 1);
   Delta = max(1/s', c - 1/(1/c + 1/s'))
 * conditional_means: margin = ceil(margin_share n) + margin_plus (defaults 0.01, 1);
-  m_g = max(s_g - margin, 1) over every coarse group of every ``by`` column (groups absent from
-  C count with m_g = 1; ``null`` = the overall mean, size n); Delta = (U - L) / min m_g
+  m_g = max(s_g - margin, 1) over every group of every ``by`` item (a column: group_bins cut on
+  the labels' numbers -- per_alternative for the bundle's alternative -- or one group per label;
+  a list of columns: the cells of their groups' product; groups no label's number falls in are
+  left out, other groups absent from C count with m_g = 1; ``null`` = the overall mean, size n);
+  Delta = (U - L) / min m_g
 * regression_coefficients: functional mechanism, (1 + d)^2 (sufficient statistics:
-  2 (d + d(d+1)/2 - 1)) with d = the features not constant in C + 1 for the intercept's
-  constant feature (as the criterion's sensitivity_inputs count it)
+  2 (d + d(d+1)/2 - 1)) with d = the design columns not constant in C + 1 for the intercept's
+  constant feature (as the criterion's sensitivity_inputs count it); an unordered categorical
+  feature with k categories is k - 1 one-hot indicators (first category = reference)
 * regression_mae_difference: 2 (U - L) / n
 * derived threshold (laplace_false_positive): c0 - F^-1_Laplace(1 - p; Delta_assumed / eps)
 """
@@ -87,20 +92,78 @@ def derive_threshold(entry: dict) -> tuple[float, float | None, dict]:
     return thr, c0, {"assumed_sensitivity": delta, "scale": scale}
 
 
-def _groups_of(view: SpecView, codes: np.ndarray, column: str) -> tuple[np.ndarray, int]:
-    """Coarse group id of every row by ``column`` and the number of groups in its domain."""
+def _cut_of(view: SpecView, column: str) -> dict | None:
+    """The {edges, labels} cutting ``column`` under the bundle's alternative: group_bins.<col>,
+    or its per_alternative entry for the selected alternative (None: each label its own group)."""
+    gb = (view.spec.get("group_bins") or {}).get(column)
+    if not isinstance(gb, dict):
+        return None
+    if "per_alternative" in gb:
+        per = gb.get("per_alternative")
+        if not isinstance(per, dict):
+            raise Unverifiable(f"spec group_bins.{column}.per_alternative is not a mapping")
+        gb = per.get(view.columns[view.index(column)].alternative)
+        if gb is None:
+            return None
+        if not isinstance(gb, dict):
+            raise Unverifiable(f"spec group_bins.{column}.per_alternative entry is not a mapping")
+    return gb
+
+
+def _groups_of(view: SpecView, codes: np.ndarray, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Group id of every row by one column, and which groups some label's number falls in.
+    With group bins a label whose number is v is in group #{edges <= v}; without, each label
+    is its own group."""
     j = view.index(column)
     col = view.columns[j]
-    gb = (view.spec.get("group_bins") or {}).get(column)
+    gb = _cut_of(view, column)
     if gb is None:
-        return codes[:, j], col.size
-    edges = gb.get("edges") if isinstance(gb, dict) else None
+        return codes[:, j], np.ones(col.size, dtype=bool)
+    edges = gb.get("edges")
     if not isinstance(edges, list) or not all(isinstance(e, (int, float)) for e in edges):
         raise Unverifiable(f"spec group_bins.{column}.edges is not a list of numbers")
     e = np.asarray(edges, dtype=np.float64)
-    # group of a bin's number v: how many edges are <= v
-    of_code = np.array([int(np.sum(e <= v)) for v in col.numbers], dtype=np.int64)
-    return of_code[codes[:, j]], len(edges) + 1
+    of_label = np.array([int(np.sum(e <= v)) for v in col.numbers], dtype=np.int64)
+    reach = np.zeros(len(edges) + 1, dtype=bool)
+    reach[of_label] = True
+    return of_label[codes[:, j]], reach
+
+
+def _joint_groups(view: SpecView, codes: np.ndarray, item) -> tuple[np.ndarray, np.ndarray]:
+    """Groups of a ``by`` item: one column, or a list of columns (the cells of the product of
+    their groups; a cell is reachable when each of its parts is)."""
+    cols = [item] if isinstance(item, str) else item
+    if not isinstance(cols, list) or not cols or not all(isinstance(c, str) for c in cols):
+        raise Unverifiable(f"by item {item!r} is not a column or a list of columns")
+    ids = np.zeros(codes.shape[0], dtype=np.int64)
+    reach = np.ones(1, dtype=bool)
+    for c in cols:
+        g, r = _groups_of(view, codes, c)
+        ids = ids * r.size + g
+        reach = (reach[:, None] & r[None, :]).reshape(-1)
+    return ids, reach
+
+
+def _design_size(view: SpecView, codes: np.ndarray, target, feats) -> int:
+    """d of the regression design from data.csv: each ordered feature that is not constant, and
+    each one-hot indicator (categories 2..k of an unordered feature) that is neither always 0
+    nor always 1, plus the intercept's constant."""
+    if not isinstance(feats, list):
+        feats = [c for c in view.names if c != target]
+    used = 0
+    for f in dict.fromkeys(feats):
+        try:
+            j = view.index(f)
+        except (KeyError, TypeError):
+            raise Unverifiable(f"feature {f!r} is not a released column") from None
+        col = view.columns[j]
+        if col.ordered:
+            x = col.numbers[codes[:, j]]
+            used += int(x.size > 0 and float(x.max()) > float(x.min()))
+        else:
+            count = np.bincount(codes[:, j], minlength=col.size)
+            used += int(np.sum((count[1:] > 0) & (count[1:] < codes.shape[0])))
+    return used + 1
 
 
 def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndarray | None,
@@ -111,6 +174,9 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
     if n <= 0:
         raise Unverifiable("n must be positive")
     if typ in ("kway_marginals", "faithfulness"):
+        for c in (entry.get("columns") or []) if typ == "kway_marginals" else []:
+            if c not in view.names:
+                raise Unverifiable(f"{where}: column {c!r} is not released")
         return 1.0 / n, {"n": n}
     if typ == "regression_mae_difference":
         L, U = _bounds(entry, where)
@@ -142,11 +208,12 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
             if col is None:
                 continue
             try:
-                ids, k = _groups_of(view, codes, col)
+                ids, reach = _joint_groups(view, codes, col)
             except KeyError:
                 raise Unverifiable(f"{where}: by column {col!r} is not released") from None
-            s = np.bincount(ids, minlength=k)
-            m = int(np.maximum(s - margin, 1).min())
+            s = np.bincount(ids, minlength=reach.size)
+            # groups no label's number falls in hold no record of T or C: left out
+            m = int(np.maximum(s - margin, 1)[reach].min())
             best = m if best is None else min(best, m)
         if best is None:
             raise Unverifiable(f"{where}: no groups")
@@ -156,20 +223,10 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
             facts["declared_min_group_size"] = declared
         return (U - L) / best, facts
     if typ == "regression_coefficients":
-        target = entry.get("target")
-        feats = entry.get("features")
-        if not isinstance(feats, list):
-            feats = [c for c in view.names if c != target]
-        used = []
-        for f in feats:
-            try:
-                j = view.index(f)
-            except (KeyError, TypeError):
-                raise Unverifiable(f"{where}: feature {f!r} is not a released column") from None
-            x = view.columns[j].numbers[codes[:, j]]
-            if x.size and float(x.max()) > float(x.min()):
-                used.append(f)          # features constant in C are left out of the design
-        d = len(used) + 1               # + the intercept's constant feature
+        try:
+            d = _design_size(view, codes, entry.get("target"), entry.get("features"))
+        except Unverifiable as e:
+            raise Unverifiable(f"{where}: {e}") from None
         fit = entry.get("fit", "functional_mechanism")
         if fit == "functional_mechanism":
             delta = float((1 + d) ** 2)  # exact worst case of a changed record (half of Zhang's 2(1+d)^2)

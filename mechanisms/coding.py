@@ -29,6 +29,11 @@ class ColumnCoding:
     ``labels[i]`` is the label of code ``i``; ``values[i]`` its number (midpoint rule of
     DESIGN); ``lower[i]``/``upper[i]`` the inclusive lower / exclusive upper bin edge
     (``nan`` for categories); ``ordered`` is True when adjacent codes are adjacent bins.
+    ``categories[i]`` is the spec's category name of code ``i`` of a categorical column (the
+    names synthetic constraints speak of; ``labels`` may override them for display), else None.
+    ``integer``: True when a bin ``[a, b)`` holds only the integers a..b-1 (an integer or
+    date-part source), False when it holds the real interval, None when unknown (then bins with
+    integer edges are taken to hold integers).
     """
 
     name: str
@@ -37,6 +42,8 @@ class ColumnCoding:
     ordered: bool
     lower: np.ndarray
     upper: np.ndarray
+    categories: tuple[str, ...] | None = None
+    integer: bool | None = None
 
     def __post_init__(self) -> None:
         labels = tuple(str(s) for s in self.labels)
@@ -50,6 +57,19 @@ class ColumnCoding:
         object.__setattr__(self, "values", _float_array(self.values, self.name, k))
         object.__setattr__(self, "lower", _float_array(self.lower, self.name, k))
         object.__setattr__(self, "upper", _float_array(self.upper, self.name, k))
+        if self.categories is not None:
+            cats = tuple(str(s) for s in self.categories)
+            if len(cats) != k or len(set(cats)) != k:
+                raise ValueError(f"ColumnCoding {self.name!r}: expected {k} distinct category names, got {cats}")
+            object.__setattr__(self, "categories", cats)
+
+    def code_of_category(self, name: str) -> int:
+        """Code of a category name (the spec's ``categories``; the labels when none are recorded)."""
+        names = self.categories if self.categories is not None else self.labels
+        try:
+            return names.index(str(name))
+        except ValueError:
+            raise KeyError(f"column {self.name!r}: {name!r} is not one of its categories ({', '.join(names)})") from None
 
     @property
     def size(self) -> int:

@@ -155,6 +155,9 @@ def _register() -> None:
     from .example import cli_example
 
     app.command("example")(cli_example)
+    from .spec_docs import cli_spec_explain
+
+    spec_app.command("explain")(cli_spec_explain)
 
 
 _register()

@@ -2,8 +2,16 @@
 every condition holds (a conjunction); ``{name, any_missing: true}`` matches rows with a missing
 value. Matching rows are dropped. Nothing is evaluated as code: ops come from a fixed table.
 
-Raw constraints are evaluated on the typed input columns; synthetic constraints on the released
-bins: a bin matches a condition when every value it stands for does (see :func:`bin_condition`).
+Ops: ``<, <=, >, >=, ==, !=`` with one value, ``in`` / ``not in`` with a list of values.
+
+Raw constraints are evaluated on the typed input columns, in input units: numbers, ISO dates,
+true/false, and for a category column its declared categories (matched by text, so the integer
+``8`` and the string ``"8"`` name the same category). A comparison with a missing cell is False
+(also for ``!=`` and ``not in``).
+
+Synthetic constraints act on the released columns, in released units (see :func:`bin_condition`):
+a bin matches a condition when every value it stands for does; a categorical column compares by
+category name (the spec's ``categories``), or by its numbers (``values``) when given numbers.
 """
 from __future__ import annotations
 
@@ -17,6 +25,11 @@ from dpbundle.mechanisms.coding import Coded, ColumnCoding
 OPS: dict[str, Callable] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
 }
+SET_OPS = ("in", "not in")
+
+
+def _items(op: str, value) -> list:
+    return list(value) if op in SET_OPS else [value]
 
 
 def _operand(kind: str, value):
@@ -24,13 +37,35 @@ def _operand(kind: str, value):
         return np.datetime64(str(value), "D")
     if kind == "boolean":
         return 1.0 if value else 0.0
-    return value
+    return float(value)
+
+
+def _compare(values: np.ndarray, op: str, operands: list) -> np.ndarray:
+    """``values op operand`` elementwise; ``in``/``not in`` test membership in ``operands``."""
+    with np.errstate(invalid="ignore"):
+        if op == "in":
+            return np.isin(values, np.asarray(operands))
+        if op == "not in":
+            return ~np.isin(values, np.asarray(operands))
+        return OPS[op](values, operands[0])
+
+
+def _category_codes(column: str, cats: list[str], items: list) -> list[int]:
+    """Indices of category values among the declared category texts (ValueError if one is unknown)."""
+    codes = []
+    for v in items:
+        text = v if isinstance(v, str) else (str(v) if isinstance(v, int) and not isinstance(v, bool) else None)
+        if text is None or text not in cats:
+            raise ValueError(f"column {column!r}: {v!r} is not a declared category ({', '.join(cats)})")
+        codes.append(cats.index(text))
+    return codes
 
 
 def constraint_mask(constraint: dict, table: Mapping[str, np.ndarray], kinds: Mapping[str, str],
                     missing: Callable[[str, np.ndarray], np.ndarray] | None = None,
                     categories: Mapping[str, list[str]] | None = None) -> np.ndarray:
-    """Rows matching one constraint. Comparisons with a missing value are False."""
+    """Rows matching one raw constraint. ``categories``: the declared category texts of every
+    category column (its cells are coded as indices into them, -1 = missing)."""
     n = len(next(iter(table.values())))
     if constraint.get("any_missing"):
         mask = np.zeros(n, dtype=bool)
@@ -41,48 +76,99 @@ def constraint_mask(constraint: dict, table: Mapping[str, np.ndarray], kinds: Ma
     for column, op, value in constraint["when"]:
         values = table[column]
         kind = kinds[column]
+        items = _items(op, value)
         if kind == "category":
-            cats = (categories or {}).get(column, [])
-            code = cats.index(value) if value in cats else -2
-            with np.errstate(invalid="ignore"):
-                mask &= OPS[op](values, code) & (values >= 0)
+            if categories is None or column not in categories:
+                raise ValueError(f"column {column!r}: the declared categories are needed to evaluate a category condition")
+            codes = _category_codes(column, list(categories[column]), items)
+            mask &= _compare(values, op, codes) & (values >= 0)
             continue
-        with np.errstate(invalid="ignore"):
-            hit = OPS[op](values, _operand(kind, value))
+        hit = _compare(values, op, [_operand(kind, v) for v in items])
         # NaN != x and NaT != x are True in IEEE/numpy: exclude missing values explicitly.
         present = ~np.isnat(values) if kind == "date" else ~np.isnan(values)
         mask &= hit & present
     return mask
 
 
-def bin_condition(coding: ColumnCoding, op: str, value: float) -> np.ndarray:
-    """Per code: does ``x op value`` hold for EVERY value x the bin stands for?
-
-    A synthetic record is dropped only when it is certainly implausible, so a binned column
-    satisfies a condition when all of its bin does. Bins of integer edges ``[a, b)`` hold the
-    integers a..b-1 (open bins extend to -inf / +inf); other bins hold the real interval. So
-    ``x < v`` holds when the bin's largest value is < v, ``x > v`` when its smallest is > v,
-    ``x == v`` only for the single-value bin {v}, ``x != v`` when v is outside the bin.
-    Categories (no edges) compare their numbers (``ColumnCoding.values``).
-    """
-    if not coding.ordered:
-        return OPS[op](coding.values, value)
+def _holds_integers(coding: ColumnCoding) -> bool:
+    if coding.integer is not None:
+        return bool(coding.integer)
     lo, up = coding.lower, coding.upper
-    finite = np.isfinite(up)
-    integer = bool(np.all(np.mod(lo[np.isfinite(lo)], 1) == 0) and np.all(np.mod(up[finite], 1) == 0))
-    top = np.where(finite, up - 1, up) if integer else up  # largest value (integers) or supremum
-    if op == "<":
-        return top < value if integer else up <= value
-    if op == "<=":
-        return top <= value
+    return bool(np.all(np.mod(lo[np.isfinite(lo)], 1) == 0) and np.all(np.mod(up[np.isfinite(up)], 1) == 0))
+
+
+def _bin_scalar(coding: ColumnCoding, op: str, value: float) -> np.ndarray:
+    """Per bin: does ``x op value`` hold for every x of the bin (one value)."""
+    lo, up = coding.lower, coding.upper
+    value = float(value)
+    if _holds_integers(coding):
+        top = np.where(np.isfinite(up), up - 1, up)  # largest integer of the bin
+        if op == "<":
+            return top < value
+        if op == "<=":
+            return top <= value
+        if op == ">":
+            return lo > value
+        if op == ">=":
+            return lo >= value
+        inside = (lo <= value) & (value <= top) & value.is_integer()
+        if op == "==":
+            return inside & (lo == top)
+        return ~inside  # "!="
+    if op in ("<", "<="):
+        return up <= value  # every x of [lo, up) is below up
     if op == ">":
         return lo > value
     if op == ">=":
         return lo >= value
-    inside = (lo <= value) & ((value <= top) if integer else (value < up))
     if op == "==":
-        return inside & (lo == top) if integer else np.zeros(coding.size, dtype=bool)
-    return ~inside  # "!="
+        return np.zeros(coding.size, dtype=bool)  # a real interval holds more than one value
+    return ~((lo <= value) & (value < up))  # "!="
+
+
+def _bin_in(coding: ColumnCoding, values: list) -> np.ndarray:
+    """Per bin: is every value of the bin in the set (only a bounded integer bin can be)."""
+    wanted = {float(v) for v in values}
+    out = np.zeros(coding.size, dtype=bool)
+    if not _holds_integers(coding):
+        return out
+    for i, (a, b) in enumerate(zip(coding.lower, coding.upper)):
+        if np.isfinite(a) and np.isfinite(b) and b - a <= len(wanted):
+            out[i] = all(float(x) in wanted for x in np.arange(a, b))
+    return out
+
+
+def bin_condition(coding: ColumnCoding, op: str, value) -> np.ndarray:
+    """Per code: does ``x op value`` hold for EVERY value x the bin stands for?
+
+    A synthetic record is dropped only when it is certainly implausible, so a binned column
+    satisfies a condition when all of its bin does. Bins ``[a, b)`` of an integer source hold
+    the integers a..b-1 (open bins extend to -inf / +inf); other bins hold the real interval. So
+    ``x < v`` holds when the bin's largest value is < v, ``x > v`` when its smallest is > v,
+    ``x == v`` only for the single-value bin {v}, ``x != v`` when v is outside the bin;
+    ``x in S`` when every value of the bin is in S, ``x not in S`` when no value of S is in the bin.
+    Categorical columns: category names (strings) select categories by name; numbers compare
+    the category numbers (``ColumnCoding.values``).
+    """
+    items = _items(op, value)
+    if not coding.ordered:
+        if items and all(isinstance(v, str) for v in items):
+            codes = np.arange(coding.size)
+            chosen = [coding.code_of_category(v) for v in items]
+            if op in ("==", "in"):
+                return np.isin(codes, chosen)
+            if op in ("!=", "not in"):
+                return ~np.isin(codes, chosen)
+            raise ValueError(f"column {coding.name!r}: category names take ==, !=, in or not in (got {op!r})")
+        return _compare(coding.values, op, [float(v) for v in items])
+    if op == "in":
+        return _bin_in(coding, items)
+    if op == "not in":
+        out = np.ones(coding.size, dtype=bool)
+        for v in items:
+            out &= _bin_scalar(coding, "!=", v)
+        return out
+    return _bin_scalar(coding, op, value)
 
 
 def synthetic_violations(constraints: list[dict], coded: Coded) -> np.ndarray:

@@ -59,6 +59,8 @@ def _column_text(col: str | None, spec_columns: dict) -> str:
 def _groups_text(col: str | None, spec: dict) -> str:
     if col is None:
         return "all records"
+    if isinstance(col, list):  # joint groups
+        return " x ".join(_groups_text(c, spec) for c in col)
     labels = (spec.get("group_bins") or {}).get(col, {}).get("labels")
     name = col.replace("_", " ")
     return f"{name} ({', '.join(map(str, labels))})" if labels else name

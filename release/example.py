@@ -1,4 +1,5 @@
-"""Built-in example data: a SIMULATED birth registry (`dpbundle example births`).
+"""Built-in example data: a SIMULATED birth registry (`dpbundle example births`); the simulated
+labour-force-style persons registry (`dpbundle example persons`) is in release/example_persons.py.
 
 The rows are drawn from a small Bayesian network whose parameters are public figures
 (release/data/births_example_model.json, estimated by examples/fit_example_model.py from the
@@ -21,7 +22,7 @@ import tempfile
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import numpy as np
 import typer
@@ -29,7 +30,7 @@ import typer
 YEAR = 2014
 DEFAULT_ROWS = 167_000
 DEFAULT_SEED = 2014
-EXAMPLES = ("births",)
+EXAMPLES = ("births", "persons")
 COLUMNS = ("mother_age", "parity", "gestation_week", "is_female", "birth_weight", "date_of_birth")
 # the births spec's input ranges (examples/births.yaml `input.columns`); simulated values stay inside
 INPUT_RANGES = {"mother_age": (10, 70), "parity": (1, 30), "gestation_week": (10, 50),
@@ -117,8 +118,34 @@ def _csv_bytes(cols: dict[str, np.ndarray]) -> bytes:
     return (",".join(COLUMNS) + "\n" + "\n".join(body.tolist()) + "\n").encode("ascii")
 
 
-def write_example(out: Path, rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, force: bool = False) -> int:
-    """Write a simulated birth registry CSV to `out` atomically; return the number of rows."""
+def example_defaults(name: str) -> tuple[int, int]:
+    """(default rows, default seed) of a built-in example."""
+    if name == "persons":
+        from .example_persons import DEFAULT_ROWS as rows, DEFAULT_SEED as seed
+
+        return rows, seed
+    if name == "births":
+        return DEFAULT_ROWS, DEFAULT_SEED
+    raise ExampleError(f"unknown example {name!r}; choices: {', '.join(EXAMPLES)}")
+
+
+def example_csv(name: str, rows: int, seed: int) -> bytes:
+    """The CSV bytes of a built-in example."""
+    if name == "persons":
+        from .example_persons import example_bytes
+
+        return example_bytes(rows, seed)
+    example_defaults(name)  # refuses an unknown name
+    return _csv_bytes(simulate(rows, seed))
+
+
+def write_example(out: Path, rows: int | None = None, seed: int | None = None, force: bool = False,
+                  name: str = "births") -> int:
+    """Write a simulated registry CSV (`name`: births or persons) to `out` atomically; return the
+    number of rows. rows/seed default to the example's own defaults."""
+    default_rows, default_seed = example_defaults(name)
+    rows = default_rows if rows is None else rows
+    seed = default_seed if seed is None else seed
     out = Path(out)
     if out.exists() and not force:
         raise ExampleError(f"{out}: file exists (use --force to overwrite)")
@@ -126,7 +153,7 @@ def write_example(out: Path, rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED,
         raise ExampleError(f"{out}: directory {out.parent} does not exist")
     if out.is_dir():
         raise ExampleError(f"{out}: is a directory; give a file name")
-    data = _csv_bytes(simulate(rows, seed))
+    data = example_csv(name, rows, seed)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -141,17 +168,20 @@ def write_example(out: Path, rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED,
 
 
 def cli_example(
-    name: Annotated[str, typer.Argument(help="Example to write; one of: births.")],
+    name: Annotated[str, typer.Argument(help="Example to write; one of: births, persons.")],
     out: Annotated[Path, typer.Option("--out", help="CSV file to write.")],
-    rows: Annotated[int, typer.Option("--rows", help="Number of simulated rows.")] = DEFAULT_ROWS,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulation (same seed, same file).")] = DEFAULT_SEED,
+    rows: Annotated[Optional[int], typer.Option("--rows", help="Number of simulated rows (default: births 167000, persons 45000).", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the simulation (same seed, same file; default: births 2014, persons 2023).", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a SIMULATED example registry (no real person) in the input format of the spec.
 
     The births example is drawn from a small Bayesian network whose parameters are public
-    aggregate figures of the US NVSS 2019 natality data; no row describes a real birth. Like a
-    real registry, it has rows outside the clipping ranges and rows that fail the raw constraints.
+    aggregate figures of the US NVSS 2019 natality data; no row describes a real birth. The
+    persons example (employed persons: age, sex, education, marital status, occupation, hours,
+    income band, country of birth; spec examples/persons.yaml) is drawn from a chain of
+    conditional tables built from approximate published BLS/Census aggregates. Like a real
+    registry, each has rows outside the clipping ranges and rows that fail the raw constraints.
 
     Example: dpbundle example births --out births.csv --rows 167000 --seed 2014
     """
@@ -159,8 +189,13 @@ def cli_example(
         typer.echo(f"example: unknown example {name!r}; choices: {', '.join(EXAMPLES)}", err=True)
         raise typer.Exit(2)
     try:
-        n = write_example(out, rows=rows, seed=seed, force=force)
+        default_rows, default_seed = example_defaults(name)
+        seed = default_seed if seed is None else seed
+        n = write_example(out, rows=default_rows if rows is None else rows, seed=seed, force=force, name=name)
     except ExampleError as exc:
         typer.echo(f"example: {exc}", err=True)
         raise typer.Exit(2)
-    typer.echo(f"wrote {n} SIMULATED birth records (seed {seed}, year {YEAR}) to {out}")
+    if name == "persons":
+        typer.echo(f"wrote {n} SIMULATED person records (seed {seed}) to {out}")
+    else:
+        typer.echo(f"wrote {n} SIMULATED birth records (seed {seed}, year {YEAR}) to {out}")

@@ -111,7 +111,7 @@ def run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness
         return IterationResult(config, cid, real, None, [], False, generator, timings, note=str(exc))
     min_count = int(config["projection"]["min_count"])
     candidate = real.with_codes(step("project", project, sampled, min_count, rand.rng("projection")))
-    ctx = EvalContext(real=real, synth=candidate, spec=spec.raw)
+    ctx = EvalContext(real=real, synth=candidate, spec=spec.raw, alternatives=dict(config["columns"]))
     results = []
     for entry in spec.criteria:
         results.append(step(f"criterion {entry['id']}", make_criterion(entry).evaluate, ctx, rand))

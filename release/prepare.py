@@ -4,7 +4,11 @@ public (it is released as the number of records).
 
 Typed representation (one numpy array per input column, rows in file order):
 integer/float/boolean -> float64 (NaN = missing; booleans 0/1), date -> datetime64[D] (NaT =
-missing), category -> int64 index into the declared categories (-1 = missing).
+missing), category -> int64 index into the declared categories (-1 = missing; a cell matches a
+category by its text, so integer-coded categories ``[1, 2]`` match the cells ``1`` and ``2``).
+Each input column is read from the CSV column whose header is its ``header`` (default: its
+``name``); a cell is missing when it is one of ``input.missing_values`` or of the column's own
+``missing`` markers.
 
 Bad input raises :class:`InputError` naming the file, line, column and rule (first few problems
 plus a count). Nothing is written anywhere.
@@ -19,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .constraints import constraint_mask
-from .spec import Spec
+from .spec import Spec, input_categories, missing_markers
 
 MAX_REPORTED = 8
 TRUE_TOKENS = {"true", "1", "t", "yes"}
@@ -94,7 +98,7 @@ class _Problems:
 def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray, problems: _Problems) -> np.ndarray:
     kind = meta["type"]
     empty = (cells == "") & ~missing
-    problems.add(empty, name, "empty cell (declare a missing-value marker in input.missing_values if this is intended)")
+    problems.add(empty, name, "empty cell (declare a missing-value marker in input.missing_values or the column's missing if this is intended)")
     present = ~missing & ~empty
     if kind in ("integer", "float"):
         values = pd.to_numeric(pd.Series(cells), errors="coerce").to_numpy(dtype=np.float64, copy=True)
@@ -129,7 +133,7 @@ def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray,
             problems.add(ok & (parsed > np.datetime64(str(meta["max"]))), name, f"after the allowed maximum {meta['max']}", cells)
         return parsed
     # category
-    cats = list(meta["categories"])
+    cats = input_categories(meta)
     lookup = {c: i for i, c in enumerate(cats)}
     idx = np.array([lookup.get(c, -2) for c in cells], dtype=np.int64)
     problems.add(present & (idx == -2), name, f"not one of the declared categories {cats}", cells)
@@ -146,6 +150,11 @@ def is_missing(kind: str, values: np.ndarray) -> np.ndarray:
     return np.isnan(values)
 
 
+def column_header(meta: dict) -> str:
+    """The CSV header text of an input column (its ``header``, default its ``name``)."""
+    return str(meta.get("header", meta["name"]))
+
+
 def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[str, np.ndarray], int]:
     """Read and validate the input file; return the typed columns (before raw constraints) and the
     row count. ``show_values=False``: error messages name line, column and rule but not the value."""
@@ -158,16 +167,18 @@ def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[s
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError, ValueError) as exc:
         raise InputError(source, [f"not a readable CSV file: {str(exc).strip()}"]) from None
     inputs = spec.input_columns
-    missing_cols = [c for c in inputs if c not in frame.columns]
+    headers = {name: column_header(meta) for name, meta in inputs.items()}
+    missing_cols = [h for h in headers.values() if h not in frame.columns]
     if missing_cols:
-        raise InputError(source, [f"line 1 (header): missing column {c!r} (expected columns: {', '.join(inputs)})" for c in missing_cols])
-    tokens = set(spec.raw["input"].get("missing_values", []))
+        expected = ", ".join(repr(h) for h in headers.values())
+        raise InputError(source, [f"line 1 (header): missing column {c!r} (expected columns: {expected})" for c in missing_cols])
     problems = _Problems(show_values)
     table: dict[str, np.ndarray] = {}
     for name, meta in inputs.items():
-        cells = frame[name].to_numpy(dtype=str)
-        missing = np.isin(cells, list(tokens)) if tokens else np.zeros(len(cells), dtype=bool)
-        table[name] = _parse_column(name, meta, cells, missing, problems)
+        cells = frame[headers[name]].to_numpy(dtype=str)
+        tokens = missing_markers(spec.raw["input"], meta)
+        missing = np.isin(cells, tokens) if tokens else np.zeros(len(cells), dtype=bool)
+        table[name] = _parse_column(headers[name], meta, cells, missing, problems)
     if problems.total:
         raise InputError(source, problems.messages(), problems.total)
     return table, len(frame)
@@ -181,10 +192,11 @@ def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:
     path = Path(path)
     table, rows = read_typed(path, spec, show_values)
     kinds = {n: m["type"] for n, m in spec.input_columns.items()}
+    cats = {n: input_categories(m) for n, m in spec.input_columns.items() if m["type"] == "category"}
     drop = np.zeros(rows, dtype=bool)
     dropped_by = []
     for c in spec.raw.get("raw_constraints", []):
-        mask = constraint_mask(c, table, kinds, missing=is_missing)
+        mask = constraint_mask(c, table, kinds, missing=is_missing, categories=cats)
         dropped_by.append((c["name"], int(mask.sum())))
         drop |= mask
     keep = ~drop
@@ -192,8 +204,9 @@ def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:
     left_missing = [n for n, v in kept.items() if is_missing(kinds[n], v).any()]
     if left_missing:
         counts = {n: int(is_missing(kinds[n], kept[n]).sum()) for n in left_missing}
+        headers = {n: column_header(m) for n, m in spec.input_columns.items()}
         raise InputError(str(path), [
-            f"column {n!r}: {counts[n] if show_values else 'some'} row(s) have a missing value and no raw constraint drops them "
+            f"column {headers[n]!r}: {counts[n] if show_values else 'some'} row(s) have a missing value and no raw constraint drops them "
             f"(add {{name: 'missing value', any_missing: true}} to raw_constraints)" for n in left_missing])
     n = int(keep.sum())
     if n == 0:

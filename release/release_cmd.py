@@ -19,7 +19,9 @@ console = Console()
 err = Console(stderr=True)
 
 # name -> (spec, narrowed configuration list from a public-data sweep; see docs/sweep-births-nvss160k.md)
-EXAMPLES = {"births": ("births.yaml", "births-narrowed-nvss160k.yaml")}
+EXAMPLES = {"births": ("births.yaml", "births-narrowed-nvss160k.yaml"),
+            # see docs/sweep-persons.md (swept on a simulated copy with another seed)
+            "persons": ("persons.yaml", "persons-narrowed.yaml")}
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -28,7 +30,7 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 @contextmanager
-def example_inputs(name: str, rows: int) -> Iterator[tuple[Path, Path, Path]]:
+def example_inputs(name: str, rows: int | None) -> Iterator[tuple[Path, Path, Path]]:
     """The packaged example spec, its narrowed configuration list, and a freshly simulated
     registry (in a temporary directory)."""
     from .example import write_example
@@ -38,7 +40,7 @@ def example_inputs(name: str, rows: int) -> Iterator[tuple[Path, Path, Path]]:
     spec_name, narrowed_name = EXAMPLES[name]
     with tempfile.TemporaryDirectory(prefix="dpbundle-example-") as tmp:
         data = Path(tmp) / f"{name}-simulated.csv"
-        write_example(data, rows=rows)
+        write_example(data, rows=rows, name=name)
         examples = files("dpbundle.examples")
         with as_file(examples.joinpath(spec_name)) as spec_path, as_file(examples.joinpath(narrowed_name)) as narrowed:
             yield Path(spec_path), data, Path(narrowed)
@@ -67,7 +69,7 @@ def cli_release(
     spec: Annotated[Optional[Path], typer.Argument(help="Release spec (YAML or JSON).", show_default=False)] = None,
     data: Annotated[Optional[Path], typer.Argument(help="The confidential registry (CSV or CSV.gz).", show_default=False)] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Bundle directory to create (must not exist unless --force).")] = ...,
-    example: Annotated[Optional[str], typer.Option("--example", help="Use a built-in example (spec + simulated registry) instead of SPEC and DATA: 'births'.")] = None,
+    example: Annotated[Optional[str], typer.Option("--example", help="Use a built-in example (spec + simulated registry) instead of SPEC and DATA: 'births' or 'persons'.")] = None,
     key: Annotated[Optional[Path], typer.Option("--key", help="Ed25519 private key (PEM) from `dpbundle keygen`. With --example a demo key is generated next to the bundle.")] = None,
     passphrase_file: Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the key's passphrase (or set DPBUNDLE_KEY_PASSPHRASE).")] = None,
     transcript: Annotated[Optional[Path], typer.Option("--transcript", help="Where to write the PRIVATE randomness transcript (default: OUT.transcript.jsonl next to the bundle). It must stay inside the enclave.")] = None,
@@ -76,7 +78,7 @@ def cli_release(
     allow_additional_spend: Annotated[bool, typer.Option("--allow-additional-spend", help="Allow a further release on data that the ledger shows budget was already spent on.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing bundle directory.")] = False,
     make_zip: Annotated[bool, typer.Option("--zip", help="Also write a deterministic OUT.zip.")] = False,
-    example_rows: Annotated[int, typer.Option("--example-rows", help="Rows of the simulated registry for --example.", min=1000)] = 167_000,
+    example_rows: Annotated[Optional[int], typer.Option("--example-rows", help="Rows of the simulated registry for --example (default: births 167000, persons 45000).", min=1000, show_default=False)] = None,
 ) -> None:
     """Produce a signed, differentially private release bundle.
 
@@ -95,12 +97,20 @@ def cli_release(
 
       dpbundle release --example births --out births-bundle
 
+      dpbundle release --example persons --out persons-bundle
+
       dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key --configs sweep/narrowed.yaml
     """
     if example is not None:
         if spec is not None or data is not None:
             _fail("give either --example or SPEC and DATA, not both")
         _check_out(out, force)  # before simulating the registry and writing a demo key next to OUT
+        if example not in EXAMPLES:
+            _fail(f"unknown example {example!r}; available: {', '.join(EXAMPLES)}")
+        if example_rows is None:
+            from .example import example_defaults
+
+            example_rows = example_defaults(example)[0]
         with example_inputs(example, example_rows) as (spec_path, data_path, narrowed):
             with tempfile.TemporaryDirectory(prefix="dpbundle-ledger-") as tmp:
                 demo_key = key

@@ -256,32 +256,128 @@ def _bins_of(alt: dict) -> list[tuple[float, float]] | None:
     return None
 
 
+def category_text(value: Any) -> str | None:
+    """The text of a category or category value (a cell matches a category by its text): a string
+    stays itself, an integer becomes its decimal text; anything else (bool, float, ...) has none."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    return None
+
+
+def input_categories(meta: dict) -> list[str]:
+    """The declared categories of an input column, as texts (integer codes as their decimal text)."""
+    return [category_text(c) or str(c) for c in meta.get("categories", [])]
+
+
+def missing_markers(doc_input: dict, meta: dict) -> list[str]:
+    """Every cell text that means 'missing' in one input column: input.missing_values + its own `missing`."""
+    own = [category_text(m) or str(m) for m in meta.get("missing", [])]
+    return list(dict.fromkeys(list(doc_input.get("missing_values", [])) + own))
+
+
+def _date_parts(text: str) -> tuple[int, int, int] | None:
+    import datetime as _dt
+
+    try:
+        d = _dt.date.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return d.year, d.month, d.day
+
+
+def age_between(birth: tuple[int, int, int], reference: tuple[int, int, int]) -> int:
+    """Whole years from ``birth`` to ``reference`` (y, m, d): the year difference, minus one when
+    the reference's (month, day) comes before the birth's (a 29 February birthday counts from
+    1 March in common years)."""
+    return reference[0] - birth[0] - (1 if (reference[1], reference[2]) < (birth[1], birth[2]) else 0)
+
+
+def derived_range(src: dict, source: dict) -> tuple[float | None, float | None, bool]:
+    """(smallest, largest, integer?) value a released column's source can take, from the spec only
+    (None = unbounded on that side). month: 1..12; year: the years of the input min/max; age: the
+    ages at ``reference`` of the input max/min dates; linear: a * [min, max] + b (sorted); integer
+    when the source is an integer column and a, b are integers."""
+    derive = source.get("derive")
+    lo, hi = src.get("min"), src.get("max")
+    if derive == "month":
+        return 1, 12, True
+    if derive in ("year", "age"):
+        dlo = _date_parts(lo) if lo is not None else None
+        dhi = _date_parts(hi) if hi is not None else None
+        if derive == "year":
+            return (dlo[0] if dlo else None), (dhi[0] if dhi else None), True
+        ref = _date_parts(source.get("reference", ""))
+        if ref is None:
+            return None, None, True
+        return (age_between(dhi, ref) if dhi else None), (age_between(dlo, ref) if dlo else None), True
+    if derive == "linear":
+        a, b = float(source.get("scale", 1)), float(source.get("offset", 0))
+        ends = [None if v is None or isinstance(v, str) else a * float(v) + b for v in (lo, hi)]
+        if a < 0:
+            ends.reverse()
+        integer = src.get("type") == "integer" and a.is_integer() and b.is_integer()
+        return ends[0], ends[1], integer
+    if isinstance(lo, str) or isinstance(hi, str):
+        return None, None, src.get("type") == "integer"
+    return lo, hi, src.get("type") == "integer"
+
+
+def _fmt_num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _check_category_alternative(path: str, src_name: str, src: dict | None, derive: str | None,
+                                alt: dict, problems: list[str]) -> None:
+    """map / default of a categorical alternative: every input category (or true/false) lands on
+    one of the released categories; map keys are declared input categories."""
+    cats = alt["categories"]
+    src_type = src["type"] if src else None
+    mp = alt.get("map", {})
+    default = alt.get("default")
+    if default is not None and default not in cats:
+        problems.append(f"{path}.default: {default!r} is not among the categories {cats}")
+    for key, target in mp.items():
+        if target not in cats:
+            problems.append(f"{path}.map.{key}: {target!r} is not among the categories {cats}")
+    if derive not in (None, "boolean", "category"):
+        problems.append(f"{path}.categories: categories need derive boolean or category (derive is {derive})")
+    elif derive == "boolean" or src_type == "boolean":
+        unknown = [k for k in mp if k not in ("true", "false")]
+        if unknown:
+            problems.append(f"{path}.map: a boolean source takes only the keys 'true' and 'false' (got {unknown[0]!r})")
+        if any(k not in mp for k in ("true", "false")) and default is None:
+            problems.append(f"{path}.map: a boolean source needs a map with keys 'true' and 'false' (or a default)")
+    elif src_type == "category":
+        srccats = input_categories(src)
+        for key in mp:
+            if key not in srccats:
+                problems.append(f"{path}.map.{key}: {key!r} is not a declared category of input column {src_name!r} "
+                                f"(declared: {', '.join(srccats)})")
+        for c in srccats:
+            target = mp.get(c, default if default is not None else c)
+            if target not in cats:
+                problems.append(f"{path}: input category {c!r} maps to {target!r}, which is not among the categories {cats} "
+                                f"(add it to map, or give a default)")
+    elif src is not None:
+        problems.append(f"{path}.categories: categories need a boolean or category source (source column is {src_type})")
+
+
 def _check_alternative(path: str, col: dict, alt: dict, src: dict | None, problems: list[str]) -> None:
     derive = col["source"].get("derive")
     src_type = src["type"] if src else None
     if "categories" in alt:
-        cats = alt["categories"]
-        if derive in ("boolean",) or src_type == "boolean":
-            mp = alt.get("map")
-            if not mp or set(mp) != {"true", "false"}:
-                problems.append(f"{path}.map: a boolean source needs a map with keys 'true' and 'false'")
-            elif not set(mp.values()) <= set(cats):
-                problems.append(f"{path}.map: values must be among the categories {cats}")
-        elif src_type == "category":
-            mp = alt.get("map", {})
-            srccats = src.get("categories", [])
-            for c in srccats:
-                target = mp.get(c, c)
-                if target not in cats:
-                    problems.append(f"{path}: input category {c!r} maps to {target!r}, which is not among the categories {cats}")
-        else:
-            problems.append(f"{path}.categories: categories need a boolean or category source (source column is {src_type})")
-        n_bins = len(cats)
+        _check_category_alternative(path, col["source"]["column"], src, derive, alt, problems)
+        n_bins = len(alt["categories"])
     else:
-        if src_type not in ("integer", "float", "date", None) or (src_type == "date" and derive not in ("month", "year")):
-            problems.append(f"{path}: numeric bins need an integer or float source, or a date with derive month/year (source is {src_type})")
-        if src_type in ("integer", "float") and derive:
-            problems.append(f"{col['name']}.source.derive: '{derive}' does not apply to a {src_type} column")
+        numeric_ok = (src_type in ("integer", "float") and derive in (None, "linear")) or \
+                     (src_type == "date" and derive in ("month", "year", "age")) or src_type is None
+        if not numeric_ok:
+            problems.append(f"{path}: numeric bins need an integer or float source (derive none or linear), or a date with "
+                            f"derive month/year/age (source is {src_type}{', derive ' + derive if derive else ''})")
         if "edges" in alt:
             e = alt["edges"]
             bad = [i for i in range(1, len(e)) if not e[i] > e[i - 1]]
@@ -306,33 +402,137 @@ def _check_alternative(path: str, col: dict, alt: dict, src: dict | None, proble
                     problems.append(f"{path}.edges: bin edges must lie inside the clip range [{lo}, {hi}] (bin starting at {inside[0][0]})")
         elif src_type in ("integer", "float"):
             problems.append(f"{path}.clip: a numeric column needs a public clip range [min, max]")
-        elif derive == "month" and bins and not (bins[0][0] <= 1 and bins[-1][1] > 12):
-            # Without a clip range every month 1..12 must fall in a bin, or transform fails on the private data.
-            problems.append(f"{path}: the bins [{bins[0][0]}, {bins[-1][1]}) do not cover the months 1..12 (add a clip range)")
+        elif src_type == "date" and bins and numeric_ok:
+            _check_unclipped_date_bins(path, col, src, bins, problems)
         n_bins = len(bins)
+        for key in ("map", "default"):
+            if key in alt:
+                problems.append(f"{path}.{key}: only a categorical alternative (with categories) takes {key!r}")
     if "labels" in alt and len(alt["labels"]) != n_bins:
         problems.append(f"{path}.labels: {len(alt['labels'])} labels for {n_bins} bins")
     if "values" in alt and len(alt["values"]) != n_bins:
         problems.append(f"{path}.values: {len(alt['values'])} values for {n_bins} bins")
 
 
-def _check_constraints(key: str, items: list[dict], columns: dict[str, str], problems: list[str]) -> None:
+def _check_unclipped_date_bins(path: str, col: dict, src: dict, bins: list[tuple[float, float]],
+                               problems: list[str]) -> None:
+    """Without a clip range every value the spec allows must fall in a bin, or transform would fail on
+    the private data: the derived range [lo, hi] (from the input min/max) must lie in [first, last)."""
+    derive = col["source"]["derive"]
+    lo, hi, _ = derived_range(src, col["source"])
+    what = "months 1..12" if derive == "month" else f"{derive} values"
+    if lo is None or hi is None:
+        problems.append(f"{path}.clip: a {derive}-derived column needs a clip range [min, max], or a min and max "
+                        f"on input column {col['source']['column']!r} (without them its {derive}s are unbounded)")
+        return
+    if not (bins[0][0] <= lo and hi < bins[-1][1]):
+        rng = "" if derive == "month" else f" {_fmt_num(lo)}..{_fmt_num(hi)} (from the input min and max)"
+        problems.append(f"{path}: the bins [{_fmt_num(bins[0][0])}, {_fmt_num(bins[-1][1])}) do not cover the {what}{rng} "
+                        f"(add a clip range)")
+
+
+def _items(op: str, value: Any) -> list[Any]:
+    return list(value) if op in ("in", "not in") else [value]
+
+
+def _check_raw_condition(where: str, col: str, op: str, value: Any, meta: dict, problems: list[str]) -> None:
+    """One raw condition against its input column's type, in the units the user wrote."""
+    kind = meta["type"]
+    items = _items(op, value)
+    if kind in ("integer", "float"):
+        bad = [v for v in items if isinstance(v, bool) or not isinstance(v, (int, float))]
+        if bad:
+            problems.append(f"{where}: column {col!r} is numeric; the value must be a number (got {bad[0]!r})")
+    elif kind == "boolean":
+        if op not in ("==", "!=") or not isinstance(value, bool):
+            problems.append(f"{where}: a boolean column takes == or != with true/false")
+    elif kind == "date":
+        bad = [v for v in items if not isinstance(v, str) or _date_parts(v) is None]
+        if bad:
+            problems.append(f"{where}: a date column compares with an ISO date string YYYY-MM-DD (got {bad[0]!r})")
+    elif kind == "category":
+        if op not in ("==", "!=", "in", "not in"):
+            problems.append(f"{where}: a category column takes ==, !=, in or not in (got {op!r})")
+            return
+        cats = input_categories(meta)
+        for v in items:
+            text = category_text(v)
+            if text is None or text not in cats:
+                problems.append(f"{where}: {v!r} is not a declared category of input column {col!r} "
+                                f"(declared: {', '.join(cats)})")
+
+
+def _check_synthetic_condition(where: str, col: str, op: str, value: Any, released: dict, problems: list[str]) -> None:
+    """One synthetic condition on a released column: numbers (the released numbers) for a binned
+    column; category names (or numbers, when every alternative declares `values`) for a categorical one."""
+    alts = released["alternatives"]
+    items = _items(op, value)
+    if any(isinstance(v, bool) for v in items):
+        problems.append(f"{where}: a released column compares with numbers or category names, not true/false")
+        return
+    if not any("categories" in a for a in alts):
+        bad = [v for v in items if not isinstance(v, (int, float))]
+        if bad:
+            problems.append(f"{where}: column {col!r} is binned; the value must be a number in the column's units (got {bad[0]!r})")
+        return
+    if all(isinstance(v, str) for v in items):
+        if op not in ("==", "!=", "in", "not in"):
+            problems.append(f"{where}: category names take ==, !=, in or not in (got {op!r})")
+            return
+        for alt in alts:
+            for v in items:
+                if v not in alt["categories"]:
+                    problems.append(f"{where}: {v!r} is not a category of column {col!r} in alternative {alt['id']!r} "
+                                    f"(categories: {', '.join(alt['categories'])})")
+        return
+    if all(isinstance(v, (int, float)) for v in items):
+        lacking = [a["id"] for a in alts if "values" not in a]
+        if lacking:
+            problems.append(f"{where}: column {col!r} is categorical: compare with its category names, or declare "
+                            f"`values` (numbers) in every alternative (alternative {lacking[0]!r} has none)")
+        return
+    problems.append(f"{where}: the values must be all category names or all numbers (got {value!r})")
+
+
+def _check_constraints(key: str, items: list[dict], columns: dict[str, dict], problems: list[str], raw: bool) -> None:
     for i, c in enumerate(items):
         for j, (col, op, value) in enumerate(c.get("when", [])):
             where = f"{key}[{i}].when[{j}]"
             if col not in columns:
                 problems.append(f"{where}: unknown column {col!r} (known: {', '.join(columns)})")
                 continue
-            kind = columns[col]
-            numeric = kind in ("integer", "float", "released")
-            if numeric and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                problems.append(f"{where}: column {col!r} is numeric; the value must be a number (got {value!r})")
-            if kind == "boolean" and (not isinstance(value, bool) or op not in ("==", "!=")):
-                problems.append(f"{where}: a boolean column takes == or != with true/false")
-            if kind in ("category",) and op not in ("==", "!="):
-                problems.append(f"{where}: a category column takes == or !=")
-            if kind == "date" and not isinstance(value, str):
-                problems.append(f"{where}: a date column compares with an ISO date string")
+            if raw:
+                _check_raw_condition(where, col, op, value, columns[col], problems)
+            else:
+                _check_synthetic_condition(where, col, op, value, columns[col], problems)
+
+
+def _check_inputs(doc: dict, problems: list[str]) -> None:
+    """Input columns: min <= max; categories distinct by text and not a missing marker; a type-less
+    `categories` or `missing` marker where it cannot apply."""
+    for i, c in enumerate(doc["input"]["columns"]):
+        lo, hi = c.get("min"), c.get("max")
+        if c["type"] == "date":
+            for key in ("min", "max"):
+                if c.get(key) is not None and (not isinstance(c[key], str) or _date_parts(c[key]) is None):
+                    problems.append(f"input.columns[{i}].{key}: a date column takes an ISO date YYYY-MM-DD (got {c[key]!r})")
+        elif c["type"] in ("integer", "float"):
+            for key in ("min", "max"):
+                if isinstance(c.get(key), str):
+                    problems.append(f"input.columns[{i}].{key}: a numeric column takes a number (got {c[key]!r})")
+        if lo is not None and hi is not None and type(lo) is type(hi) and not hi >= lo:
+            problems.append(f"input.columns[{i}]: max {hi} is below min {lo}")
+        if "categories" in c and c["type"] != "category":
+            problems.append(f"input.columns[{i}].categories: only a category column takes categories")
+        if c["type"] == "category":
+            texts = input_categories(c)
+            dup = sorted({t for t in texts if texts.count(t) > 1})
+            if dup:
+                problems.append(f"input.columns[{i}].categories: {dup[0]!r} is declared twice (a category is matched by its text)")
+            marks = missing_markers(doc["input"], c)
+            both = [m for m in marks if m in texts]
+            if both:
+                problems.append(f"input.columns[{i}]: {both[0]!r} is both a declared category and a missing-value marker")
 
 
 def semantic_problems(doc: dict) -> list[str]:
@@ -347,10 +547,7 @@ def semantic_problems(doc: dict) -> list[str]:
             if n in seen:
                 problems.append(f"{key}[{i}]: duplicate name {n!r}")
             seen.add(n)
-    for i, c in enumerate(doc["input"]["columns"]):
-        lo, hi = c.get("min"), c.get("max")
-        if lo is not None and hi is not None and type(lo) is type(hi) and not hi >= lo:
-            problems.append(f"input.columns[{i}]: max {hi} is below min {lo}")
+    _check_inputs(doc, problems)
 
     released = {c["name"]: c for c in doc["columns"]}
     for i, col in enumerate(doc["columns"]):
@@ -363,6 +560,19 @@ def semantic_problems(doc: dict) -> list[str]:
             problems.append(f"columns[{i}].source.derive: '{derive}' needs a date column ({src_name} is {src['type']})")
         if src and derive == "boolean" and src["type"] != "boolean":
             problems.append(f"columns[{i}].source.derive: 'boolean' needs a boolean column ({src_name} is {src['type']})")
+        if src and derive == "age" and src["type"] != "date":
+            problems.append(f"columns[{i}].source.derive: 'age' needs a date column ({src_name} is {src['type']})")
+        if src and derive == "linear" and src["type"] not in ("integer", "float"):
+            problems.append(f"columns[{i}].source.derive: 'linear' needs an integer or float column ({src_name} is {src['type']})")
+        if src and derive == "category" and src["type"] != "category":
+            problems.append(f"columns[{i}].source.derive: 'category' needs a category column ({src_name} is {src['type']})")
+        for key, needs in (("reference", "age"), ("scale", "linear"), ("offset", "linear")):
+            if key in col["source"] and derive != needs:
+                problems.append(f"columns[{i}].source.{key}: only derive {needs!r} takes {key!r}")
+        if derive == "linear" and col["source"].get("scale") == 0:
+            problems.append(f"columns[{i}].source.scale: must not be 0")
+        if derive == "age" and _date_parts(col["source"].get("reference", "")) is None:
+            problems.append(f"columns[{i}].source.reference: not a valid date ({col['source'].get('reference')!r})")
         ids = set()
         for j, alt in enumerate(col["alternatives"]):
             if alt["id"] in ids:
@@ -370,71 +580,12 @@ def semantic_problems(doc: dict) -> list[str]:
             ids.add(alt["id"])
             _check_alternative(f"columns[{i}].alternatives[{j}]", col, alt, src, problems)
 
-    _check_constraints("raw_constraints", doc.get("raw_constraints", []), {n: c["type"] for n, c in inputs.items()}, problems)
-    _check_constraints("synthetic_constraints", doc.get("synthetic_constraints", []), {n: "released" for n in released}, problems)
+    _check_constraints("raw_constraints", doc.get("raw_constraints", []), inputs, problems, raw=True)
+    _check_constraints("synthetic_constraints", doc.get("synthetic_constraints", []), released, problems, raw=False)
 
-    groups = doc.get("group_bins", {})
-    for name, g in groups.items():
-        if name not in released:
-            problems.append(f"group_bins.{name}: unknown released column {name!r}")
-            continue
-        edges = g["edges"]
-        if any(not edges[k] > edges[k - 1] for k in range(1, len(edges))):
-            problems.append(f"group_bins.{name}.edges: must be strictly increasing")
-        if len(g["labels"]) != len(edges) + 1:
-            problems.append(f"group_bins.{name}.labels: {len(edges)} edges make {len(edges) + 1} groups, got {len(g['labels'])} labels")
-        for j, alt in enumerate(released[name]["alternatives"]):
-            for lo, hi in _bins_of(alt) or []:
-                last = hi - 1 if float(lo).is_integer() and float(hi).is_integer() else hi
-                split = [e for e in edges if lo < e <= last]
-                if split:
-                    problems.append(f"group_bins.{name}.edges: edge {split[0]} splits the bin [{lo}, {hi}) of alternative {alt['id']!r}")
+    from .spec_criteria import criteria_problems  # group_bins, acceptance, faithfulness
 
-    for i, crit in enumerate(doc["acceptance"]):
-        for key in ("target",):
-            if key in crit and crit[key] not in released:
-                problems.append(f"acceptance[{i}].{key}: unknown released column {crit[key]!r} (known: {', '.join(released)})")
-        for j, b in enumerate(crit.get("by", [])):
-            if b is None:
-                continue
-            if b not in released:
-                problems.append(f"acceptance[{i}].by[{j}]: unknown released column {b!r}")
-            elif b not in groups:
-                problems.append(f"acceptance[{i}].by[{j}]: column {b!r} has no coarse groups in group_bins")
-        for j, f in enumerate(crit.get("features", [])):
-            if f not in released:
-                problems.append(f"acceptance[{i}].features[{j}]: unknown released column {f!r}")
-        if "bounds" in crit and not crit["bounds"][1] > crit["bounds"][0]:
-            problems.append(f"acceptance[{i}].bounds: [L, U] needs U > L")
-        if crit["type"] == "regression_mae_difference":
-            earlier = [c for c in doc["acceptance"][:i] if c["type"] == "regression_coefficients"]
-            ref = crit.get("reference")
-            match = [c for c in earlier if (c["id"] == ref if ref else c.get("target") == crit.get("target"))]
-            if not match:
-                problems.append(f"acceptance[{i}]: a regression_mae_difference criterion needs an earlier regression_coefficients "
-                                f"criterion {'with id ' + repr(ref) if ref else 'on the same target'}: its DP coefficients are the real-data model")
-        if crit["type"] == "faithfulness" and "faithfulness" not in doc:
-            problems.append(f"acceptance[{i}]: a faithfulness criterion needs the 'faithfulness' cost rules")
-        if crit["type"] == "smoothed_ratio" and isinstance(crit["threshold"], dict):
-            if crit["threshold"]["stakeholder"] > crit.get("clip", math.inf):
-                problems.append(f"acceptance[{i}].threshold.stakeholder: must not exceed clip {crit.get('clip')}")
-
-    faith = doc.get("faithfulness")
-    if faith:
-        listed = faith["exact"] + faith["adjacent"]
-        for k in ("exact", "adjacent"):
-            for j, name in enumerate(faith[k]):
-                if name not in released:
-                    problems.append(f"faithfulness.{k}[{j}]: unknown released column {name!r}")
-        missing = [n for n in released if n not in listed]
-        if missing:
-            problems.append(f"faithfulness: every released column must be listed in exact or adjacent (missing: {', '.join(missing)})")
-        dup = sorted(set(faith["exact"]) & set(faith["adjacent"]))
-        if dup:
-            problems.append(f"faithfulness: {', '.join(dup)} listed both as exact and adjacent")
-        for name in faith.get("exact_if_contains", {}):
-            if name not in released:
-                problems.append(f"faithfulness.exact_if_contains.{name}: unknown released column {name!r}")
+    problems.extend(criteria_problems(doc))
     for i, qi in enumerate(doc.get("face_privacy", {}).get("quasi_identifiers", [])):
         for j, name in enumerate(qi):
             if name not in released:

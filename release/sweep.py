@@ -1,11 +1,16 @@
 """``dpbundle sweep``: estimate every configuration's acceptance probability on PUBLIC data.
 
 Before the private run, each configuration of the spec's space (or a seeded random sample of K
-of them) is tried R times on similar public data, exactly as the private run would try it: the
+of them, or a given list: ``--configs``) is tried on similar public data, exactly as the private run would try it: the
 real iteration (transform, DP fit, sample, constrain, project, DP criteria) with the same DP
 noise, from a fresh recording ``Randomness`` per run whose transcript is discarded. The data are
 public, so the sweep spends no budget and never touches the budget ledger; it refuses to run on
 a file whose SHA-256 the spec lists in ``privacy.private_data_sha256``.
+
+Repetitions are adaptive (:class:`~.sweep_exec.AdaptivePlan`): a first batch of ``--reps`` runs
+per configuration, then batches until the Wilson 95% interval of its acceptance lies above or
+below ``--min-acceptance`` (:func:`~.sweep_exec.decide`) or it has ``--max-reps`` runs; one
+still straddling the cut-off then is decided by its point estimate and flagged ``undecided``.
 
 Output directory (DIR):
 
@@ -13,14 +18,18 @@ Output directory (DIR):
 - ``runs.jsonl``      one JSON record per run, appended (and fsynced) as runs finish
                       (schema ``sweep-run``); ``runs.csv`` is the same table, flat, rewritten at the end
 - ``utility.jsonl``   granular utility of accepted candidates (schema ``sweep-utility``)
-- ``summary.csv``, ``summary.json``  per configuration: runs, acceptance, Wilson 95% interval;
-                      per dimension and per criterion (schema ``sweep-summary``)
+- ``summary.csv``, ``summary.json``  per configuration: runs, acceptance, Wilson 95% interval,
+                      decision, expected private iterations 1/p with [1/high, 1/low]; per
+                      dimension and per criterion; the criteria failing most (schema ``sweep-summary``)
 - ``narrowed.yaml``   the configurations with acceptance >= ``--min-acceptance`` (read by
-                      ``dpbundle release --configs``; see :func:`load_narrowed`)
+                      ``dpbundle release --configs`` and ``dpbundle sweep --configs``; see
+                      :func:`load_narrowed`); NOT written when no configuration qualifies (an
+                      old one is removed, and the CLI exits 1)
 - ``report.html``, ``report.pdf``
 
 Running again with the same DIR resumes: finished runs (key: config id + rep index) are
-skipped; a different spec or data fingerprint is refused.
+kept (runs.jsonl is append-only) and the adaptive decisions continue from them; a different
+spec or data fingerprint is refused.
 """
 from __future__ import annotations
 
@@ -40,17 +49,18 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
-from .sweep_exec import Task, execute, jsonable
+from .sweep_exec import (ABOVE, BELOW, UNDECIDED, WILSON_Z, AdaptivePlan, Task, decide, execute, jsonable,
+                         wilson_interval)
 from .prepare import file_sha256
 
 __all__ = [
     "SweepError", "SweepResult", "run_sweep", "wilson_interval", "load_narrowed", "read_runs",
-    "select_configs", "flatten_config", "cli_sweep", "WILSON_Z",
+    "select_configs", "flatten_config", "cli_sweep", "WILSON_Z", "read_config_list", "decide",
+    "expected_iterations",
 ]
 
 FORMAT = "dpbundle-sweep/1"
 NARROWED_FORMAT = "dpbundle-narrowed/1"
-WILSON_Z = 1.959963984540054  # Phi^-1(0.975)
 META, RUNS, RUNS_CSV, UTILITY = "sweep.json", "runs.jsonl", "runs.csv", "utility.jsonl"
 SUMMARY_CSV, SUMMARY_JSON, NARROWED = "summary.csv", "summary.json", "narrowed.yaml"
 REPORT_HTML, REPORT_PDF = "report.html", "report.pdf"
@@ -78,20 +88,6 @@ class SweepResult:
 
 
 # --------------------------------------------------------------------------- small helpers
-
-def wilson_interval(k: int, n: int, z: float = WILSON_Z) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion k/n (default 95%); (0, 1) when n = 0."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = k / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-
 
 def _spec_fingerprint(spec) -> str:
     """SHA-256 of the canonical public spec (the private fingerprints do not change any run)."""
@@ -233,6 +229,53 @@ def load_narrowed(path: Path | str, spec=None) -> list[dict]:
     return out
 
 
+def read_config_list(path: Path | str, spec, spec_sha: str, space_ids: set[str], *,
+                     allow_other_spec: bool = False) -> list[str]:
+    """The configuration ids of a list to re-measure (``--configs``), in file order, duplicates dropped.
+
+    The file must be a narrowed list (schema ``narrowed``); every id must match its
+    configuration and be a configuration of ``spec``'s space; a list written for another spec
+    (``spec_sha256`` != ``spec_sha``) is refused unless ``allow_other_spec``. Raises
+    :class:`SweepError` (exit 2) naming the file and the entry.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SweepError(f"{path}: no such file (--configs)")
+    try:
+        entries = load_narrowed(path, spec)
+    except ValueError as exc:
+        raise SweepError(f"--configs: {exc}") from None
+    import yaml
+
+    listed_sha = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("spec_sha256")
+    if listed_sha is not None and listed_sha != spec_sha and not allow_other_spec:
+        raise SweepError(
+            f"{path}: this configuration list was written for another spec:\n"
+            f"  list spec_sha256: {listed_sha}\n  this spec:        {spec_sha}\n"
+            "Its acceptance figures do not describe this spec. Re-measuring it is still possible: pass "
+            "--allow-other-spec (every configuration must still belong to this spec's space).")
+    if not entries:
+        raise SweepError(f"{path}: lists no configurations; nothing to re-measure")
+    ids: list[str] = []
+    for i, e in enumerate(entries):
+        if e["id"] not in space_ids:  # check_config passed, so this means the id scheme differs
+            raise SweepError(f"{path}: configurations[{i}]: id {e['id']} is not a configuration id of this "
+                             "spec's space")
+        if e["id"] not in ids:
+            ids.append(e["id"])
+    return ids
+
+
+def expected_iterations(p: float | None, low: float | None, high: float | None) -> dict:
+    """Expected private iterations 1/p (geometric number of trials until the first pass) with the
+    interval [1/high, 1/low] from p's Wilson bounds; None stands for infinity (p or low = 0)."""
+    def inv(x: float | None) -> float | None:
+        return 1.0 / x if x else None
+
+    return {"expected_iterations": inv(p), "expected_iterations_low": inv(high),
+            "expected_iterations_high": inv(low)}
+
+
 def _narrowed_yaml(summary: dict, configs_by_id: dict[str, dict], where: str = NARROWED) -> str:
     import yaml
 
@@ -243,11 +286,17 @@ def _narrowed_yaml(summary: dict, configs_by_id: dict[str, dict], where: str = N
         "data_sha256": summary["data_sha256"],
         "min_acceptance": summary["min_acceptance"],
         "expected_private_iterations": nar["expected_private_iterations"],
+        "expected_private_iterations_low": nar["expected_private_iterations_low"],
+        "expected_private_iterations_high": nar["expected_private_iterations_high"],
         "expected_private_seconds": nar["expected_private_seconds"],
+        "undecided": nar["undecided"],
         "configurations": [
             {"id": c["config_id"], "config": configs_by_id[c["config_id"]],
              "acceptance": c["acceptance"], "wilson_low": c["wilson_low"],
-             "wilson_high": c["wilson_high"], "runs": c["runs"]}
+             "wilson_high": c["wilson_high"], "runs": c["runs"], "decision": c["decision"],
+             "expected_iterations": c["expected_iterations"],
+             "expected_iterations_low": c["expected_iterations_low"],
+             "expected_iterations_high": c["expected_iterations_high"]}
             for c in summary["configurations"] if c["narrowed"]
         ],
     }
@@ -255,7 +304,10 @@ def _narrowed_yaml(summary: dict, configs_by_id: dict[str, dict], where: str = N
     _validate(doc, "narrowed", where)
     head = ("# Configurations whose acceptance probability on public data is at least "
             f"{summary['min_acceptance']:g} (dpbundle sweep).\n"
-            "# Use: dpbundle release SPEC DATA --configs narrowed.yaml (the private run draws uniformly from this list).\n")
+            "# Use: dpbundle release SPEC DATA --configs narrowed.yaml (the private run draws uniformly from this list).\n"
+            "# decision: 'above' = the Wilson 95% interval lies above the cut-off; 'undecided' = it still straddles\n"
+            "# the cut-off after --max-reps runs and the point estimate decided (re-measure with a larger --max-reps).\n"
+            "# expected_iterations: 1/acceptance, interval [1/wilson_high, 1/wilson_low] (null: unbounded).\n")
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=120)
 
 
@@ -297,12 +349,15 @@ def summarise(*, meta: dict, selected: list[str], configs_by_id: dict[str, dict]
             for cr in r.get("criteria", []):
                 crit.setdefault(cr["id"], []).append(bool(cr["passed"]))
         secs = [float(r["seconds"]) for r in mine]
+        acc = k / n if n else None
         rows.append({
             "config_id": cid,
             "runs": n, "accepted": k,
             "errors": sum(1 for (c, _) in err_runs if c == cid),
-            "acceptance": k / n if n else None,
+            "acceptance": acc,
             "wilson_low": lo if n else None, "wilson_high": hi if n else None,
+            "decision": decide(k, n, min_acceptance),
+            **expected_iterations(acc, lo if n else None, hi if n else None),
             "median_seconds": statistics.median(secs) if secs else None,
             "narrowed": bool(n and k / n >= min_acceptance),
             "criteria_pass_rate": {cid_: sum(v) / len(v) for cid_, v in crit.items()},
@@ -335,15 +390,19 @@ def summarise(*, meta: dict, selected: list[str], configs_by_id: dict[str, dict]
     crit_rows: dict[str, dict] = {}
     for r in ok_runs.values():
         for cr in r.get("criteria", []):
-            c = crit_rows.setdefault(cr["id"], {"id": cr["id"], "threshold": cr["threshold"], "runs": 0, "passed": 0, "_ratios": []})
+            c = crit_rows.setdefault(cr["id"], {"id": cr["id"], "threshold": cr["threshold"], "runs": 0, "passed": 0, "_ratios": [], "_values": []})
             c["runs"] += 1
             c["passed"] += int(bool(cr["passed"]))
             if cr.get("dp_value") is not None and cr.get("threshold"):
                 c["_ratios"].append(float(cr["dp_value"]) / float(cr["threshold"]))
+            if cr.get("dp_value") is not None:
+                c["_values"].append(float(cr["dp_value"]))
     criteria = []
     for c in crit_rows.values():
-        ratios = c.pop("_ratios")
+        ratios, values = c.pop("_ratios"), c.pop("_values")
         c["pass_rate"] = c["passed"] / c["runs"] if c["runs"] else None
+        c["fail_share"] = 1.0 - c["pass_rate"] if c["runs"] else None
+        c["median_dp_value"] = statistics.median(values) if values else None
         c["ratio_to_threshold"] = _quantiles(ratios)
         criteria.append(c)
 
@@ -352,7 +411,13 @@ def summarise(*, meta: dict, selected: list[str], configs_by_id: dict[str, dict]
     all_secs = [float(r["seconds"]) for r in ok_runs.values()]
     mean_acc = statistics.fmean(r["acceptance"] for r in narrowed) if narrowed else None
     med_secs = statistics.median(nar_secs or all_secs) if (nar_secs or all_secs) else None
-    exp_iter = (1.0 / mean_acc) if mean_acc else None
+    # the private run draws uniformly from the list: per-iteration acceptance = mean p; its
+    # interval from the mean of the configurations' Wilson bounds
+    mean_lo = statistics.fmean(r["wilson_low"] for r in narrowed) if narrowed else None
+    mean_hi = statistics.fmean(r["wilson_high"] for r in narrowed) if narrowed else None
+    exp = expected_iterations(mean_acc, mean_lo, mean_hi)
+    exp_iter = exp["expected_iterations"]
+    undecided = [r["config_id"] for r in rows if r["decision"] == UNDECIDED]
     n_acc = sum(r["accepted"] for r in rows)
     n_runs = sum(r["runs"] for r in rows)
 
@@ -372,6 +437,20 @@ def summarise(*, meta: dict, selected: list[str], configs_by_id: dict[str, dict]
         "sample": meta.get("sample"),
         "seed": meta.get("seed"),
         "reps": meta["reps"],
+        "adaptive": {
+            "first_batch": meta["reps"],
+            "max_reps": int(meta.get("max_reps") or meta["reps"]),
+            "batch": int(meta.get("batch") or meta["reps"]),
+            "rule": ("repetitions are added in batches until the Wilson 95% interval of a configuration's "
+                     "acceptance lies above (wilson_low >= min_acceptance) or below (wilson_high < "
+                     "min_acceptance) the cut-off, or it has max_reps runs; a configuration still "
+                     "straddling the cut-off is decided by its point estimate and flagged 'undecided'"),
+            "decided_above": sum(1 for r in rows if r["decision"] == ABOVE),
+            "decided_below": sum(1 for r in rows if r["decision"] == BELOW),
+            "undecided": len(undecided),
+            "undecided_ids": undecided,
+        },
+        "configurations_from": (meta.get("configs") or {}).get("path"),
         "configurations_swept": len(selected),
         "runs": n_runs,
         "accepted": n_acc,
@@ -382,17 +461,34 @@ def summarise(*, meta: dict, selected: list[str], configs_by_id: dict[str, dict]
         "narrowed": {
             "count": len(narrowed),
             "mean_acceptance": mean_acc,
+            "mean_wilson_low": mean_lo,
+            "mean_wilson_high": mean_hi,
             "expected_private_iterations": exp_iter,
+            "expected_private_iterations_low": exp["expected_iterations_low"],
+            "expected_private_iterations_high": exp["expected_iterations_high"],
+            "undecided": sum(1 for r in narrowed if r["decision"] == UNDECIDED),
             "median_iteration_seconds": med_secs,
             "expected_private_seconds": exp_iter * med_secs if (exp_iter and med_secs is not None) else None,
             "note": ("The private run draws uniformly from the narrowed list, so its expected number of "
-                     "iterations is 1 / mean acceptance; times are measured on the public data here."),
+                     "iterations is 1 / mean acceptance, with the interval [1 / mean Wilson high, "
+                     "1 / mean Wilson low] (null: unbounded); times are measured on the public data here."),
         },
         "criteria": criteria,
+        "failing_criteria": _failing_criteria(criteria),
         "dimensions": dims,
         "configurations": rows,
         "utility": util_summary,
     })
+
+
+def _failing_criteria(criteria: list[dict]) -> list[dict]:
+    """The criteria that failed in any run, most often failed first: share of runs failing, and
+    the median DP value against the threshold (what to relax, and by how much)."""
+    rows = [{"id": c["id"], "fail_share": c["fail_share"], "failed": c["runs"] - c["passed"], "runs": c["runs"],
+             "median_dp_value": c["median_dp_value"], "threshold": c["threshold"],
+             "median_ratio_to_threshold": c["ratio_to_threshold"]["median"]}
+            for c in criteria if c["runs"] and c["passed"] < c["runs"]]
+    return sorted(rows, key=lambda r: (-r["fail_share"], -(r["median_ratio_to_threshold"] or 0.0), r["id"]))
 
 
 _UTILITY_KEYS = [
@@ -445,10 +541,13 @@ def _summary_csv(summary: dict, configs_by_id: dict) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["config_id", "runs", "accepted", "errors", "acceptance", "wilson_low", "wilson_high",
+                "decision", "expected_iterations", "expected_iterations_low", "expected_iterations_high",
                 "median_seconds", "narrowed"] + [f"pass_rate_{c}" for c in crit_ids] + dim_keys + ["config"])
     for r in summary["configurations"]:
         w.writerow([r["config_id"], r["runs"], r["accepted"], r["errors"], _fmt(r["acceptance"]),
-                    _fmt(r["wilson_low"]), _fmt(r["wilson_high"]), _fmt(r["median_seconds"]), r["narrowed"]]
+                    _fmt(r["wilson_low"]), _fmt(r["wilson_high"]), r["decision"],
+                    _fmt(r["expected_iterations"]), _fmt(r["expected_iterations_low"]),
+                    _fmt(r["expected_iterations_high"]), _fmt(r["median_seconds"]), r["narrowed"]]
                    + [_fmt(r["criteria_pass_rate"].get(c)) for c in crit_ids]
                    + [r["dimensions"].get(k) for k in dim_keys]
                    + [json.dumps(configs_by_id[r["config_id"]], sort_keys=True)])
@@ -500,19 +599,26 @@ def _default_prepare(path: Path, spec):
 
 
 DEFAULT_REPS = 3
+DEFAULT_MAX_REPS = 40
+DEFAULT_MIN_ACCEPTANCE = 0.10
 
 
 def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, reps: int | None = None,
               sample: int | None = None, seed: int | None = None, workers: int | None = None,
-              scheduler: str | None = None, min_acceptance: float = 0.10, utility: str = "first",
+              scheduler: str | None = None, min_acceptance: float | None = None, utility: str = "first",
               iteration: Callable | None = None, prepare: Callable | None = None,
               progress: bool = True, report: bool = True, mp_context: str = "spawn",
               utility_options: dict | None = None, console=None,
-              on_run: Callable[[dict], None] | None = None) -> SweepResult:
+              on_run: Callable[[dict], None] | None = None, max_reps: int | None = None,
+              batch: int | None = None, configs: Path | str | None = None,
+              allow_other_spec: bool = False) -> SweepResult:
     """Run (or resume) a sweep; see the module docstring. Raises :class:`SweepError` (exit 2).
 
-    ``reps`` and ``sample`` default to the values recorded in ``out`` (resume) or to 3 reps over
-    the whole space (new sweep). ``iteration`` (default ``release.iteration.run_iteration``) and
+    ``reps`` (the first batch), ``max_reps`` (the cap of the adaptive repetitions), ``batch``
+    (later batches) and ``sample`` default to the values recorded in ``out`` (resume) or to 3,
+    40, ``reps`` and the whole space (new sweep); ``max_reps == reps`` is a fixed design.
+    ``configs`` (a narrowed list, see :func:`read_config_list`) re-measures those configurations
+    instead of sampling; a resumed sweep keeps its recorded list. ``iteration`` (default ``release.iteration.run_iteration``) and
     ``prepare`` (default ``release.prepare.prepare``) can be injected, e.g. by tests;
     ``on_run(record)`` is called after each finished run is saved (e.g. by benchmarks).
     """
@@ -524,11 +630,17 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         raise SweepError("--reps must be at least 1")
     if sample is not None and sample < 1:
         raise SweepError("--sample must be at least 1")
+    if max_reps is not None and max_reps < 1:
+        raise SweepError("--max-reps must be at least 1")
+    if batch is not None and batch < 1:
+        raise SweepError("--batch must be at least 1")
+    if configs is not None and (sample is not None or seed is not None):
+        raise SweepError("give either --configs (re-measure a list) or --sample/--seed (draw from the space), not both")
     if workers is not None and scheduler:
         raise SweepError("give either --workers (local process pool) or --scheduler (Dask), not both")
     if utility not in ("first", "all", "none"):
         raise SweepError("--utility must be one of first, all, none")
-    if not 0.0 <= min_acceptance <= 1.0:
+    if min_acceptance is not None and not 0.0 <= min_acceptance <= 1.0:
         raise SweepError("--min-acceptance must lie in [0, 1]")
     try:
         spec = load_spec(spec_path)
@@ -581,23 +693,44 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
     if old_meta is not None:
         reps = reps if reps is not None else int(old_meta.get("reps") or DEFAULT_REPS)
         sample = sample if sample is not None else old_meta.get("sample")
+        # an old (fixed-design) sweep has no max_reps: its cap was its reps
+        max_reps = max_reps if max_reps is not None else int(old_meta.get("max_reps") or old_meta["reps"])
+        batch = batch if batch is not None else old_meta.get("batch")
+        if min_acceptance is None and old_meta.get("min_acceptance") is not None:
+            min_acceptance = float(old_meta["min_acceptance"])
+    min_acceptance = DEFAULT_MIN_ACCEPTANCE if min_acceptance is None else float(min_acceptance)
     reps = reps if reps is not None else DEFAULT_REPS
+    max_reps = max(int(max_reps if max_reps is not None else DEFAULT_MAX_REPS), reps)
+    batch = int(batch if batch is not None else reps)
 
-    configs = list(enumerate_configs(spec))
-    ids = [config_id(c) for c in configs]
-    configs_by_id = dict(zip(ids, configs))
+    all_configs = list(enumerate_configs(spec))
+    ids = [config_id(c) for c in all_configs]
+    configs_by_id = dict(zip(ids, all_configs))
+    configs_meta = None
+    if configs is not None:
+        selected = read_config_list(configs, spec, spec_sha, set(ids), allow_other_spec=allow_other_spec)
+        configs_meta = {"path": str(configs), "sha256": file_sha256(Path(configs))}
+        sample = None
+    elif old_meta is not None and old_meta.get("configs") and sample is None:
+        selected = [c for c in old_meta["selected"] if c in configs_by_id]  # same spec: all are
+        configs_meta = old_meta["configs"]
     if seed is None:
         seed = int(old_meta["seed"]) if old_meta and old_meta.get("seed") is not None else secrets.randbits(63)
-    selected = select_configs(ids, sample, seed)
+    if configs_meta is None:
+        selected = select_configs(ids, sample, seed)
 
-    # the runs still to do (rep-major: every configuration gets rep 0 before any gets rep 1)
+    # the runs still to do: a first batch of `reps` per configuration, then adaptive batches
     runs = read_runs(out) if old_meta else {}
-    done = {k for k, r in runs.items() if not r.get("error")}
-    pending = [Task(cid, rep, configs_by_id[cid]) for rep in range(reps) for cid in selected
-               if (cid, rep) not in done]
+    done: dict[str, dict[int, bool]] = {}
+    for (cid, r), rec in runs.items():
+        if not rec.get("error"):
+            done.setdefault(cid, {})[r] = bool(rec["passed"])
+    n_workers_guess = 1 if scheduler else int(workers or os.cpu_count() or 1)
+    plan = AdaptivePlan({c: configs_by_id[c] for c in selected}, done, first=reps, cap=max_reps,
+                        batch=batch, cut=min_acceptance, workers=n_workers_guess)
 
     prepared = None
-    if pending or not (old_meta and old_meta["data"].get("n")):
+    if plan.has_work() or not (old_meta and old_meta["data"].get("n")):
         try:
             prepared = (prepare or _default_prepare)(data_path, spec)
         except ValueError as exc:  # InputError
@@ -614,6 +747,10 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         "sample": sample,
         "seed": int(seed),
         "reps": int(reps),
+        "max_reps": int(max_reps),
+        "batch": int(batch),
+        "min_acceptance": float(min_acceptance),
+        "configs": configs_meta,
         "selected": selected,
         "note": "public data: the sweep spends no privacy budget and its outputs are not DP",
         "sessions": list(old_meta.get("sessions", [])) if old_meta else [],
@@ -639,18 +776,19 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
     backend_name, n_workers = "none", 0
     t0 = time.perf_counter()
     new_runs = 0
-    if pending:
+    if plan.has_work():
         payload = {"prepared": prepared, "spec": spec, "iteration": iteration or _default_iteration(),
                    "utility_options": utility_options or {}}
         from .sweep_exec import DaskBackend, LocalBackend
 
         try:
             backend = (DaskBackend(payload, scheduler) if scheduler
-                       else LocalBackend(payload, min(workers or os.cpu_count() or 1, len(pending)),
+                       else LocalBackend(payload, min(workers or os.cpu_count() or 1, max(plan.potential(), 1)),
                                          mp_context=mp_context))
         except (OSError, TimeoutError) as exc:
             raise SweepError(f"cannot start the {'Dask client for ' + scheduler if scheduler else 'process pool'}: {exc}") from None
         backend_name, n_workers = backend.name, backend.workers
+        plan.workers = max(int(n_workers), 1)
 
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -661,7 +799,7 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
                    TextColumn("{task.fields[accepted]} accepted"), TextColumn("elapsed"),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn()]
         with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
-            tid = bar.add_task("sweep", total=len(pending), accepted=0)
+            tid = bar.add_task("sweep", total=plan.planned, accepted=0)
             accepted = 0
 
             def on_result(task: Task, record: dict) -> None:
@@ -685,13 +823,14 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
                 runs[(task.config_id, task.rep)] = record
                 new_runs += 1
                 accepted += int(bool(record.get("passed")))
-                bar.update(tid, advance=1, accepted=accepted)
+                plan.record(task, None if record.get("error") else bool(record.get("passed")))
+                bar.update(tid, advance=1, accepted=accepted, total=plan.planned)
                 if on_run is not None:
                     on_run(record)
 
             interrupted = False
             try:
-                execute(backend, pending, on_result, prepare_task=prepare_task)
+                execute(backend, plan.tasks(), on_result, prepare_task=prepare_task)
             except KeyboardInterrupt:
                 interrupted = True
             finally:
@@ -709,7 +848,7 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         _write_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
     util = read_utility(out)
     summary = summarise(meta=meta, selected=selected, configs_by_id=configs_by_id,
-                        dimension_keys=_dimension_keys(configs), runs=runs, utility=util,
+                        dimension_keys=_dimension_keys(all_configs), runs=runs, utility=util,
                         min_acceptance=min_acceptance)
     _validate(summary, "sweep-summary", str(out / SUMMARY_JSON))
     summary_text = json.dumps(summary, indent=1, sort_keys=False) + "\n"
@@ -719,6 +858,11 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         _write_atomic(out / SUMMARY_JSON, summary_text)
         _write_atomic(out / SUMMARY_CSV, _summary_csv(summary, configs_by_id))
         _write_atomic(out / RUNS_CSV, _runs_csv(runs, selected))
+        if summary["narrowed"]["count"]:
+            _write_atomic(out / NARROWED, _narrowed_yaml(summary, configs_by_id, str(out / NARROWED)))
+        elif (out / NARROWED).exists():
+            (out / NARROWED).unlink()  # a list from an earlier session no longer holds: nothing passes
+    if summary["narrowed"]["count"] and not (out / NARROWED).exists():
         _write_atomic(out / NARROWED, _narrowed_yaml(summary, configs_by_id, str(out / NARROWED)))
     files = {k: out / v for k, v in [("meta", META), ("runs", RUNS), ("runs_csv", RUNS_CSV),
                                      ("utility", UTILITY), ("summary_csv", SUMMARY_CSV),
@@ -737,24 +881,39 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
 
 # --------------------------------------------------------------------------- CLI
 
+def _iters_text(lo: float | None, mid: float | None, hi: float | None) -> str:
+    """'2.6 [1.4,7.1]'; an unbounded end prints as 'inf'."""
+    f = lambda x: "inf" if x is None else f"{x:.1f}"  # noqa: E731
+    return "" if mid is None else f"{f(mid)} [{f(lo)},{f(hi)}]"
+
+
 def _print_result(res: SweepResult, console) -> None:
+    from rich import box
     from rich.table import Table
 
     s = res.summary
+    ad = s["adaptive"]
     if res.new_runs:
         console.print(f"{res.new_runs} run(s) in {res.seconds:.1f} s on {res.backend} "
                       f"({res.workers} worker(s)): [bold]{res.runs_per_minute:.1f} runs/min[/]")
     else:
-        console.print("Nothing to run: every run of this sweep is already recorded in "
-                      f"{res.out / RUNS} (resumed).")
-    table = Table(title=f"Acceptance on public data ({s['configurations_swept']} configuration(s), {s['reps']} rep(s))")
-    for col in ("configuration", "runs", "accepted", "acceptance", "Wilson 95%", "narrowed"):
-        table.add_column(col)
+        console.print("Nothing to run: every configuration of this sweep is already decided or at its cap "
+                      f"(runs in {res.out / RUNS}; resumed).")
+    table = Table(title=f"Acceptance on public data ({s['configurations_swept']} configuration(s), "
+                        f"{ad['first_batch']} to {ad['max_reps']} rep(s) each, cut-off {s['min_acceptance']:g})")
+    table.box, table.pad_edge = box.SIMPLE_HEAD, False
+    table.add_column("configuration", no_wrap=True)
+    table.add_column("acceptance\npassed/runs\n[Wilson 95%]", justify="right", no_wrap=True)
+    table.add_column("decision", no_wrap=True)
+    table.add_column("expected\niterations\n[95%]", justify="right", no_wrap=True)
+    table.add_column("listed", no_wrap=True)
     rows = sorted(s["configurations"], key=lambda r: -(r["acceptance"] or 0))
     for r in rows[:15]:
-        table.add_row(r["config_id"], str(r["runs"]), str(r["accepted"]),
-                      "" if r["acceptance"] is None else f"{r['acceptance']:.2f}",
-                      "" if r["wilson_low"] is None else f"[{r['wilson_low']:.2f}, {r['wilson_high']:.2f}]",
+        acc = f"{r['accepted']}/{r['runs']}" + ("" if r["acceptance"] is None
+                                                else f" [{r['wilson_low']:.2f},{r['wilson_high']:.2f}]")
+        table.add_row(r["config_id"], acc,
+                      r["decision"] if r["decision"] != UNDECIDED else "[yellow]undecided[/]",
+                      _iters_text(r["expected_iterations_low"], r["expected_iterations"], r["expected_iterations_high"]),
                       "yes" if r["narrowed"] else "")
     if len(rows) > 15:
         table.caption = f"... {len(rows) - 15} more in summary.csv"
@@ -762,43 +921,96 @@ def _print_result(res: SweepResult, console) -> None:
     nar = s["narrowed"]
     if nar["count"]:
         console.print(f"Narrowed: {nar['count']} configuration(s) with acceptance >= {s['min_acceptance']:g}; "
-                      f"expected private iterations {nar['expected_private_iterations']:.2f}, "
+                      f"expected private iterations "
+                      f"{_iters_text(nar['expected_private_iterations_low'], nar['expected_private_iterations'], nar['expected_private_iterations_high'])}, "
                       f"expected run time {nar['expected_private_seconds']:.1f} s "
                       f"(median iteration {nar['median_iteration_seconds']:.2f} s on the public data).")
-    else:
-        console.print(f"[bold red]No configuration reached acceptance {s['min_acceptance']:g}[/]: the private "
-                      "run would loop without end (stop probability 0). Widen the space or relax the criteria.")
+    if ad["undecided"]:
+        console.print(f"[yellow]{ad['undecided']} configuration(s) undecided[/]: their Wilson interval still "
+                      f"straddles {s['min_acceptance']:g} after the runs they had (cap --max-reps {ad['max_reps']}); "
+                      f"decided by the point estimate ({nar['undecided']} of them narrowed). Resume with a larger "
+                      "--max-reps to decide them.")
+    if not nar["count"]:
+        _print_nothing_passes(s, console)
     if s["errors"]:
         console.print(f"[yellow]{s['errors']} run(s) failed with an error (see runs.jsonl); they are retried on resume.[/]")
     for key, path in res.files.items():
-        if key in ("narrowed", "summary_csv", "report_html", "report_pdf"):
+        if key in ("narrowed", "summary_csv", "report_html", "report_pdf") and Path(path).exists():
             console.print(f"  {key}: {path}")
+
+
+def _print_nothing_passes(s: dict, console) -> None:
+    """Why no configuration reached the cut-off: the criteria that fail most, and by how much."""
+    from rich.table import Table
+
+    console.print(f"[bold red]No configuration reached acceptance {s['min_acceptance']:g}[/]: the private run "
+                  "would almost never stop. No narrowed.yaml was written. Widen the space, relax the "
+                  "criteria below, or lower --min-acceptance.")
+    fails = s["failing_criteria"]
+    if not fails:
+        console.print("No run produced criterion values (every run failed with an error or none ran).")
+        return
+    table = Table(title="Criteria that fail most (all runs of the swept configurations)")
+    for col in ("criterion", "runs failing", "median DP value", "threshold", "median / threshold"):
+        table.add_column(col)
+    for f in fails:
+        g = lambda x: "" if x is None else f"{x:.4g}"  # noqa: E731
+        table.add_row(f["id"], f"{f['fail_share']:.0%} ({f['failed']}/{f['runs']})", g(f["median_dp_value"]),
+                      g(f["threshold"]), g(f["median_ratio_to_threshold"]))
+    console.print(table)
+
+
 
 
 def cli_sweep(
     spec: Annotated[Path, typer.Argument(help="The release spec (YAML or JSON).", show_default=False)],
     public_data: Annotated[Path, typer.Argument(help="PUBLIC data in the spec's input format (CSV or .csv.gz). Never the confidential file.", show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory; the same directory resumes the sweep.", show_default=False)],
-    reps: Annotated[Optional[int], typer.Option("--reps", "-r", min=1, help="Full iterations per configuration (default 3; when resuming, the recorded value).", show_default=False)] = None,
+    reps: Annotated[Optional[int], typer.Option("--reps", "-r", min=1, help="First batch: runs every configuration gets (default 3; when resuming, the recorded value).", show_default=False)] = None,
+    max_reps: Annotated[Optional[int], typer.Option("--max-reps", min=1, help="Cap of the adaptive repetitions per configuration (default 40; when resuming, the recorded value). Equal to --reps: a fixed design.", show_default=False)] = None,
+    batch: Annotated[Optional[int], typer.Option("--batch", min=1, help="Runs added per later batch to an undecided configuration (default: --reps; enlarged when fewer configurations than workers remain open).", show_default=False)] = None,
+    configs: Annotated[Optional[Path], typer.Option("--configs", help="Re-measure the configurations of this list (a narrowed.yaml) instead of drawing from the space. Ids must belong to the spec's space; a list written for another spec (spec_sha256) is refused unless --allow-other-spec.", show_default=False)] = None,
+    allow_other_spec: Annotated[bool, typer.Option("--allow-other-spec", help="Accept a --configs list whose spec_sha256 differs from the spec's (e.g. after editing thresholds).")] = False,
     sample: Annotated[Optional[int], typer.Option("--sample", "-k", min=1, help="Sweep K configurations drawn at random (seeded; recorded in DIR) instead of the whole space. When resuming, defaults to the recorded K; a larger K extends the same sample.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the --sample draw (default: random, recorded in DIR/sweep.json).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", "-w", min=1, help="Local worker processes (default: every core).")] = None,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (runs on the cluster instead of locally).")] = None,
-    min_acceptance: Annotated[float, typer.Option("--min-acceptance", min=0.0, max=1.0, help="Acceptance probability a configuration needs to enter narrowed.yaml.")] = 0.10,
+    min_acceptance: Annotated[Optional[float], typer.Option("--min-acceptance", min=0.0, max=1.0, help="Cut-off: acceptance probability a configuration needs to enter narrowed.yaml, and the point the adaptive repetitions decide against (default 0.10; when resuming, the recorded value).", show_default=False)] = None,
     utility: Annotated[str, typer.Option("--utility", help="Granular utility of accepted candidates: 'first' accepted run per configuration, 'all', or 'none'.")] = "first",
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip report.html / report.pdf.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Estimate each configuration's acceptance probability on PUBLIC data (feasibility sweep).
 
-    Runs every configuration of the spec's space (or --sample K of them) --reps times through the
-    real iteration, with the same DP noise as the private run, and writes runs.jsonl/runs.csv,
-    summary.csv/summary.json (acceptance with Wilson 95% intervals), narrowed.yaml (the
+    Runs configurations of the spec's space (all, --sample K of them, or the list given with
+    --configs) through the real iteration, with the same DP noise as the private run. Repetitions
+    are adaptive: each configuration first gets --reps runs, then batches of --batch more until the
+    Wilson 95% interval of its acceptance lies above (low end >= --min-acceptance) or below (high
+    end < --min-acceptance) the cut-off, or it has --max-reps runs. A configuration still
+    straddling the cut-off at the cap is decided by its point estimate and flagged 'undecided'
+    (--max-reps equal to --reps gives a fixed design). A configuration that never passes needs 35
+    runs to be decided below 0.10.
+
+    Writes runs.jsonl/runs.csv, summary.csv/summary.json (acceptance, Wilson interval, decision,
+    expected private iterations 1/p with the interval [1/high, 1/low]), narrowed.yaml (the
     configurations with acceptance >= --min-acceptance, for `dpbundle release --configs`) and
     report.html/report.pdf. Spends no privacy budget; refuses files listed in the spec's
-    privacy.private_data_sha256. Re-running with the same --out resumes.
+    privacy.private_data_sha256. Re-running with the same --out resumes (the runs are kept, the
+    adaptive decisions continue; a larger --max-reps decides undecided configurations).
 
-    Example: dpbundle sweep examples/births.yaml nvss2019_singleton_10k.csv --sample 8 --reps 3 --out sweep-births
+    Exit codes: 0 at least one configuration reached the cut-off; 1 none did: narrowed.yaml is then
+    NOT written (an old one in DIR is removed) and the criteria that fail most are printed, with
+    the share of runs failing each and its median DP value against the threshold; 2 unusable input.
+
+    Examples:
+
+      dpbundle sweep examples/births.yaml nvss2019_singleton_10k.csv --sample 8 --out sweep-births
+
+      dpbundle sweep examples/births.yaml public.csv --configs examples/births-narrowed-nvss160k.yaml --out remeasure
+
+      dpbundle sweep spec.yaml public.csv --out sweep --max-reps 80 (resume: decide the undecided ones)
+
+      dpbundle sweep spec.yaml public.csv --sample 64 --scheduler tcp://10.0.0.5:8786 --out sweep
     """
     from rich.console import Console
 
@@ -806,7 +1018,8 @@ def cli_sweep(
     try:
         res = run_sweep(spec, public_data, out, reps=reps, sample=sample, seed=seed, workers=workers,
                         scheduler=scheduler, min_acceptance=min_acceptance, utility=utility,
-                        progress=not quiet, report=not no_report, console=console)
+                        progress=not quiet, report=not no_report, console=console, max_reps=max_reps,
+                        batch=batch, configs=configs, allow_other_spec=allow_other_spec)
     except SweepError as exc:
         from rich.text import Text
 
@@ -816,3 +1029,6 @@ def cli_sweep(
         console.print(f"Interrupted. Finished runs are saved in {out / RUNS}; run the same command to resume.")
         raise typer.Exit(code=130) from None
     _print_result(res, Console())
+    if not res.summary["narrowed"]["count"]:
+        raise typer.Exit(code=1)
+

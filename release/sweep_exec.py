@@ -27,7 +27,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator
 
-__all__ = ["Task", "run_task", "LocalBackend", "DaskBackend", "execute", "jsonable"]
+__all__ = ["Task", "run_task", "LocalBackend", "DaskBackend", "execute", "jsonable", "wilson_interval",
+           "decide", "AdaptivePlan", "WILSON_Z", "ABOVE", "BELOW", "UNDECIDED"]
+
+WILSON_Z = 1.959963984540054  # Phi^-1(0.975)
+ABOVE, BELOW, UNDECIDED = "above", "below", "undecided"
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,139 @@ def jsonable(x: Any) -> Any:
     if isinstance(x, np.ndarray):
         return jsonable(x.tolist())
     return x
+
+
+def wilson_interval(k: int, n: int, z: float = WILSON_Z) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion k/n (default 95%); (0, 1) when n = 0.
+
+    (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), p = k/n.
+    """
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def decide(k: int, n: int, cut: float) -> str:
+    """Where the Wilson 95% interval [lo, hi] of k/n lies relative to the cut-off:
+    ``ABOVE`` if lo >= cut, ``BELOW`` if hi < cut, else ``UNDECIDED`` (it straddles the cut-off,
+    or n = 0). E.g. 0 passes need n >= 35 runs before hi < 0.10."""
+    if n <= 0:
+        return UNDECIDED
+    lo, hi = wilson_interval(k, n)
+    if lo >= cut:
+        return ABOVE
+    if hi < cut:
+        return BELOW
+    return UNDECIDED
+
+
+class AdaptivePlan:
+    """Which runs to start next, decided per configuration as its runs finish.
+
+    Each configuration first gets ``first`` runs (rep-major: every configuration gets rep 0
+    before any gets rep 1); whenever all its runs in flight have finished and its Wilson
+    interval still straddles ``cut`` (:func:`decide`), it gets another batch, until it is
+    decided or has ``cap`` successful runs. A batch is ``batch`` runs, enlarged to
+    ceil(workers / configurations still open) so that the workers stay busy when few remain.
+    Rep indices are the smallest unused ones in ``range(cap)``; a run that failed with an
+    error does not count and its index is not retried in this session (it is on resume), so
+    every configuration ends after at most ``cap`` attempts.
+
+    ``done`` maps a configuration id to its finished runs ``{rep: passed}`` (errors excluded),
+    e.g. read back from runs.jsonl when resuming. :meth:`tasks` yields the next task, ``None``
+    when nothing can start until a run in flight finishes, and stops when all are settled;
+    :meth:`record` must be called with each finished run.
+    """
+
+    def __init__(self, configs: dict[str, dict], done: dict[str, dict[int, bool]], *, first: int, cap: int,
+                 batch: int, cut: float, workers: int = 1):
+        self.configs = dict(configs)
+        self.first, self.cap, self.batch, self.cut = int(first), max(int(cap), int(first)), int(batch), float(cut)
+        self.workers = max(int(workers), 1)
+        self.results: dict[str, dict[int, bool]] = {c: dict(done.get(c, {})) for c in self.configs}
+        self.tried: dict[str, set[int]] = {c: set() for c in self.configs}   # attempted this session
+        self.in_flight: dict[str, int] = {c: 0 for c in self.configs}
+        self.closed: set[str] = set()
+        self.planned = 0
+        from collections import deque
+
+        self._queue: deque[Task] = deque()
+        firsts = {c: self._next_reps(c, self._want(c)) for c in self.configs}
+        for i in range(max((len(v) for v in firsts.values()), default=0)):
+            for c, reps in firsts.items():
+                if i < len(reps):
+                    self._enqueue(c, reps[i])
+        for c, reps in firsts.items():
+            if not reps:
+                self.closed.add(c)
+
+    # -- the rule
+    def counts(self, cid: str) -> tuple[int, int]:
+        """(passed, successful runs) of a configuration so far."""
+        res = self.results[cid]
+        return sum(1 for v in res.values() if v), len(res)
+
+    def decision(self, cid: str) -> str:
+        k, n = self.counts(cid)
+        return decide(k, n, self.cut)
+
+    def _want(self, cid: str) -> int:
+        """How many more runs the configuration needs now (0: settled)."""
+        k, n = self.counts(cid)
+        if n < self.first:
+            return self.first - n
+        if n >= self.cap or decide(k, n, self.cut) != UNDECIDED:
+            return 0
+        open_ = max(len(self.configs) - len(self.closed), 1)
+        size = max(self.batch, math.ceil(self.workers / open_))
+        return min(size, self.cap - n)
+
+    def _next_reps(self, cid: str, count: int) -> list[int]:
+        used = set(self.results[cid]) | self.tried[cid]
+        free = [r for r in range(self.cap) if r not in used]
+        return free[:max(count, 0)]
+
+    def _enqueue(self, cid: str, rep: int) -> None:
+        self.tried[cid].add(rep)
+        self.in_flight[cid] += 1
+        self.planned += 1
+        self._queue.append(Task(cid, rep, self.configs[cid]))
+
+    # -- driving
+    def record(self, task: Task, passed: bool | None) -> None:
+        """A run finished (``passed`` None: it failed with an error). Plans the next batch."""
+        cid = task.config_id
+        self.in_flight[cid] -= 1
+        if passed is not None:
+            self.results[cid][int(task.rep)] = bool(passed)
+        if self.in_flight[cid] == 0:
+            reps = self._next_reps(cid, self._want(cid))
+            for r in reps:
+                self._enqueue(cid, r)
+            if not reps:
+                self.closed.add(cid)
+
+    def has_work(self) -> bool:
+        return bool(self._queue)
+
+    def potential(self) -> int:
+        """Most runs this plan may still start (for sizing a pool)."""
+        return len(self._queue) + sum(max(self.cap - len(self.results[c]) - len(self.tried[c]), 0)
+                                      for c in self.configs if c not in self.closed)
+
+    def tasks(self) -> Iterator[Task | None]:
+        while True:
+            if self._queue:
+                yield self._queue.popleft()
+            elif any(self.in_flight.values()):
+                yield None
+            else:
+                return
 
 
 def _criterion_row(r: Any) -> dict:
@@ -241,6 +378,8 @@ def execute(backend, tasks: Iterable[Task], on_result: Callable[[Task, dict], No
             window: int | None = None, prepare_task: Callable[[Task], Task] | None = None) -> int:
     """Run ``tasks`` on ``backend``, at most ``window`` in flight (default 2 x workers).
 
+    ``tasks`` may yield ``None``: nothing can start until a run in flight finishes (e.g.
+    :meth:`AdaptivePlan.tasks`, which plans the next batch when a configuration's runs finish).
     ``prepare_task`` may adjust a task just before it is submitted (e.g. set ``utility``).
     ``on_result(task, record)`` is called in the calling process as each run finishes; a run that
     failed outside the iteration (a worker died) gets a record with ``error`` set. On an
@@ -260,6 +399,10 @@ def execute(backend, tasks: Iterable[Task], on_result: Callable[[Task, dict], No
                 task = next(it)
             except StopIteration:
                 exhausted = True
+                return
+            if task is None:  # nothing ready until a run in flight finishes
+                if not in_flight:
+                    raise RuntimeError("the task source waits for a result while nothing is in flight")
                 return
             if prepare_task is not None:
                 task = prepare_task(task)

@@ -196,6 +196,15 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def _iters_text(r: dict) -> str:
+    """Expected private iterations 1/p with [1/Wilson high, 1/Wilson low]; unbounded -> infinity."""
+    if r.get("expected_iterations") is None:
+        return "–"
+    hi = r.get("expected_iterations_high")
+    return (f"{_fmt(r['expected_iterations'], 2)} [{_fmt(r.get('expected_iterations_low'), 2)}, "
+            f"{'∞' if hi is None else _fmt(hi, 2)}]")
+
+
 def _config_text(cfg: dict) -> str:
     cols = ", ".join(f"{k}={v}" for k, v in cfg.get("columns", {}).items())
     gen = ", ".join(f"{k}={v}" for k, v in cfg.get("generator", {}).items())
@@ -220,9 +229,10 @@ def build_context(summary: dict, *, runs: dict, utility: dict, spec=None, config
     conf_rows = sorted(summary["configurations"], key=lambda r: (-(r["acceptance"] or -1), r["config_id"]))
     config_chart = interval_chart(
         [{"label": r["config_id"], "value": r["acceptance"], "low": r["wilson_low"], "high": r["wilson_high"],
-          "note": f"{r['accepted']}/{r['runs']}", "colour": _PASS if r["narrowed"] else _BLUE}
+          "note": f"{r['accepted']}/{r['runs']}" + ("?" if r.get("decision") == "undecided" else ""),
+          "colour": _PASS if r["narrowed"] else _BLUE}
          for r in conf_rows[:60]],
-        title="Acceptance by configuration (green: in narrowed.yaml)", line=min_acc,
+        title="Acceptance by configuration (green: in narrowed.yaml; ?: undecided)", line=min_acc,
         line_label=f"min {min_acc:g}")
 
     sel = {r["config_id"] for r in summary["configurations"]}
@@ -260,7 +270,7 @@ def build_context(summary: dict, *, runs: dict, utility: dict, spec=None, config
                   "groups": grows[:80], "correlations": u.get("correlations"),
                   "propensity": u.get("propensity"), "s_pmse": u.get("s_pmse"), "marginals": u.get("marginals")}
 
-    narrowed = [dict(r, config_text=_config_text(configs_by_id.get(r["config_id"], {})))
+    narrowed = [dict(r, config_text=_config_text(configs_by_id.get(r["config_id"], {})), iters_text=_iters_text(r))
                 for r in conf_rows if r["narrowed"]]
     spec_raw = getattr(spec, "raw", spec) or {}
     title = (spec_raw.get("release") or {}).get("title", "") if isinstance(spec_raw, dict) else ""
@@ -268,7 +278,8 @@ def build_context(summary: dict, *, runs: dict, utility: dict, spec=None, config
         "s": summary, "meta": meta, "title": title, "fmt": _fmt,
         "dim_charts": dim_charts, "config_chart": config_chart, "criteria_chart": criteria_chart,
         "util_chart": util_chart, "util": util, "detail": detail, "narrowed": narrowed,
-        "configurations": [dict(r, config_text=_config_text(configs_by_id.get(r["config_id"], {}))) for r in conf_rows],
+        "configurations": [dict(r, config_text=_config_text(configs_by_id.get(r["config_id"], {})),
+                                iters_text=_iters_text(r)) for r in conf_rows],
         "sessions": meta.get("sessions", []),
     }
 

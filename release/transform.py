@@ -11,7 +11,12 @@ bin. The rules (DESIGN.md, and the labels of the 2024 births release):
 * the number of a bin (used by means, regression and synthetic constraints): a single value is
   itself, a bounded bin its midpoint over the integers it holds (``"18-19"`` -> 18.5), an open bin
   the number in its label (``"<18"`` -> 18, ``"44<"`` -> 44); categories take the spec's
-  ``values`` (default 0, 1, ...). A spec may override labels and values per alternative;
+  ``values`` (default 0, 1, ...). A spec may override labels and values per alternative (a
+  categorical alternative's ``labels`` only change what data.csv shows: constraints still name
+  its ``categories``);
+* sources: a date's ``month``/``year``, its ``age`` in whole years at ``source.reference``, or a
+  ``linear`` recode ``scale * x + offset`` of a number; an input category goes to
+  ``map[c]``, else to ``default``, else to the released category of the same text;
 * ``ColumnCoding.lower``/``upper`` are the bin's edges, infinite on the open side of an open bin.
 """
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 from dpbundle.mechanisms.coding import Coded, ColumnCoding
 
 from .prepare import Prepared
-from .spec import Spec
+from .spec import Spec, derived_range, input_categories
 
 
 def _fmt(x: float) -> str:
@@ -30,14 +35,7 @@ def _fmt(x: float) -> str:
 
 def _source_range(spec: Spec, col: dict) -> tuple[float | None, float | None, bool]:
     """(min, max, integer?) of the values a released column's source can take, from the spec."""
-    src = spec.input_columns[col["source"]["column"]]
-    derive = col["source"].get("derive")
-    if derive == "month":
-        return 1, 12, True
-    if derive == "year":
-        lo, hi = src.get("min"), src.get("max")
-        return (int(str(lo)[:4]) if lo else None), (int(str(hi)[:4]) if hi else None), True
-    return src.get("min"), src.get("max"), src["type"] == "integer"
+    return derived_range(spec.input_columns[col["source"]["column"]], col["source"])
 
 
 def _bins(alt: dict) -> list[tuple[float, float]]:
@@ -60,7 +58,8 @@ def column_coding(spec: Spec, name: str, alternative: str) -> ColumnCoding:
         labels = alt.get("labels", alt["categories"])
         values = alt.get("values", list(range(k)))
         nan = np.full(k, np.nan)
-        return ColumnCoding(name, tuple(labels), np.asarray(values, float), False, nan, nan)
+        return ColumnCoding(name, tuple(labels), np.asarray(values, float), False, nan, nan,
+                            categories=tuple(alt["categories"]))
     bins = _bins(alt)
     src_lo, src_hi, integer = _source_range(spec, col)
     clip = alt.get("clip")
@@ -91,7 +90,7 @@ def column_coding(spec: Spec, name: str, alternative: str) -> ColumnCoding:
         lower[0] = -np.inf
     if open_above:
         upper[-1] = np.inf
-    return ColumnCoding(name, tuple(labels), np.asarray(values, float), True, lower, upper)
+    return ColumnCoding(name, tuple(labels), np.asarray(values, float), True, lower, upper, integer=bool(integer))
 
 
 def codings(spec: Spec, config: dict) -> tuple[ColumnCoding, ...]:
@@ -106,7 +105,27 @@ def _source_values(spec: Spec, col: dict, table: dict[str, np.ndarray]) -> np.nd
         return (values.astype("datetime64[M]").astype(np.int64) % 12 + 1).astype(np.float64)
     if derive == "year":
         return (values.astype("datetime64[Y]").astype(np.int64) + 1970).astype(np.float64)
+    if derive == "age":
+        return _age(values, col["source"]["reference"])
+    if derive == "linear":
+        src = col["source"]
+        return float(src["scale"]) * values.astype(np.float64) + float(src.get("offset", 0))
     return values
+
+
+def _age(dates: np.ndarray, reference: str) -> np.ndarray:
+    """Whole years from each date to ``reference``: year difference minus 1 when the reference's
+    (month, day) comes before the date's (see ``spec.age_between``)."""
+    ref = np.datetime64(reference, "D")
+    ref_y = int(ref.astype("datetime64[Y]").astype(np.int64)) + 1970
+    ref_m = int(ref.astype("datetime64[M]").astype(np.int64)) % 12 + 1
+    ref_d = int((ref - ref.astype("datetime64[M]").astype("datetime64[D]")).astype(np.int64)) + 1
+    months = dates.astype("datetime64[M]")
+    y = months.astype("datetime64[Y]").astype(np.int64) + 1970
+    m = months.astype(np.int64) % 12 + 1
+    d = (dates - months.astype("datetime64[D]")).astype(np.int64) + 1
+    before = (ref_m < m) | ((ref_m == m) & (ref_d < d))
+    return (ref_y - y - before.astype(np.int64)).astype(np.float64)
 
 
 def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.ndarray],
@@ -119,22 +138,25 @@ def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.nda
     values = _source_values(spec, col, table)
     if "categories" in alt:
         if src_meta["type"] == "boolean":
-            mp = alt["map"]
-            cats = alt["categories"]
-            t, f = cats.index(mp["true"]), cats.index(mp["false"])
+            lookup = category_lookup(alt, ["false", "true"])
+            f, t = int(lookup[0]), int(lookup[1])
             return np.where(values > 0.5, t, f).astype(np.int64)
-        mp = alt.get("map", {})
-        lookup = np.array([alt["categories"].index(mp.get(c, c)) for c in src_meta["categories"]], dtype=np.int64)
-        return lookup[values]
+        return category_lookup(alt, input_categories(src_meta))[values]
     if "clip" in alt:
         values = np.clip(values, alt["clip"][0], alt["clip"][1])
     edges = np.array([a for a, _ in _bins(alt)] + [_bins(alt)[-1][1]], float)
     codes = np.searchsorted(edges, values, side="right") - 1
     outside = (codes < 0) | (codes >= coding.size)
-    if outside.any():
-        bad = values[np.flatnonzero(outside)[0]]
-        raise ValueError(f"column {name!r}: value {bad:g} lies outside the bins of alternative {alternative!r}; give the alternative a clip range")
+    if outside.any():  # validation rules this out; the message names no private value
+        raise ValueError(f"column {name!r}: a value lies outside the bins of alternative {alternative!r}; give the alternative a clip range")
     return codes.astype(np.int64)
+
+
+def category_lookup(alt: dict, source_categories: list[str]) -> np.ndarray:
+    """Released code of each input category (by text): ``map[c]``, else ``default``, else ``c``."""
+    mp, default = alt.get("map", {}), alt.get("default")
+    cats = list(alt["categories"])
+    return np.array([cats.index(mp.get(c, default if default is not None else c)) for c in source_categories], dtype=np.int64)
 
 
 def transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:

@@ -87,8 +87,10 @@ def test_noiseless_solutions_are_ols():
     w_ss = solve_ss(ss_vector(X, y), des.d, t.n, 1e-9)
     assert des.unscale(w_fm) == pytest.approx(beta, rel=1e-6, abs=1e-6)
     assert des.unscale(w_ss) == pytest.approx(beta, rel=1e-6, abs=1e-6)
-    # predictions agree with an independent least-squares fit on the raw numbers
-    raw = np.column_stack([np.ones(t.n)] + [t.values_of(c) for c in des.features])
+    # predictions agree with an independent least-squares fit on the raw numbers (birth_sex
+    # enters one-hot as "birth_sex=F", the indicator of F, which equals its values M=0, F=1)
+    assert "birth_sex=F" in des.features
+    raw = np.column_stack([np.ones(t.n)] + [t.values_of(c.split("=")[0]) for c in des.features])
     b_raw = np.linalg.lstsq(raw, np.clip(t.values_of("birth_weight"), 1400, 4600), rcond=None)[0]
     assert des.predict(beta, t) == pytest.approx(np.clip(raw @ b_raw, 1400, 4600), rel=1e-9)
 

@@ -281,12 +281,24 @@ KINDS = {"age": "integer", "parity": "integer", "female": "boolean", "dob": "dat
     ([["dob", ">=", "2019-03-01"]], [False, True, False, True, True]),
     ([["region", "==", "south"]], [False, True, False, False, True]),
     ([["region", "!=", "south"]], [True, False, False, True, False]),  # missing category never matches
-    ([["region", "==", "nowhere"]], [False, False, False, False, False]),
+    ([["region", "in", ["south", "east"]]], [False, True, False, True, True]),
+    ([["region", "not in", ["south"]]], [True, False, False, True, False]),  # missing never matches
+    ([["age", "in", [15, 25]]], [True, True, False, False, False]),
+    ([["age", "not in", [15]]], [False, True, False, True, True]),  # NaN is in no set, but missing never matches
 ])
 def test_raw_constraint_on_typed_table(when, expected):
     cats = {"region": ["north", "south", "east"]}
     mask = constraint_mask({"name": "c", "when": when}, _typed_table(), KINDS, missing=is_missing, categories=cats)
     np.testing.assert_array_equal(mask, expected)
+
+
+def test_raw_constraint_on_an_undeclared_category_is_refused():
+    """Regression (issue 10, wrong result 1): an unknown category used to match no row silently."""
+    cats = {"region": ["north", "south", "east"]}
+    for op in ("==", "!="):
+        with pytest.raises(ValueError, match="nowhere"):
+            constraint_mask({"name": "c", "when": [["region", op, "nowhere"]]}, _typed_table(), KINDS,
+                            missing=is_missing, categories=cats)
 
 
 def test_any_missing_constraint():

@@ -185,7 +185,7 @@ def test_refuses_private_fingerprint(small_spec, data_csv, tmp_path):
 
 def test_other_fingerprint_is_not_refused(small_spec, data_csv, tmp_path):
     spec = _spec_with(small_spec, tmp_path, private_data_sha256=["ab" * 32])
-    res = run_sweep(spec, data_csv, tmp_path / "S", reps=1, sample=1, workers=1, iteration=StandIn(),
+    res = run_sweep(spec, data_csv, tmp_path / "S", reps=1, max_reps=1, sample=1, workers=1, iteration=StandIn(),
                     progress=False, report=False, utility="none", mp_context="fork")
     assert res.summary["runs"] == 1
 
@@ -196,7 +196,8 @@ def test_resume_skips_finished_runs(small_spec, data_csv, tmp_path):
     log = tmp_path / "calls.log"
     out = tmp_path / "S"
     kw = dict(workers=1, progress=False, report=False, utility="none", mp_context="fork")
-    first = run_sweep(small_spec, data_csv, out, reps=2, sample=3, iteration=StandIn(str(log)), **kw)
+    # a fixed design (max_reps = reps): the adaptive repetitions are tested in test_sweep_adaptive.py
+    first = run_sweep(small_spec, data_csv, out, reps=2, max_reps=2, sample=3, iteration=StandIn(str(log)), **kw)
     assert first.new_runs == 6 and len(calls(log)) == 6
     assert len(read_runs(out)) == 6
 
@@ -221,7 +222,8 @@ def test_resume_skips_finished_runs(small_spec, data_csv, tmp_path):
 
 def test_resume_refuses_other_spec_or_data(small_spec, data_csv, tmp_path):
     out = tmp_path / "S"
-    kw = dict(workers=1, progress=False, report=False, utility="none", mp_context="fork", iteration=StandIn())
+    kw = dict(workers=1, progress=False, report=False, utility="none", mp_context="fork", iteration=StandIn(),
+              max_reps=1)
     run_sweep(small_spec, data_csv, out, reps=1, sample=1, **kw)
     doc = yaml.safe_load(small_spec.read_text("utf-8"))
     doc["acceptance"][0]["threshold"] = 0.02
@@ -245,7 +247,7 @@ def test_resume_refuses_other_spec_or_data(small_spec, data_csv, tmp_path):
 def full_sweep(small_spec, data_csv, tmp_path_factory):
     """All 8 configurations x 4 reps on a process pool with 2 workers."""
     out = tmp_path_factory.mktemp("sweep") / "S"
-    res = run_sweep(small_spec, data_csv, out, reps=4, workers=2, iteration=StandIn(str(out.parent / "calls.log")),
+    res = run_sweep(small_spec, data_csv, out, reps=4, max_reps=4, workers=2, iteration=StandIn(str(out.parent / "calls.log")),
                     min_acceptance=0.5, progress=False, report=True, utility="first", mp_context="fork")
     return res
 
@@ -347,7 +349,7 @@ def test_dask_local_cluster(small_spec, data_csv, tmp_path):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None, host="127.0.0.1") as cluster:
         out = tmp_path / "S"
-        res = run_sweep(small_spec, data_csv, out, reps=1, sample=4, scheduler=cluster.scheduler_address,
+        res = run_sweep(small_spec, data_csv, out, reps=1, max_reps=1, sample=4, scheduler=cluster.scheduler_address,
                         iteration=StandIn(str(log)), progress=False, report=False, utility="none")
         assert res.backend == "dask" and res.workers == 2 and res.new_runs == 4
         runs = read_runs(out)

@@ -35,6 +35,7 @@ __all__ = [
     "criterion_types",
     "laplace_quantile",
     "group_keys",
+    "alternative_of",
 ]
 
 
@@ -49,12 +50,21 @@ class EvalContext:
     ``released`` collects *DP outputs* of criteria already evaluated on this context (public
     post-processing material, e.g. the DP regression coefficients that the MAE criterion uses
     as its "real" regression). It starts empty; use one context per candidate.
+
+    ``alternatives`` maps a released column to the id of the alternative the configuration
+    chose for it (public; needed by ``group_bins.<col>.per_alternative``). A column missing
+    from it resolves to its only alternative when the spec declares one.
     """
 
     real: "Coded"
     synth: "Coded"
     spec: dict
     released: dict = field(default_factory=dict)
+    alternatives: dict = field(default_factory=dict)
+
+    def alternative(self, column: str) -> str | None:
+        """The configuration's alternative of ``column`` (None when it cannot be told)."""
+        return alternative_of(self.spec, column, self.alternatives)
 
     @property
     def n(self) -> int:
@@ -87,6 +97,18 @@ class CriterionResult:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def alternative_of(spec: dict, column: str, alternatives: dict | None) -> str | None:
+    """Alternative id of ``column``: from ``alternatives``, else the spec's only alternative."""
+    if alternatives and column in alternatives:
+        return str(alternatives[column])
+    for col in spec.get("columns", []) or []:
+        if isinstance(col, dict) and col.get("name") == column:
+            alts = col.get("alternatives") or []
+            if len(alts) == 1 and isinstance(alts[0], dict):
+                return alts[0].get("id")
+    return None
 
 
 def laplace_quantile(q: float, scale: float) -> float:
@@ -200,6 +222,13 @@ class Criterion:
                        "formula": "stakeholder - F^-1_Laplace(1 - false_positive; "
                                   "assumed_sensitivity / epsilon)"})
         return c0 - q, c0, inputs
+
+    def metric_range(self) -> tuple[float, float]:
+        """[lo, hi]: the values the exact metric f(T, C) can take (types override). A threshold
+        t is attainable when lo < t <= hi: at t <= lo no candidate's true value is below t (a
+        release could pass only by noise, and would usually loop until the budget ends), at
+        t > hi every candidate passes (the criterion tests nothing)."""
+        return 0.0, math.inf
 
     def assumed_sensitivity(self, t: dict) -> tuple[float, dict]:
         """Delta_assumed for a derived threshold (types override; default: unsupported)."""

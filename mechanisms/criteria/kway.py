@@ -2,13 +2,16 @@
 
     f(T, C) = max_{S subset of columns, 1 <= |S| <= K} max_{cell x of dom(S)} |p_T(x) - p_C(x)|
 
-with p_D(x) = #{records of D whose columns S equal x} / n and K = ``max_k`` (default d). Every
+with p_D(x) = #{records of D whose columns S equal x} / n, the subsets S taken among the spec's
+``columns`` (default: every released column; d = their number) and K = ``max_k`` (default d;
+a larger max_k is capped at d). Every
 cell of the *full* domain of S is included, also cells that are empty in T, in C, or in both
 (known bug 1 of the 2024 code: cells present in only one dataset were skipped).
 
 Sensitivity 1/n: changing one record of T moves it from one cell x to a cell x' of each
 marginal, so each p_T(x) changes by at most 1/n, hence each |p_T - p_C| and their maximum
-change by at most 1/n (C and n are fixed and public).
+change by at most 1/n (C and n are fixed and public). Restricting to a subset of columns keeps
+this: the record still moves between one pair of cells of each marginal. f lies in [0, 1].
 """
 from __future__ import annotations
 
@@ -84,7 +87,8 @@ class KWayMarginals(Criterion):
     summary: ClassVar[str] = ("max over all k-way marginals (k = 1..max_k) and every cell of the "
                               "full domain of |p_T - p_C|; sensitivity 1/n")
     parameters: ClassVar[dict[str, str]] = {
-        "max_k": "largest marginal order k (default: the number of columns)"}
+        "columns": "subset of released columns whose marginals are compared (default: all)",
+        "max_k": "largest marginal order k (default: the number of compared columns)"}
 
     def __init__(self, entry: dict) -> None:
         super().__init__(entry)
@@ -92,19 +96,45 @@ class KWayMarginals(Criterion):
         if mk is not None and (isinstance(mk, bool) or not isinstance(mk, int) or mk < 1):
             raise CriterionError(f"{self.where}.max_k: expected an integer >= 1, got {mk!r}")
         self.max_k: int | None = mk
+        cols = entry.get("columns")
+        if cols is not None and (not isinstance(cols, list) or not cols
+                                 or not all(isinstance(c, str) for c in cols)
+                                 or len(set(cols)) != len(cols)):
+            raise CriterionError(f"{self.where}.columns: expected a non-empty list of distinct "
+                                 f"column names, got {cols!r}")
+        self.columns: list[str] | None = cols
+
+    def metric_range(self) -> tuple[float, float]:
+        """A difference of two shares: [0, 1]."""
+        return 0.0, 1.0
 
     def _k(self, d: int) -> int:
         return d if self.max_k is None else min(self.max_k, d)
 
+    def _index(self, ctx: EvalContext) -> list[int]:
+        """Column indices of the compared columns (all when ``columns`` is absent)."""
+        if self.columns is None:
+            return list(range(len(ctx.synth.columns)))
+        try:
+            return [ctx.synth.column(c) for c in self.columns]
+        except KeyError as e:
+            raise CriterionError(f"{self.where}.columns: {e.args[0]}") from None
+
     def value(self, ctx: EvalContext) -> float:
         """f(T, C) as defined in the module docstring."""
         self._check(ctx)
-        dom = ctx.synth.domain
-        m, _ = max_marginal_error(ctx.real.codes, ctx.synth.codes, dom, self._k(len(dom)))
+        idx = self._index(ctx)
+        dom = tuple(ctx.synth.domain[j] for j in idx)
+        real, synth = ctx.real.codes, ctx.synth.codes
+        if idx != list(range(real.shape[1])):
+            real, synth = real[:, idx], synth[:, idx]
+        m, _ = max_marginal_error(real, synth, dom, self._k(len(dom)))
         return m / ctx.n
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
         """1/n (public n)."""
         n = ctx.n
-        return 1.0 / n, {"n": n, "max_k": self._k(len(ctx.synth.domain)),
+        idx = self._index(ctx)
+        return 1.0 / n, {"n": n, "max_k": self._k(len(idx)),
+                         "columns": [ctx.synth.columns[j].name for j in idx],
                          "formula": "1 / n"}

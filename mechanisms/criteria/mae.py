@@ -7,8 +7,10 @@ on the same :class:`EvalContext`).
     MAE_T(beta) = (1/n) sum_{i in T} |y_i - clip(beta_0 + z_i.beta, L, U)|
     f(T, C)     = |MAE_T(beta_ref) - MAE_T(beta_C)|
 
-with the design of the regression criterion (y clipped to [L, U], features standardised with
-C's means/sds and clipped to C's bounds), beta_C = OLS on C.
+with the design of the regression criterion (y clipped to [L, U], features -- by default every
+other released column, unordered categorical ones one-hot coded -- standardised with C's
+means/sds and clipped to C's bounds), beta_C = OLS on C. The sensitivity below does not depend
+on the design.
 
 Which "real" coefficients. DESIGN's sensitivity 2(U-L)/n holds only if *both* coefficient
 vectors are fixed when one record of T changes. It does NOT hold for beta_T = exact OLS on T:
@@ -61,7 +63,8 @@ class RegressionMAEDifference(Criterion):
     parameters: ClassVar[dict[str, str]] = {
         "target": "the regressed column",
         "bounds": "[L, U] public bounds of the target",
-        "features": "feature columns (default: every column but the target)",
+        "features": "feature columns (default: every released column but the target; unordered "
+                    "categorical ones one-hot coded, first category = reference)",
         "reference": "id of the regression_coefficients criterion whose DP coefficients are "
                      "the real regression (default: the one with the same target)",
     }
@@ -73,6 +76,10 @@ class RegressionMAEDifference(Criterion):
         if ref is not None and not isinstance(ref, str):
             raise CriterionError(f"{self.where}.reference: expected a criterion id")
         self.reference: str | None = ref
+
+    def metric_range(self) -> tuple[float, float]:
+        """|mean of g_i| with g_i in [-(U - L), U - L]: [0, U - L]."""
+        return 0.0, self.U - self.L
 
     def design(self, ctx: EvalContext) -> RegressionDesign:
         return cached_design(ctx.synth, self.target, self.L, self.U, self.features)

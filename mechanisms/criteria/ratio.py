@@ -78,6 +78,10 @@ class SmoothedRatio(Criterion):
         if self.clip <= 1.0:
             raise CriterionError(f"{self.where}.clip: must be > 1, got {self.clip}")
 
+    def metric_range(self) -> tuple[float, float]:
+        """rho >= 1 always and is clipped at c: [1, c]."""
+        return 1.0, self.clip
+
     def assumed_sensitivity(self, t: dict) -> tuple[float, dict]:
         """Delta at s' = assumed_min_count."""
         m = _number(t, "assumed_min_count", f"{self.where}.threshold", positive=True)

@@ -2,19 +2,28 @@
 
 Spec: ``target``, ``bounds: [L, U]`` (public bounds of the target), ``fit`` (default
 ``functional_mechanism``; or ``sufficient_statistics``), optional ``features`` (default: every
-other column), optional ``include_intercept`` (default false: the distance is over the feature
-coefficients only; see below).
+released column except the target), optional ``include_intercept`` (default false: the distance
+is over the feature coefficients only; see below).
 
-Design (public, from C only). y = clip(values[target], L, U). Features: every other column's
-code values x_j, standardised with C's mean mu_j and standard deviation sd_j: z_j = (x_j -
-mu_j)/sd_j; bounds [lo_j, hi_j] = min/max of z_j over C. T's z_j are clipped to [lo_j, hi_j]
+Design (public, from C only). y = clip(values[target], L, U) (the released numbers). Design
+columns x_j: an ordered (binned) feature enters with its released numbers; an unordered
+categorical feature with k categories enters one-hot coded as k - 1 indicators 1[category = c_i],
+i = 2..k (the first category is the reference level) -- never as code numbers. Each design column
+is standardised with C's mean mu_j and standard deviation sd_j: z_j = (x_j - mu_j)/sd_j; bounds
+[lo_j, hi_j] = min/max of z_j over C (an indicator present both as 0 and 1 in C has lo_j, hi_j =
+the standardised 0 and 1, so its scaled value below is exactly -1 or +1). T's z_j are clipped to [lo_j, hi_j]
 (otherwise the sensitivity below is wrong). Features constant in C (lo_j = hi_j) get
 coefficient 0 in both fits and are left out of the design (public decision). Coefficients are
 reported as beta = (beta_0, beta_1..p) of y ~ beta_0 + sum_j beta_j z_j (y in its own units, one
 standard deviation of C per feature).
 
 DP fit on T. Scale into [-1, 1]: ty = (2y - (L+U))/(U-L), tx_j = (2 z_j - (lo_j+hi_j))/(hi_j-lo_j),
-plus the intercept's constant feature tx_0 = 1, so d = p + 1 features (intercept counted).
+plus the intercept's constant feature tx_0 = 1, so d = p + 1 features (intercept counted; p = the
+number of design columns not constant in C, one-hot indicators counted one by one).
+The sensitivities below use only |ty| <= 1 and |tx_j| <= 1 for every coordinate, which the
+scaling guarantees for indicators as for numbers, so they hold with this d. (One-hot structure
+would allow less: two records differ in at most 2 indicators of a column, so |q|_1 below is at
+most 1 + p_numeric + 2 per categorical column; we keep the simpler (1 + d)^2, an upper bound.)
 * ``functional_mechanism`` (Zhang et al., VLDB 2012): the squared loss sum_i (ty_i - w.tx_i)^2 is
   the polynomial  sum ty^2  +  sum_j (-2 sum ty tx_j) w_j  +  sum_j (sum tx_j^2) w_j^2  +
   sum_{j<k} (2 sum tx_j tx_k) w_j w_k, whose coefficient vector has 1 + d + d(d+1)/2 entries.
@@ -58,7 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.coding import Coded
     from dpbundle.mechanisms.noise import Randomness
 
-__all__ = ["RegressionCoefficients", "RegressionDesign", "ols", "fm_vector", "ss_vector",
+__all__ = ["RegressionCoefficients", "RegressionDesign", "design_columns", "ols", "fm_vector", "ss_vector",
            "fm_sensitivity", "ss_sensitivity", "FITS"]
 
 FITS = ("functional_mechanism", "sufficient_statistics")
@@ -100,39 +109,62 @@ def parse_regression_entry(entry: dict, where: str) -> tuple[str, float, float, 
     return t, L, U, _parse_features(entry, where)
 
 
+def design_columns(synth: "Coded", target: str, features: list[str] | None
+                   ) -> list[tuple[str, str, np.ndarray]]:
+    """(design name, source column, raw number of each code) of every design column, from the
+    public codings only: an ordered (binned) feature is one column, its released numbers; an
+    unordered categorical feature with k categories is k - 1 one-hot indicator columns
+    ``"col=label"`` (indicator of category i >= 1 as a per-code 0/1 table; the first category
+    is the reference level), never its code numbers."""
+    synth.column(target)
+    if features is None:
+        names = [c.name for c in synth.columns if c.name != target]
+    else:
+        for f in features:
+            synth.column(f)
+            if f == target:
+                raise CriterionError(f"regression: the target {target!r} cannot be a feature")
+        names = list(dict.fromkeys(features))
+    out = []
+    for c in names:
+        cc = synth.columns[synth.column(c)]
+        if cc.ordered:
+            out.append((c, c, np.asarray(cc.values, dtype=np.float64)))
+        else:
+            for i in range(1, cc.size):
+                out.append((f"{c}={cc.labels[i]}", c, (np.arange(cc.size) == i).astype(np.float64)))
+    return out
+
+
 @dataclass(frozen=True)
 class RegressionDesign:
-    """Public regression design derived from C: features, standardisation and bounds."""
+    """Public regression design derived from C: design columns, standardisation and bounds."""
 
     target: str
     L: float
     U: float
-    features: tuple[str, ...]     # the active features (constant-in-C ones left out)
-    dropped: tuple[str, ...]      # features constant in C (coefficient 0)
+    features: tuple[str, ...]     # the active design columns (constant-in-C ones left out)
+    dropped: tuple[str, ...]      # design columns constant in C (coefficient 0)
     mu: np.ndarray
     sd: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
+    sources: tuple[str, ...] = ()           # released column of each active design column
+    tables: tuple[np.ndarray, ...] = ()     # raw number of each code, per active design column
 
     @classmethod
     def from_synth(cls, synth: "Coded", target: str, L: float, U: float,
                    features: list[str] | None = None) -> "RegressionDesign":
-        synth.column(target)
-        if features is None:
-            names = [c.name for c in synth.columns if c.name != target]
-        else:
-            for f in features:
-                synth.column(f)
-                if f == target:
-                    raise CriterionError(f"regression: the target {target!r} cannot be a feature")
-            names = list(dict.fromkeys(features))
+        cols = design_columns(synth, target, features)
         # per-code tables from C's code counts (O(n) bincounts, no (n, p) float matrix)
         n = synth.n
         mu, sd, lo, hi = [], [], [], []
-        for c in names:
-            j = synth.column(c)
-            vals = synth.columns[j].values
-            cnt = np.bincount(synth.codes[:, j], minlength=vals.size).astype(np.float64)
+        counts: dict[str, np.ndarray] = {}
+        for _, src, vals in cols:
+            if src not in counts:
+                j = synth.column(src)
+                counts[src] = np.bincount(synth.codes[:, j], minlength=vals.size).astype(np.float64)
+            cnt = counts[src]
             m = float(cnt @ vals) / n
             s = float(np.sqrt(cnt @ (vals - m) ** 2 / n))
             present = (vals[cnt > 0] - m) / (s if s > 0 else 1.0)
@@ -142,9 +174,11 @@ class RegressionDesign:
         active = (sd_a > 0) & (hi_a > lo_a)
         keep = np.flatnonzero(active)
         return cls(target=target, L=L, U=U,
-                   features=tuple(names[i] for i in keep),
-                   dropped=tuple(names[i] for i in np.flatnonzero(~active)),
-                   mu=mu_a[keep], sd=sd_a[keep], lo=lo_a[keep], hi=hi_a[keep])
+                   features=tuple(cols[i][0] for i in keep),
+                   dropped=tuple(cols[i][0] for i in np.flatnonzero(~active)),
+                   mu=mu_a[keep], sd=sd_a[keep], lo=lo_a[keep], hi=hi_a[keep],
+                   sources=tuple(cols[i][1] for i in keep),
+                   tables=tuple(cols[i][2] for i in keep))
 
     @property
     def d(self) -> int:
@@ -159,10 +193,9 @@ class RegressionDesign:
         if not self.features:
             return np.zeros((coded.n, 0))
         Z = np.empty((coded.n, len(self.features)))
-        for k, c in enumerate(self.features):
+        for k, (c, raw) in enumerate(zip(self.sources, self.tables)):
             j = coded.column(c)
-            table = np.clip((coded.columns[j].values - self.mu[k]) / self.sd[k],
-                            self.lo[k], self.hi[k])
+            table = np.clip((raw - self.mu[k]) / self.sd[k], self.lo[k], self.hi[k])
             Z[:, k] = table[coded.codes[:, j]]
         return Z
 
@@ -283,7 +316,8 @@ class RegressionCoefficients(Criterion):
         "target": "the regressed column (the others are the features)",
         "bounds": "[L, U] public bounds of the target",
         "fit": "functional_mechanism (default) or sufficient_statistics",
-        "features": "feature columns (default: every column but the target)",
+        "features": "feature columns (default: every released column but the target; unordered "
+                    "categorical ones one-hot coded, first category = reference)",
         "include_intercept": "include |intercept difference| in the distance (default false)",
     }
 
