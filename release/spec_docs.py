@@ -155,28 +155,6 @@ CRITERIA: dict[str, TypeDoc] = {
         "matching (max-flow on record types). Sensitivity 1/n. Its rules are the spec section "
         "`faithfulness` (below).",
         ()),
-    "classification": TypeDoc(
-        "DP logistic regression (one-vs-rest) of a categorical `target` on T by the functional "
-        "mechanism (2nd-order Taylor expansion of the logistic loss, Zhang et al. 2012), compared "
-        "with the candidate's fit: L1 distance of coefficients or absolute accuracy difference.",
-        (
-            Param("target", "categorical released column to predict", required=True),
-            Param("positive", "label of the positive class (one-vs-rest; a binary column takes "
-                  "one of its two labels)", required=True),
-            _FEATURES,
-            Param("fit", "how the real-data model is fitted with DP", default="functional_mechanism"),
-            Param("report", "coefficients (L1 distance of the coefficients) or accuracy "
-                  "(absolute accuracy difference on T)", default="coefficients"),
-        )),
-    "quantile": TypeDoc(
-        "Largest error of the target's quantiles, overall or within groups, in the target's "
-        "released units.",
-        (
-            Param("target", "ordered released column (binned numeric)", required=True),
-            Param("quantiles", "list of probabilities in (0, 1)", default=[0.5]),
-            Param("by", "groupings like conditional_means: null = overall, a column, or a list "
-                  "of columns (joint groups)", default=[None], default_text="[null] (overall only)"),
-        )),
 }
 
 #: keys of a generator entry besides its hyperparameters
@@ -550,7 +528,7 @@ def _alternative_text(alt: dict) -> str:
 
 def _columns_section(spec, console: Console) -> None:
     table = Table(title="Released columns (numbers = what constraints, group bins, means, "
-                  "regressions, quantiles and faithfulness compare)", title_justify="left",
+                  "regressions and faithfulness compare)", title_justify="left",
                   show_lines=True)
     table.add_column("column", style="bold", no_wrap=True, overflow="fold")
     table.add_column("source", overflow="fold")
@@ -655,7 +633,7 @@ def explain_spec(spec, console: Console, only: str | None = None) -> None:
 def cli_spec_explain(
     spec: Annotated[Optional[Path], typer.Argument(help="Release spec (YAML or JSON). Omit it with --type.")] = None,
     type_: Annotated[Optional[str], typer.Option(
-        "--type", help="A criterion type (e.g. quantile) or generator type (e.g. privbayes): "
+        "--type", help="A criterion type (e.g. conditional_means) or generator type (e.g. privbayes): "
         "print its parameters, defaults and meanings; with SPEC, show only entries of that type.")] = None,
 ) -> None:
     """Explain a spec or a type: every parameter with its value or default, and its meaning.
@@ -670,7 +648,7 @@ def cli_spec_explain(
 
     dpbundle spec explain examples/births.yaml
 
-    dpbundle spec explain --type quantile
+    dpbundle spec explain --type conditional_means
     """
     console = Console()
     if type_ is not None and type_ not in known_types():

@@ -232,8 +232,7 @@ def test_explain_births():
 def test_explain_persons_shows_new_criteria():
     r = _run(str(ROOT / "examples" / "persons.yaml"))
     assert r.exit_code == 0, r.output
-    for word in ("income_high", "positive", "50K+", "median_hours", "quantiles", "max_nominal",
-                 "date of birth"):  # a CSV header that differs from the column name
+    for word in ("max_k", "default", "mean_hours", "date of birth"):  # a CSV header that differs from the column name
         assert word in r.output, word
 
 
@@ -252,10 +251,10 @@ def test_walkthrough_spec_in_the_doc_is_valid(tmp_path):
     assert r.exit_code == 0, r.output
 
 
-def test_explain_type_quantile():
-    r = _run("--type", "quantile")
+def test_explain_type_conditional_means():
+    r = _run("--type", "conditional_means")
     assert r.exit_code == 0, r.output
-    assert "quantiles" in r.output and "[0.5]" in r.output and "target" in r.output
+    assert "margin_share" in r.output and "0.01" in r.output and "target" in r.output
 
 
 def test_explain_generator_type():
