@@ -66,6 +66,33 @@ def _groups_text(col: str | None, spec: dict) -> str:
     return f"{name} ({', '.join(map(str, labels))})" if labels else name
 
 
+def _names(names) -> str:
+    return ", ".join(str(n).replace("_", " ") for n in names)
+
+
+def _features_text(entry: dict, spec: dict) -> str:
+    """The regression's features as the spec states them (default: every other released column)."""
+    feats = entry.get("features")
+    if feats:
+        return "the columns " + _names(feats)
+    others = [c.get("name") for c in spec.get("columns") or [] if c.get("name") != entry.get("target")]
+    return "the other columns (" + _names(others) + ")"
+
+
+def _is_zero_one(entry: dict, spec: dict) -> bool:
+    """True when the target's released numbers are all 0 or 1 in every alternative (a share)."""
+    col = next((c for c in spec.get("columns") or [] if c.get("name") == entry.get("target")), None)
+    if not col:
+        return False
+    for alt in col.get("alternatives") or []:
+        if "categories" not in alt:
+            return False
+        values = alt.get("values", list(range(len(alt["categories"]))))
+        if not set(values) <= {0, 1}:
+            return False
+    return True
+
+
 def query_family(criterion: dict, entry: dict | None, spec: dict, d: int) -> str | None:
     """Plain-words description of the family of queries a criterion validates (None: not a query family)."""
     typ = criterion.get("type")
@@ -73,7 +100,11 @@ def query_family(criterion: dict, entry: dict | None, spec: dict, d: int) -> str
     t = format_number(criterion["threshold"])
     target = str(entry.get("target", "")).replace("_", " ")
     if typ == "kway_marginals":
-        return (f"Counts and shares of records in any cross-tabulation of 1 to {d} columns, every combination of "
+        names = entry.get("columns")
+        k = int(entry.get("max_k") or (len(names) if names else d))
+        over = (f"of the columns {_names(names)}" if names else "of the columns")
+        size = "1 column" if k == 1 else f"1 to {k} columns"
+        return (f"Counts and shares of records in any cross-tabulation of {size} {over}, every combination of "
                 f"values included: the share of each cell differs from the real share by less than {t} "
                 f"({_pct(criterion['threshold'])} percentage points).")
     if typ == "smoothed_ratio":
@@ -82,13 +113,15 @@ def query_family(criterion: dict, entry: dict | None, spec: dict, d: int) -> str
     if typ == "conditional_means":
         by = entry.get("by") or [None]
         groups = "; ".join(_groups_text(b, spec) for b in by)
-        return f"The mean {target} by group: {groups}; within {t} of the real mean in every group."
+        kind = "share of records with" if _is_zero_one(entry, spec) else "mean"
+        return f"The {kind} {target} by group: {groups}; within {t} of the real value in every group."
     if typ == "regression_coefficients":
-        return (f"A linear regression of {target} on the other columns: the coefficients are within an L1 "
-                f"distance of {t} of the real ones.")
+        return (f"A linear regression of {target} on {_features_text(entry, spec)}: the coefficients are within "
+                f"an L1 distance of {t} of the real ones.")
     if typ == "regression_mae_difference":
-        return (f"Predicting {target} with a linear regression fitted on these data: its mean absolute error on the "
-                f"real data is within {t} of that of a regression fitted on the real data.")
+        return (f"Predicting {target} from {_features_text(entry, spec)} with a linear regression fitted on these "
+                f"data: its mean absolute error on the real data is within {t} of that of a regression fitted on "
+                f"the real data.")
     if typ == "faithfulness":
         return None
     return f"{criterion.get('description', criterion['id'])} (validated to less than {t})."
@@ -144,6 +177,33 @@ def _source_text(entry: dict) -> str:
     if not col:
         return ""
     return f"{col} ({derive})" if derive else str(col)
+
+
+def _label_examples(columns: Sequence[Any]) -> list[dict]:
+    """Up to three labels of this bundle's own binned columns: a range, an open bin below, one above."""
+    found: dict[str, str] = {}
+    for col in columns:
+        if not getattr(col, "ordered", False):
+            continue
+        for label in map(str, col.labels):
+            if label.startswith("<"):
+                found.setdefault("below", label)
+            elif label.endswith("<"):
+                found.setdefault("above", label)
+            elif "-" in label.lstrip("-"):
+                found.setdefault("range", label)
+    notes = {"range": "", "below": "below the range", "above": "above it"}
+    return [{"label": found[k], "note": notes[k]} for k in ("range", "below", "above") if k in found]
+
+
+def _pattern_example(spec: dict) -> str:
+    """A statistical pattern this release shows, named from the spec's own criteria."""
+    for entry in spec.get("acceptance") or []:
+        if entry.get("type") == "conditional_means" and entry.get("target"):
+            kind = "the share of records with" if _is_zero_one(entry, spec) else "the average"
+            return f"{kind} {str(entry['target']).replace('_', ' ')}"
+    cols = [c.get("name") for c in spec.get("columns") or []]
+    return f"how often each value of {str(cols[0]).replace('_', ' ')} occurs" if cols else ""
 
 
 def build_context(*, spec: dict, configuration: dict, configuration_id: str, columns: Sequence[Any],
@@ -256,6 +316,8 @@ def build_context(*, spec: dict, configuration: dict, configuration_id: str, col
         "n_fmt": n_fmt,
         "d": d,
         "columns": cols,
+        "label_examples": _label_examples(columns),
+        "pattern_example": _pattern_example(spec),
         "criteria": crit_rows,
         "all_passed": all_passed,
         "uses": uses,
