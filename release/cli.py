@@ -85,6 +85,10 @@ def spec_validate(
     console.print(f"[green]ok[/] {spec}: valid release spec; total epsilon "
                   f"2 x (generation {s.epsilon_generation:g} + criteria {s.epsilon_evaluation:g})"
                   f"{f' + pre-selection {pre:g}' if pre else ''} = {s.total_epsilon:.6g} <= cap {s.epsilon_cap:g}")
+    from .spec_criteria import criteria_warnings
+
+    for line in criteria_warnings(s.raw):
+        console.print(f"[yellow]warning[/] {line}", markup=True, highlight=False)
     if data is None:
         return
     from .prepare import InputError, prepare

@@ -281,3 +281,19 @@ def test_explain_bad_spec_exit_2(tmp_path):
     bad.write_text("dpbundle_spec: 1\n", encoding="utf-8")
     r = _run(str(bad))
     assert r.exit_code == 2
+
+
+def test_spec_validate_warns_about_a_threshold_above_the_metric_range(tmp_path):
+    """A faithfulness threshold of 10 can never fail (the share is at most 1): validate says so."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from dpbundle.release.cli import app
+
+    doc = yaml.safe_load((ROOT / "examples" / "births.yaml").read_text("utf-8"))
+    next(e for e in doc["acceptance"] if e["type"] == "faithfulness")["threshold"] = 10
+    path = tmp_path / "loose.yaml"
+    path.write_text(yaml.safe_dump(doc), "utf-8")
+    r = CliRunner().invoke(app, ["spec", "validate", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "warning" in r.output and "every candidate would pass" in " ".join(r.output.split())
