@@ -6,13 +6,42 @@ import math
 
 from .context import AuditContext, Missing, need, need_number
 from .report import CheckResult
-from .sensitivity import Unverifiable, derive_threshold, recompute_sensitivity
+from .sensitivity import Unverifiable, derive_threshold, quantile_releases, recompute_sensitivity
 
 __all__ = ["check_budget", "check_acceptance", "REL_TOL", "close"]
 
 REL_TOL = 1e-9       # the producer may nudge a scale up by a few ulps for OpenDP's map
 OPENDP_TOL = 1e-6    # OpenDP's own total may exceed the exact sum by float rounding
 
+
+
+def _check_scale(w: str, row: dict, entry: dict, sens: float, eps: float, scale: float,
+                 std: float, r) -> None:
+    """Laplace-type rows: scale = sensitivity / epsilon, std = sqrt(2) scale. Report-noisy-max
+    rows (quantile): R releases at epsilon / R, scale = 2 sensitivity R / epsilon, std = scale."""
+    if row.get("mechanism") == "exponential_mechanism":
+        if entry.get("type") != "quantile":
+            r.fail(f"{w}: mechanism exponential_mechanism for a {entry.get('type')!r} criterion")
+            return
+        try:
+            R = quantile_releases(entry, w)
+        except Unverifiable as e:
+            r.fail(str(e))
+            return
+        want = 2.0 * sens * R / eps
+        if not close(scale, want):
+            r.fail(f"{w}: noise scale {_fmt(scale)} != 2 x sensitivity x releases / epsilon = "
+                   f"2 x {_fmt(sens)} x {R} / {_fmt(eps)} = {_fmt(want)}")
+        if not close(std, scale):
+            r.fail(f"{w}: noise std {_fmt(std)} != scale {_fmt(scale)} (exponential noise)")
+        return
+    if not close(scale, sens / eps):
+        r.fail(f"{w}: noise scale {_fmt(scale)} != sensitivity / epsilon = "
+               f"{_fmt(sens)} / {_fmt(eps)} = {_fmt(sens / eps)}")
+    if not close(std, math.sqrt(2.0) * scale):
+        r.fail(f"{w}: noise std {_fmt(std)} != sqrt(2) x scale = {_fmt(math.sqrt(2.0) * scale)}")
+    if row.get("mechanism") not in ("laplace", "functional_mechanism", "sufficient_statistics"):
+        r.warn(f"{w}: mechanism {row.get('mechanism')!r} (the audit checks scale = sensitivity / epsilon)")
 
 def close(a: float, b: float, rel: float = REL_TOL) -> bool:
     return abs(a - b) <= rel * max(abs(a), abs(b), 1e-300)
@@ -73,16 +102,10 @@ def check_budget(ctx: AuditContext) -> CheckResult:
         if eps <= 0:
             r.fail(f"{w}: epsilon {_fmt(eps)} is not positive")
             continue
-        if not close(scale, sens / eps):
-            r.fail(f"{w}: noise scale {_fmt(scale)} != sensitivity / epsilon = "
-                   f"{_fmt(sens)} / {_fmt(eps)} = {_fmt(sens / eps)}")
-        if not close(std, math.sqrt(2.0) * scale):
-            r.fail(f"{w}: noise std {_fmt(std)} != sqrt(2) x scale = {_fmt(math.sqrt(2.0) * scale)}")
-        if row.get("mechanism") not in ("laplace", "functional_mechanism", "sufficient_statistics"):
-            r.warn(f"{w}: mechanism {row.get('mechanism')!r} (the audit checks scale = sensitivity / epsilon)")
         if entry is None:
             r.fail(f"{w}: no acceptance entry with this id in the spec")
             continue
+        _check_scale(w, row, entry, sens, eps, scale, std, r)
         if row.get("type") != entry.get("type"):
             r.fail(f"{w}: type {row.get('type')!r} differs from the spec's {entry.get('type')!r}")
         spec_eps = entry.get("epsilon")

@@ -211,7 +211,8 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     config = mark.get("config")
     if not isinstance(config, dict):
         raise TranscriptError("the iteration mark has no configuration")
-    columns = tuple(ColumnCoding(c.name, c.labels, c.numbers, c.ordered, c.lower, c.upper)
+    columns = tuple(ColumnCoding(c.name, c.labels, c.numbers, c.ordered, c.lower, c.upper,
+                                 categories=c.categories, integer=c.integer)
                     for c in view.columns)
     real = Coded(codes=real_codes, columns=columns)
     rand = Randomness.replay(records)

@@ -16,6 +16,12 @@ public bundle only (n, data.csv, the spec), following DESIGN.md:
   constant feature (as the criterion's sensitivity_inputs count it); an unordered categorical
   feature with k categories is k - 1 one-hot indicators (first category = reference)
 * regression_mae_difference: 2 (U - L) / n
+* classification: report coefficients, the logistic functional mechanism d + (d - 1)/8 +
+  d (d - 1)/4 with d as for the regression (the target left out of the features); report
+  accuracy, 2 / n
+* quantile: score sensitivity 1 of report-noisy-max, R = levels x (1 per null grouping + 2 per
+  column grouping) releases at epsilon / R each; the noise scale is 2 R / epsilon (nudged) and
+  the noise std equals the scale (exponential noise)
 * derived threshold (laplace_false_positive): c0 - F^-1_Laplace(1 - p; Delta_assumed / eps)
 """
 from __future__ import annotations
@@ -27,7 +33,7 @@ import numpy as np
 from .labels import SpecView
 
 __all__ = ["Unverifiable", "recompute_sensitivity", "derive_threshold", "ratio_delta",
-           "laplace_inverse_cdf"]
+           "laplace_inverse_cdf", "quantile_releases"]
 
 
 class Unverifiable(ValueError):
@@ -166,6 +172,16 @@ def _design_size(view: SpecView, codes: np.ndarray, target, feats) -> int:
     return used + 1
 
 
+def quantile_releases(entry: dict, where: str = "criterion") -> int:
+    """R of a quantile criterion: levels x sum over ``by`` of (1 for null, 2 for a grouping: a
+    changed record leaves one group and joins another)."""
+    levels = entry.get("quantiles", [0.5])
+    by = entry.get("by", [None])
+    if not isinstance(levels, list) or not levels or not isinstance(by, list) or not by:
+        raise Unverifiable(f"{where}: quantiles or by is not a non-empty list")
+    return len(levels) * sum(1 if b is None else 2 for b in by)
+
+
 def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndarray | None,
                           n: int) -> tuple[float, dict]:
     """(Delta, facts) for one criterion from public data; Unverifiable if it cannot be done."""
@@ -181,6 +197,15 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
     if typ == "regression_mae_difference":
         L, U = _bounds(entry, where)
         return 2.0 * (U - L) / n, {"n": n, "bounds": [L, U]}
+    if typ == "classification" and entry.get("report", "coefficients") == "accuracy":
+        return 2.0 / n, {"n": n}
+    if typ == "quantile":
+        R = quantile_releases(entry, where)
+        facts = {"releases": R}
+        declared = (row.get("sensitivity_inputs") or {}).get("releases")
+        if declared is not None and declared != R:
+            facts["declared_releases"] = declared
+        return 1.0, facts
     if codes is None:
         raise Unverifiable(f"{where}: data.csv is needed to recompute the sensitivity and is unusable")
     if codes.shape[0] != n:
@@ -222,13 +247,15 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
         if declared is not None and declared != best:
             facts["declared_min_group_size"] = declared
         return (U - L) / best, facts
-    if typ == "regression_coefficients":
+    if typ in ("regression_coefficients", "classification"):
         try:
             d = _design_size(view, codes, entry.get("target"), entry.get("features"))
         except Unverifiable as e:
             raise Unverifiable(f"{where}: {e}") from None
-        fit = entry.get("fit", "functional_mechanism")
-        if fit == "functional_mechanism":
+        fit = entry.get("fit", "functional_mechanism") if typ == "regression_coefficients" else "logistic"
+        if fit == "logistic":
+            delta = d + (d - 1) / 8.0 + d * (d - 1) / 4.0  # Taylor logistic loss, quad_00 = n/8 public
+        elif fit == "functional_mechanism":
             delta = float((1 + d) ** 2)  # exact worst case of a changed record (half of Zhang's 2(1+d)^2)
         elif fit == "sufficient_statistics":
             delta = 2.0 * (d + d * (d + 1) // 2 - 1)

@@ -122,6 +122,22 @@ def query_family(criterion: dict, entry: dict | None, spec: dict, d: int) -> str
         return (f"Predicting {target} from {_features_text(entry, spec)} with a linear regression fitted on these "
                 f"data: its mean absolute error on the real data is within {t} of that of a regression fitted on "
                 f"the real data.")
+    if typ == "classification":
+        pos = entry.get("positive")
+        pos_text = " or ".join(str(p) for p in (pos if isinstance(pos, list) else [pos]))
+        what = f"whether {target} is {pos_text} from {_features_text(entry, spec)} with a logistic regression"
+        if entry.get("report", "coefficients") == "accuracy":
+            return (f"Predicting {what} fitted on these data: its accuracy on the real data is within {t} "
+                    f"({_pct(criterion['threshold'])} percentage points) of that of the model fitted with "
+                    f"differential privacy on the real data.")
+        return (f"Predicting {what}: the coefficients fitted on these data are within an L1 distance of {t} "
+                f"of those fitted with differential privacy on the real data.")
+    if typ == "quantile":
+        levels = entry.get("quantiles") or [0.5]
+        names = ["median" if q == 0.5 else f"{format_number(100 * q)}th percentile" for q in levels]
+        kind = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        groups = "; ".join(_groups_text(b, spec) for b in (entry.get("by") or [None]))
+        return f"The {kind} of {target} by group: {groups}; within {t} of the real value in every group."
     if typ == "faithfulness":
         return None
     return f"{criterion.get('description', criterion['id'])} (validated to less than {t})."

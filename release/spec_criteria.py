@@ -242,6 +242,7 @@ def _threshold_range(i: int, crit: dict, problems: list[str], warnings: list[str
 
 def _check_criterion(i: int, crit: dict, doc: dict, released: dict, problems: list[str]) -> None:
     typ = crit["type"]
+    t_ok = crit.get("target") in released
     if "target" in crit:
         t = crit["target"]
         if t not in released:
@@ -267,6 +268,15 @@ def _check_criterion(i: int, crit: dict, doc: dict, released: dict, problems: li
         if not match:
             problems.append(f"acceptance[{i}]: a regression_mae_difference criterion needs an earlier regression_coefficients "
                             f"criterion {'with id ' + repr(ref) if ref else 'on the same target'}: its DP coefficients are the real-data model")
+    if typ == "classification" and t_ok:
+        _check_classification(i, crit, doc, released[crit["target"]], problems)
+    if typ == "quantile" and t_ok:
+        for alt in released[crit["target"]]["alternatives"]:
+            if "categories" in alt and "values" not in alt:
+                problems.append(f"acceptance[{i}].target: column {crit['target']!r} has no numbers under alternative "
+                                f"{alt['id']!r} (categories without `values`): quantiles need ordered numbers "
+                                f"(declare values, or use a binned column)")
+                break
     if typ == "faithfulness" and "faithfulness" not in doc:
         problems.append(f"acceptance[{i}]: a faithfulness criterion needs the 'faithfulness' cost rules")
     if typ == "smoothed_ratio" and isinstance(crit["threshold"], dict):
@@ -274,6 +284,42 @@ def _check_criterion(i: int, crit: dict, doc: dict, released: dict, problems: li
             problems.append(f"acceptance[{i}].threshold.stakeholder: must not exceed clip {crit.get('clip')}")
     if not ("bounds" in crit and not crit["bounds"][1] > crit["bounds"][0]):
         _threshold_range(i, crit, problems)
+
+
+def _check_classification(i: int, crit: dict, doc: dict, col: dict, problems: list[str]) -> None:
+    """``positive`` names categories/labels of every alternative of the target and leaves one
+    negative; an accuracy report needs an earlier coefficients report (its DP model)."""
+    from .spec import Spec
+    from .transform import column_coding
+
+    pos = crit["positive"] if isinstance(crit["positive"], list) else [crit["positive"]]
+    pos = [str(p) for p in pos]
+    for alt in col["alternatives"]:
+        try:
+            cc = column_coding(Spec(raw=doc), col["name"], alt["id"])
+        except Exception:  # noqa: BLE001 - a broken alternative is reported by the column checks
+            continue
+        names = set(cc.labels) | set(cc.categories or ())
+        unknown = [p for p in pos if p not in names]
+        if unknown:
+            problems.append(f"acceptance[{i}].positive: {unknown[0]!r} is not a category or label of column "
+                            f"{col['name']!r} under alternative {alt['id']!r} (labels: {', '.join(cc.labels)})")
+            return
+        if all(a in pos or b in pos for a, b in zip(cc.labels, cc.categories or cc.labels)):
+            problems.append(f"acceptance[{i}].positive: every category of {col['name']!r} under alternative "
+                            f"{alt['id']!r} is positive: leave at least one negative")
+            return
+    if crit.get("report", "coefficients") == "accuracy":
+        ref = crit.get("reference")
+        earlier = [c for c in doc["acceptance"][:i]
+                   if c["type"] == "classification" and c.get("report", "coefficients") == "coefficients"]
+        match = [c for c in earlier if (c["id"] == ref if ref else
+                                        (c.get("target"), c.get("positive")) == (crit["target"], crit["positive"]))]
+        if not match:
+            problems.append(f"acceptance[{i}]: a classification criterion with report: accuracy needs an earlier "
+                            f"classification criterion with report: coefficients "
+                            f"{'with id ' + repr(ref) if ref else 'on the same target and positive class'}: "
+                            f"its DP model is the real-data model")
 
 
 # --------------------------------------------------------------------------- faithfulness

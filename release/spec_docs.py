@@ -150,6 +150,42 @@ CRITERIA: dict[str, TypeDoc] = {
                   "coefficients are the real-data model",
                   default_text="the regression_coefficients criterion with the same target"),
         )),
+    "classification": TypeDoc(
+        "Logistic regression of the one-vs-rest outcome 1[target in positive]: the DP fit on T "
+        "(functional mechanism on the second-order Taylor expansion of the logistic loss, "
+        "sensitivity d + (d-1)/8 + d(d-1)/4) against the same fit on the candidate, reported as "
+        "the L1 distance of the coefficients, or as |accuracy on T of the DP model - accuracy on "
+        "T of the candidate's model| (sensitivity 2/n).",
+        (
+            Param("target", "the classified released column (any: categorical or binned)",
+                  required=True),
+            Param("positive", "category name or label of the target counted as the positive "
+                  "class, or a list of them; every other category is negative", required=True),
+            _FEATURES,
+            Param("report", "coefficients (L1 distance of the logistic coefficients, noise "
+                  "inside the fit) or accuracy (needs an earlier coefficients report: its DP "
+                  "model is the real-data model)", default="coefficients"),
+            Param("include_intercept", "report coefficients: also count |intercept "
+                  "difference| in the distance", default=False),
+            Param("reference", "report accuracy: id of the classification criterion (report "
+                  "coefficients) whose DP model is the real-data model",
+                  default_text="the coefficients criterion with the same target and positive"),
+        )),
+    "quantile": TypeDoc(
+        "Largest error |DP quantile of T - quantile of the candidate| over levels and groups, in "
+        "the target's released numbers. Each DP quantile is a report-noisy-max choice among the "
+        "target's numbers (score sensitivity 1); a grouping costs twice (a changed record leaves "
+        "one group and joins another), so epsilon is split over R = levels x (1 per null + 2 per "
+        "grouping) releases.",
+        (
+            Param("target", "released column with numbers (binned, or categorical with values)",
+                  required=True),
+            Param("quantiles", "levels in (0, 1), e.g. [0.25, 0.5, 0.75]", default=[0.5]),
+            Param("by", "list of groupings: null = all records; a column = its groups "
+                  "(group_bins.<column>, or one group per category/bin); a list of columns = "
+                  "their joint groups. Only groups with a candidate record are compared",
+                  default=[None]),
+        )),
     "faithfulness": TypeDoc(
         "Share of real records left without a synthetic partner within cost <= 1 in a maximum "
         "matching (max-flow on record types). Sensitivity 1/n. Its rules are the spec section "
@@ -388,6 +424,11 @@ def _resolver(spec, entry: dict) -> Callable[[str], Any]:
         if name == "features":
             return [c for c in names if c != entry.get("target")]
         if name == "reference":
+            if entry.get("type") == "classification":
+                return next((c["id"] for c in spec.criteria if c.get("type") == "classification"
+                             and c.get("report", "coefficients") == "coefficients"
+                             and c.get("target") == entry.get("target")
+                             and c.get("positive") == entry.get("positive")), None)
             ref = next((c["id"] for c in spec.criteria if c.get("type") == "regression_coefficients"
                         and c.get("target") == entry.get("target")), None)
             return ref

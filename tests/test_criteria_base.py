@@ -14,7 +14,7 @@ from dpbundle.mechanisms.criteria import (CriterionError, CriterionResult, EvalC
 from dpbundle.mechanisms.noise import Randomness
 
 TYPES = {"kway_marginals", "smoothed_ratio", "conditional_means", "regression_coefficients",
-         "regression_mae_difference", "faithfulness"}
+         "regression_mae_difference", "classification", "quantile", "faithfulness"}
 
 
 @pytest.fixture(scope="module")

@@ -54,6 +54,28 @@ def test_zero_one_target_is_a_share_not_a_mean():
     assert text.startswith("The mean hours") and "sex x region" in text
 
 
+def test_classification_sentences_name_the_positive_class_and_the_report():
+    coef = {"id": "c", "type": "classification", "threshold": 1.5, "target": "region", "positive": ["n", "s"],
+            "features": ["sex", "age"]}
+    text = query_family(_metric(coef), coef, _spec([SEX, AGE, REGION], [coef]), d=3)
+    assert "Predicting whether region is n or s from the columns sex, age with a logistic regression:" in text and "the columns sex, age" in text
+    assert "L1 distance of 1.5" in text and "accuracy" not in text
+    acc = dict(coef, id="a", report="accuracy", threshold=0.02)
+    text = query_family(_metric(acc), acc, _spec([SEX, AGE, REGION], [coef, acc]), d=3)
+    assert "accuracy on the real data is within 0.02 (2 percentage points)" in text
+
+
+def test_quantile_sentence_names_levels_and_groups():
+    q = {"id": "q", "type": "quantile", "threshold": 5, "target": "hours", "quantiles": [0.25, 0.5],
+         "by": [None, "sex"]}
+    text = query_family(_metric(q), q, _spec([SEX, HOURS], [q]), d=2)
+    assert text.startswith("The 25th percentile and median of hours by group: all records; sex")
+    assert "within 5 of the real value" in text and "mean" not in text
+    default = {"id": "m", "type": "quantile", "threshold": 3, "target": "hours"}
+    assert query_family(_metric(default), default, _spec([HOURS], [default]), d=1).startswith(
+        "The median of hours by group: all records;")
+
+
 @pytest.mark.slow
 def test_non_births_datasheet_has_no_births_words(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -66,3 +88,5 @@ def test_non_births_datasheet_has_no_births_words(tmp_path, monkeypatch):
     assert not found, f"births words in the persons datasheet: {found}"
     assert "1 to 3 columns" in text  # persons.yaml: kway max_k 3
     assert "share of records with sex" in text  # share_female: a 0/1 target
+    assert "whether income is 50k+ from the columns age, sex, education, hours with a logistic" in text  # income_model, income_accuracy
+    assert "the median of hours by group" in text  # median_hours

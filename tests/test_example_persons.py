@@ -161,7 +161,7 @@ def test_spec_validates():
     assert [c["name"] for c in spec.columns] == ["age", "sex", "education", "marital", "occupation", "hours",
                                                   "income", "birthplace"]
     types = {c["type"] for c in spec.criteria}
-    assert {"kway_marginals", "conditional_means", "faithfulness"} <= types
+    assert {"kway_marginals", "conditional_means", "classification", "quantile", "faithfulness"} <= types
     assert next(c for c in spec.criteria if c["type"] == "kway_marginals")["max_k"] == 3
     headers = {c["name"]: c.get("header") for c in spec.raw["input"]["columns"]}
     assert headers["hours"] == "hours per week" and headers["income"] == "income band (USD/yr)"

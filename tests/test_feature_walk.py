@@ -75,6 +75,14 @@ def feature_spec() -> dict:
             {"id": "ratio", "type": "smoothed_ratio", "clip": 20.0, "threshold": 20.0, "epsilon": 0.1},
             {"id": "mean_income", "type": "conditional_means", "target": "income", "by": [None],
              "bounds": [0, 200], "threshold": 1000.0, "epsilon": 0.1},
+            # classification on a categorical target named by its category (the label differs),
+            # one-hot features; then the accuracy report against the DP model
+            {"id": "region_model", "type": "classification", "target": "region", "positive": "south",
+             "report": "coefficients", "threshold": 1e6, "epsilon": 0.2},
+            {"id": "region_accuracy", "type": "classification", "target": "region", "positive": "south",
+             "report": "accuracy", "threshold": 2.0, "epsilon": 0.1},
+            {"id": "median_income", "type": "quantile", "target": "income", "quantiles": [0.25, 0.5],
+             "by": [None, ["sex", "status"]], "threshold": 1000.0, "epsilon": 0.1},
         ],
         "face_privacy": {"quasi_identifiers": [["age", "sex", "region"]]},
         "privacy": {"epsilon_generation": 2.0, "epsilon_cap": 10.0},
@@ -156,3 +164,34 @@ def test_audit_passes_public_checks_and_enclave_replay(walked):
     rep = run_audit(tmp / "B", pubkey=tmp / "k.pub", transcript=tmp / "T.jsonl", data=walked["data"])
     assert rep.get("replay").result == "pass", rep.get("replay").problems
     assert rep.passed, [(c.check, c.problems[:3]) for c in rep.checks if c.failed]
+
+
+@pytest.mark.parametrize("cid,edit,needle", [
+    ("region_model", lambda r: r.update(sensitivity=r["sensitivity"] - 1.0), "sensitivity"),
+    ("region_model", lambda r: r["sensitivity_inputs"].update(d=r["sensitivity_inputs"]["d"] - 1), "d"),
+    ("region_accuracy", lambda r: r.update(sensitivity=r["sensitivity"] / 2), "sensitivity"),
+    ("median_income", lambda r: r["sensitivity_inputs"].update(releases=3), "releases"),
+    ("median_income", lambda r: r.update(noise_scale=r["noise_scale"] / 2, noise_std=r["noise_std"] / 2),
+     "noise scale"),
+    ("median_income", lambda r: r.update(noise_std=r["noise_std"] * 2 ** 0.5), "noise std"),
+])
+def test_audit_recomputes_classification_and_quantile_rows(walked, tmp_path, cid, edit, needle):
+    """A re-signed bundle whose classification / quantile row claims less noise (or another
+    sensitivity) than the public information gives fails the budget check, naming the row."""
+    import shutil
+
+    import audit_fixtures as fx
+    from dpbundle.release.keys import load_private_key
+
+    d = tmp_path / "B"
+    shutil.copytree(walked["tmp"] / "B", d)
+    doc = json.loads((d / "metrics.json").read_text())
+    row = next(r for r in doc["criteria"] if r["id"] == cid)
+    edit(row)
+    (d / "metrics.json").write_text(json.dumps(doc, indent=2))
+    fx.sign_bundle(d, load_private_key(walked["tmp"] / "k.key"))
+    rep = run_audit(d, pubkey=walked["tmp"] / "k.pub")
+    assert rep.get("integrity").result == "pass", rep.get("integrity").problems
+    budget = rep.get("budget")
+    assert budget.result == "fail"
+    assert any(cid in p and needle in p for p in budget.problems), budget.problems

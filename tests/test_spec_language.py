@@ -490,3 +490,49 @@ def test_regression_category_labels_override_in_audit_view(births_doc):
     view = build_view({"spec": doc, "configuration": config, "configuration_id": ""})
     assert [c.labels for c in view.columns] == release_labels
     assert view.columns[4].labels == ("male", "female")
+
+
+# ----------------------------------------------------------------- classification and quantile criteria
+
+def _with(*entries) -> dict:
+    doc = base_doc()
+    doc["acceptance"] += list(entries)
+    return doc
+
+
+COEF = {"id": "m", "type": "classification", "target": "region", "positive": "south", "threshold": 2, "epsilon": 0.1}
+
+
+@pytest.mark.parametrize("positive", ["south", "South", ["north", "south"]])
+def test_classification_positive_by_category_or_label_is_valid(positive):
+    validate_spec(_with(dict(COEF, positive=positive)))
+
+
+def test_classification_positive_not_a_category_is_refused():
+    assert has(problems_of(_with(dict(COEF, positive="sout"))), "acceptance[1].positive", "'sout'", "North")
+
+
+def test_classification_every_category_positive_is_refused():
+    doc = _with(dict(COEF, positive=["north", "south", "other"]))
+    assert has(problems_of(doc), "acceptance[1].positive", "leave at least one negative")
+
+
+def test_classification_accuracy_needs_an_earlier_coefficients_report():
+    acc = dict(COEF, id="a", report="accuracy", threshold=0.05)
+    assert has(problems_of(_with(acc)), "acceptance[1]", "report: coefficients")
+    assert has(problems_of(_with(acc, COEF)), "acceptance[1]", "report: coefficients")  # listed after it
+    validate_spec(_with(COEF, acc))
+    assert has(problems_of(_with(COEF, dict(acc, positive="north"))), "acceptance[2]", "same target and positive")
+
+
+def test_classification_report_specific_fields_are_refused_elsewhere():
+    assert has(problems_of(_with(dict(COEF, reference="x"))), "acceptance[1]", "reference", "only for report: accuracy")
+    assert any("positive" in p for p in problems_of(_with({k: v for k, v in COEF.items() if k != "positive"})))
+
+
+def test_quantile_needs_a_target_with_numbers():
+    q = {"id": "q", "type": "quantile", "target": "income", "by": [None, "sex"], "threshold": 10, "epsilon": 0.1}
+    validate_spec(_with(q))
+    assert has(problems_of(_with(dict(q, target="region"))), "acceptance[1].target", "no numbers", "values")
+    assert problems_of(_with(dict(q, quantiles=[0.5, 1.0])))
+    assert problems_of(_with(dict(q, threshold=0)))  # a threshold no value can get under

@@ -199,13 +199,23 @@ class RegressionDesign:
             Z[:, k] = table[coded.codes[:, j]]
         return Z
 
-    def scaled(self, coded: "Coded") -> tuple[np.ndarray, np.ndarray]:
-        """(tX with the constant column first, ty), all entries in [-1, 1]."""
+    def tx(self, coded: "Coded") -> np.ndarray:
+        """tX: the constant column first, then each z_j scaled into [-1, 1] with C's bounds."""
         Z = self.z(coded)
         tx = (2.0 * Z - (self.lo + self.hi)) / (self.hi - self.lo)
         tx = np.clip(tx, -1.0, 1.0)  # guards rounding only
+        return np.column_stack([np.ones(coded.n), tx])
+
+    def scaled(self, coded: "Coded") -> tuple[np.ndarray, np.ndarray]:
+        """(tX with the constant column first, ty), all entries in [-1, 1]."""
         ty = np.clip((2.0 * self.y(coded) - (self.L + self.U)) / (self.U - self.L), -1.0, 1.0)
-        return np.column_stack([np.ones(coded.n), tx]), ty
+        return self.tx(coded), ty
+
+    def unscale_logit(self, w: np.ndarray) -> np.ndarray:
+        """Coefficients w of a linear predictor w.tx -> beta of beta_0 + beta.z (same predictor)."""
+        width = self.hi - self.lo
+        b0 = w[0] - np.sum(w[1:] * (self.lo + self.hi) / width)
+        return np.concatenate([[b0], 2.0 * w[1:] / width])
 
     def unscale(self, w: np.ndarray) -> np.ndarray:
         """Coefficients w of ty ~ w.tx -> beta of y ~ beta_0 + beta.z."""
