@@ -3,6 +3,10 @@ thresholds) and acceptance (every DP value below its threshold)."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+
+from dpbundle.mechanisms import exact
+from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON
 
 from .context import AuditContext, Missing, need, need_number
 from .report import CheckResult
@@ -12,6 +16,7 @@ __all__ = ["check_budget", "check_acceptance", "REL_TOL", "close"]
 
 REL_TOL = 1e-9       # the producer may nudge a scale up by a few ulps for OpenDP's map
 OPENDP_TOL = 1e-6    # OpenDP's own total may exceed the exact sum by float rounding
+EPSILON_CEILING = 20  # above it a spec must acknowledge the weak guarantee (docs/spec.md)
 
 
 
@@ -147,26 +152,79 @@ def check_budget(ctx: AuditContext) -> CheckResult:
     r.facts["recomputed"] = recomputed
     # -- the budget ---------------------------------------------------------------------
     try:
-        _budget_arithmetic(budget, rows, spec, r)
+        _budget_arithmetic(budget, rows, spec, r, n)
     except Missing as e:
         r.fail(str(e))
     if not r.failed:
+        policy = {"dp_count": f"n is a DP count (epsilon {_fmt(r.facts.get('epsilon_count'))})",
+                  "declared_public": "n declared public (the count of plausible records, "
+                                     "published exactly)"}.get(r.facts.get("records_policy"), "")
         r.detail = (f"total epsilon {_fmt(r.facts.get('total_epsilon'))} <= cap "
-                    f"{_fmt(r.facts.get('epsilon_cap'))}; {len(rows)} criteria: scales, stds, "
-                    f"sensitivities and thresholds recomputed")
+                    f"{_fmt(r.facts.get('epsilon_cap'))}; {policy}; {len(rows)} criteria: scales, "
+                    f"stds, sensitivities and thresholds recomputed")
     return r
 
 
-def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResult) -> None:
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _records(budget: dict, spec: dict, n: int | None, r: CheckResult) -> Fraction:
+    """The records policy: the same as the spec's, its epsilon, released_n = rows of data.csv,
+    and (dp_count) the count's noise scale for sensitivity 1. Returns eps_count (exact)."""
     W = "budget.json"
+    rec_spec = ((spec.get("privacy") or {}).get("records") or {}) if isinstance(spec.get("privacy"), dict) else {}
+    spec_policy = rec_spec.get("policy", "dp_count")
+    rec = budget.get("records")
+    if rec is None:
+        r.warn(f"{W}: no records block (a bundle older than the records policies): the number of "
+               "records is treated as declared public, published exactly")
+        if spec_policy != "declared_public" and "records" in (spec.get("privacy") or {}):
+            r.fail(f"{W}: no records block, but the spec's records policy is {spec_policy}")
+        r.facts["records_policy"] = "declared_public"
+        return Fraction(0)
+    if not isinstance(rec, dict):
+        raise Missing(f"{W}: records is not an object")
+    policy = rec.get("policy")
+    r.facts["records_policy"] = policy
+    if policy != spec_policy:
+        r.fail(f"{W}: records policy {policy!r} differs from the spec's {spec_policy!r}")
+    if n is not None and rec.get("released_n") != n:
+        r.fail(f"{W}: records.released_n {rec.get('released_n')!r} != the {n} records of the bundle")
+    eps = rec.get("epsilon")
+    if not _num(eps):
+        r.fail(f"{W}: records.epsilon {eps!r} is not a number")
+        return Fraction(0)
+    if policy == "declared_public":
+        if eps != 0:
+            r.fail(f"{W}: records.epsilon {eps!r} under declared_public (nothing is spent on n)")
+        return Fraction(0)
+    want_eps = exact.dec(rec_spec.get("epsilon", DEFAULT_COUNT_EPSILON))
+    if exact.dec(eps) != want_eps:
+        r.fail(f"{W}: records.epsilon {eps!r} differs from the spec's {exact.show(want_eps)}")
+    if rec.get("sensitivity") != 1:
+        r.fail(f"{W}: records.sensitivity {rec.get('sensitivity')!r}: a count of records has "
+               "sensitivity 1 (one changed registry record moves it by at most 1)")
+    scale = rec.get("noise_scale")
+    if not _num(scale) or not close(float(scale), 1.0 / float(eps)):
+        r.fail(f"{W}: records.noise_scale {scale!r} != 1 / epsilon = {_fmt(1.0 / float(eps))}")
+    return exact.dec(eps)
+
+
+def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResult,
+                       n: int | None = None) -> None:
+    """Every sum recomputed exactly (declared decimals as fractions): evaluation = sum of the
+    criteria, per iteration = generation + evaluation, total = eps_count + 2 x per iteration +
+    pre-selection <= cap."""
+    W = "budget.json"
+    dec = exact.dec
     priv = spec.get("privacy") if isinstance(spec.get("privacy"), dict) else {}
     # evaluation
-    eps_rows = [float(row["epsilon"]) for row in rows
-                if isinstance(row.get("epsilon"), (int, float)) and not isinstance(row.get("epsilon"), bool)]
-    eps_eval_rows = math.fsum(eps_rows)
-    eps_eval = need_number(budget, "evaluation", "epsilon", where=W)
-    if not close(eps_eval, eps_eval_rows):
-        r.fail(f"{W}: evaluation epsilon {_fmt(eps_eval)} != sum of the criteria's epsilons {_fmt(eps_eval_rows)}")
+    eps_eval_rows = exact.total(row["epsilon"] for row in rows if _num(row.get("epsilon")))
+    eps_eval = dec(need_number(budget, "evaluation", "epsilon", where=W))
+    if eps_eval != eps_eval_rows:
+        r.fail(f"{W}: evaluation epsilon {exact.show(eps_eval)} != sum of the criteria's epsilons "
+               f"{exact.show(eps_eval_rows)}")
     crit = need(budget, "evaluation", "criteria", where=W)
     if not isinstance(crit, list):
         raise Missing(f"{W}: evaluation.criteria is not a list")
@@ -177,25 +235,31 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     for c in crit:
         if isinstance(c, dict) and c.get("id") in by_row:
             a, b = c.get("epsilon"), by_row[c.get("id")]
-            if not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and close(float(a), float(b))):
+            if not (_num(a) and _num(b) and dec(a) == dec(b)):
                 r.fail(f"{W}: criterion {c.get('id')} epsilon {a!r} differs from metrics.json's {b!r}")
     acc = spec.get("acceptance") or []
-    spec_eval = math.fsum(float(e.get("epsilon", 0)) for e in acc if isinstance(e, dict)
-                          and isinstance(e.get("epsilon"), (int, float)))
-    if not close(eps_eval, spec_eval):
-        r.fail(f"{W}: evaluation epsilon {_fmt(eps_eval)} != the spec's criteria sum {_fmt(spec_eval)}")
+    spec_eval = exact.total(e["epsilon"] for e in acc if isinstance(e, dict) and _num(e.get("epsilon")))
+    if eps_eval != spec_eval:
+        r.fail(f"{W}: evaluation epsilon {exact.show(eps_eval)} != the spec's criteria sum "
+               f"{exact.show(spec_eval)}")
     # generation
-    eps_gen = need_number(budget, "generation", "epsilon", where=W)
+    eps_gen = dec(need_number(budget, "generation", "epsilon", where=W))
     spec_gen = priv.get("epsilon_generation")
-    if not isinstance(spec_gen, (int, float)) or not close(eps_gen, float(spec_gen)):
-        r.fail(f"{W}: generation epsilon {_fmt(eps_gen)} differs from the spec's {spec_gen!r}")
+    if not _num(spec_gen) or eps_gen != dec(spec_gen):
+        r.fail(f"{W}: generation epsilon {exact.show(eps_gen)} differs from the spec's {spec_gen!r}")
     parts = budget.get("generation", {}).get("parts")
     if isinstance(parts, list) and parts:
         vals = [p.get("epsilon") for p in parts if isinstance(p, dict)]
-        if all(isinstance(v, (int, float)) for v in vals):
-            s = math.fsum(float(v) for v in vals)
-            if not close(s, eps_gen, 1e-6):
-                r.fail(f"{W}: generation parts sum to {_fmt(s)}, not the generation epsilon {_fmt(eps_gen)}")
+        if all(_num(v) for v in vals):
+            # the parts are the floats handed to OpenDP: their exact binary sum may not exceed
+            # the declared generation epsilon
+            spent = sum((exact.binary(float(v)) for v in vals), Fraction(0))
+            if spent > eps_gen:
+                r.fail(f"{W}: generation parts sum to {float(spent)!r}, above the generation "
+                       f"epsilon {exact.show(eps_gen)}")
+            elif not close(float(spent), float(eps_gen), 1e-6):
+                r.fail(f"{W}: generation parts sum to {float(spent)!r}, not the generation "
+                       f"epsilon {exact.show(eps_gen)}")
         else:
             r.fail(f"{W}: generation.parts has an entry without a numeric epsilon")
     # pre-selection
@@ -203,54 +267,64 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     if not isinstance(pre, list):
         raise Missing(f"{W}: pre_selection is not a list")
     pre_vals = [p.get("epsilon") for p in pre if isinstance(p, dict)]
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pre_vals) or len(pre_vals) != len(pre):
+    if not all(_num(v) for v in pre_vals) or len(pre_vals) != len(pre):
         r.fail(f"{W}: pre_selection has an entry without a numeric epsilon")
-        pre_vals = [v for v in pre_vals if isinstance(v, (int, float))]
-    eps_pre = math.fsum(float(v) for v in pre_vals)
+        pre_vals = [v for v in pre_vals if _num(v)]
+    eps_pre = exact.total(pre_vals)
     spec_pre = priv.get("pre_selection", []) or []
-    spec_pre_sum = math.fsum(float(p.get("epsilon", 0)) for p in spec_pre if isinstance(p, dict))
-    if not close(eps_pre, spec_pre_sum) and not (eps_pre == 0 and spec_pre_sum == 0):
-        r.fail(f"{W}: pre-selection epsilons sum to {_fmt(eps_pre)}, the spec's to {_fmt(spec_pre_sum)}")
-    # per iteration, selection, total, cap
-    per = need_number(budget, "per_iteration_epsilon", where=W)
-    if not close(per, eps_gen + eps_eval):
-        r.fail(f"{W}: per-iteration epsilon {_fmt(per)} != generation + evaluation = {_fmt(eps_gen + eps_eval)}")
+    spec_pre_sum = exact.total(p["epsilon"] for p in spec_pre if isinstance(p, dict) and _num(p.get("epsilon")))
+    if eps_pre != spec_pre_sum:
+        r.fail(f"{W}: pre-selection epsilons sum to {exact.show(eps_pre)}, the spec's to "
+               f"{exact.show(spec_pre_sum)}")
+    # records, per iteration, selection, total, cap
+    eps_count = _records(budget, spec, n, r)
+    per = dec(need_number(budget, "per_iteration_epsilon", where=W))
+    if per != eps_gen + eps_eval:
+        r.fail(f"{W}: per-iteration epsilon {exact.show(per)} != generation + evaluation = "
+               f"{exact.show(eps_gen + eps_eval)}")
     factor = need_number(budget, "selection", "factor", where=W)
     if factor != 2:
         r.fail(f"{W}: selection factor {_fmt(factor)}, the private selection with a known threshold costs 2")
     stop = budget.get("selection", {}).get("stop_probability")
     spec_stop = (priv.get("selection") or {}).get("stop_probability", 0.0) if isinstance(priv.get("selection"), dict) else 0.0
-    if isinstance(stop, (int, float)) and isinstance(spec_stop, (int, float)) and not close(float(stop), float(spec_stop)) \
-            and not (stop == 0 and spec_stop == 0):
+    if _num(stop) and _num(spec_stop) and dec(stop) != dec(spec_stop):
         r.fail(f"{W}: stop_probability {stop!r} differs from the spec's {spec_stop!r}")
-    total = need_number(budget, "total_epsilon", where=W)
-    want_total = 2.0 * (eps_gen + eps_eval) + eps_pre
-    if not close(total, want_total):
-        r.fail(f"{W}: total epsilon {_fmt(total)} != 2 x ({_fmt(eps_gen)} + {_fmt(eps_eval)}) + "
-               f"{_fmt(eps_pre)} = {_fmt(want_total)}")
-    cap = need_number(budget, "epsilon_cap", where=W)
+    total = dec(need_number(budget, "total_epsilon", where=W))
+    want_total = eps_count + 2 * (eps_gen + eps_eval) + eps_pre
+    if total != want_total:
+        head = f"{exact.show(eps_count)} + " if eps_count else ""
+        r.fail(f"{W}: total epsilon {exact.show(total)} != {head}2 x ({exact.show(eps_gen)} + "
+               f"{exact.show(eps_eval)}) + {exact.show(eps_pre)} = {exact.show(want_total)}")
+    cap_f = need_number(budget, "epsilon_cap", where=W)
+    cap = dec(cap_f)
     spec_cap = priv.get("epsilon_cap")
-    if not isinstance(spec_cap, (int, float)) or not close(cap, float(spec_cap)):
-        r.fail(f"{W}: epsilon cap {_fmt(cap)} differs from the spec's {spec_cap!r}")
-    if max(total, want_total) > cap * (1 + 1e-12):
-        r.fail(f"{W}: total epsilon {_fmt(max(total, want_total))} exceeds the cap {_fmt(cap)}")
+    if not _num(spec_cap) or cap != dec(spec_cap):
+        r.fail(f"{W}: epsilon cap {_fmt(cap_f)} differs from the spec's {spec_cap!r}")
+    if max(total, want_total) > cap:
+        r.fail(f"{W}: total epsilon {exact.show(max(total, want_total))} exceeds the cap {_fmt(cap_f)}")
+    if max(total, want_total) > EPSILON_CEILING and priv.get("acknowledge_weak_guarantee") is not True:
+        r.fail(f"{W}: total epsilon {exact.show(max(total, want_total))} is above {EPSILON_CEILING}, "
+               "where the guarantee is weak, and the spec does not acknowledge it "
+               "(privacy.acknowledge_weak_guarantee)")
     od = budget.get("total_epsilon_opendp")
     if od is not None:
-        if isinstance(od, bool) or not isinstance(od, (int, float)):
+        if not _num(od):
             r.fail(f"{W}: total_epsilon_opendp {od!r} is not a number")
         else:
-            if not close(float(od), want_total, OPENDP_TOL):
-                r.fail(f"{W}: OpenDP's total {_fmt(od)} differs from the composed total {_fmt(want_total)}")
-            if float(od) > cap * (1 + 1e-9):
-                r.fail(f"{W}: OpenDP's total {_fmt(od)} exceeds the cap {_fmt(cap)}")
+            if not close(float(od), float(want_total), OPENDP_TOL):
+                r.fail(f"{W}: OpenDP's total {_fmt(od)} differs from the composed total "
+                       f"{exact.show(want_total)}")
+            if float(od) > float(cap) * (1 + 1e-9):
+                r.fail(f"{W}: OpenDP's total {_fmt(od)} exceeds the cap {_fmt(cap_f)}")
     if budget.get("input_metric") != "change_one_distance":
         r.fail(f"{W}: input_metric {budget.get('input_metric')!r}, expected 'change_one_distance' "
-               "(bounded neighbours, n public)")
+               "(bounded neighbours of the registry)")
     unit = (spec.get("release") or {}).get("unit_of_privacy") if isinstance(spec.get("release"), dict) else None
     if isinstance(unit, str) and budget.get("unit_of_privacy") != unit:
         r.warn(f"{W}: unit_of_privacy {budget.get('unit_of_privacy')!r} differs from the spec's {unit!r}")
-    r.facts.update({"epsilon_generation": eps_gen, "epsilon_evaluation": eps_eval,
-                    "epsilon_pre_selection": eps_pre, "total_epsilon": total, "epsilon_cap": cap})
+    r.facts.update({"epsilon_generation": float(eps_gen), "epsilon_evaluation": float(eps_eval),
+                    "epsilon_pre_selection": float(eps_pre), "epsilon_count": float(eps_count),
+                    "total_epsilon": float(total), "epsilon_cap": float(cap)})
 
 
 def check_acceptance(ctx: AuditContext) -> CheckResult:

@@ -11,9 +11,28 @@ from rich.markup import escape
 __all__ = ["cli_audit"]
 
 
-def _write_private(path: Path, text: str) -> None:
+def _write_private(path: Path, text: str, private: bool = False) -> None:
+    """Write a report. ``private`` (an enclave audit): created with mode 0600 before any content
+    is written (a fresh sibling, ``O_CREAT | O_EXCL``, mode forced whatever the umask), then
+    renamed over ``path`` atomically, so that no other user can read it at any moment."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    if not private:
+        path.write_text(text, encoding="utf-8")
+        return
+    import os
+    import secrets
+
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def cli_audit(
@@ -27,7 +46,8 @@ def cli_audit(
         "--html", help="Write the report as a standalone HTML page.")] = None,
     transcript: Annotated[Optional[Path], typer.Option(
         "--transcript", help="The private randomness transcript (enclave only); with --data, replays "
-                             "the selected iteration.")] = None,
+                             "the selected iteration. The console output and the reports are then "
+                             "PRIVATE (marked so; reports written with mode 0600).")] = None,
     data: Annotated[Optional[Path], typer.Option(
         "--data", help="The private input CSV(.gz) (enclave only); with --transcript.")] = None,
 ) -> None:
@@ -36,7 +56,10 @@ def cli_audit(
     Checks: integrity and signature, schemas, size, face privacy, synthetic constraints, budget
     arithmetic (sensitivities and thresholds recomputed from the public bundle), acceptance,
     the datasheet's numbers, and (with --transcript and --data, inside the enclave) a byte-for-byte
-    replay of the selected iteration.
+    replay of the selected iteration. An enclave audit's output is private: the console says
+    PRIVATE, the JSON report's first key is "PRIVATE", the HTML's first line too, and both are
+    written with mode 0600. Replay problems say where (record, mechanism, purpose, field),
+    never a true value, a count or n.
 
     Exit code 0 if every check passed, 1 if any failed, 2 for unusable input.
 
@@ -57,9 +80,14 @@ def cli_audit(
     try:
         if json_report is not None:
             report.validate()
-            _write_private(json_report, report.to_json())
+            _write_private(json_report, report.to_json(), report.private)
         if html_report is not None:
-            _write_private(html_report, report.to_html())
+            _write_private(html_report, report.to_html(), report.private)
+        if report.private:
+            for p in (json_report, html_report):
+                if p is not None:
+                    console.print(f"[bold red]PRIVATE[/bold red] report (mode 0600): {escape(str(p))}",
+                                  highlight=False, soft_wrap=True)
     except (OSError, ValueError) as e:
         err.print(f"[red]error[/red]: cannot write the report: {e}", highlight=False)
         raise typer.Exit(code=2)

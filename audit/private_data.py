@@ -18,7 +18,9 @@ import gzip
 import io
 import math
 import operator
+import os
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +38,11 @@ SET_OPS = ("in", "not in")
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 MAX_PRIVATE_BYTES = 4 * 1024**3
 MAX_REPORTED = 8
+MAX_PROBLEMS = 1_000              # reading stops after this many problems
+MAX_CELL_ENV = "DPBUNDLE_MAX_CELL_CHARS"
+DEFAULT_MAX_CELL = 65_536         # characters in one cell (the release's limit too)
+HEADER_LIMIT = 1 << 22            # characters in the header line
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
 
 
 class PrivateDataError(ValueError):
@@ -58,13 +65,268 @@ class PrivateTable:
 
 
 def _open(path: Path):
+    """The file as text: gunzipped when it starts with the gzip magic; UTF-8 (a byte-order mark
+    is skipped), undecodable bytes kept as U+DC80..U+DCFF so that their line and column can be
+    named."""
     with open(path, "rb") as fh:
         magic = fh.read(2)
-    if magic == b"\x1f\x8b":
-        raw = gzip.open(path, "rb")
+    raw = gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
+
+
+def _cell_limit() -> int:
+    """The longest cell read, in characters: $DPBUNDLE_MAX_CELL_CHARS (as for the release) or 65,536."""
+    raw = os.environ.get(MAX_CELL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_CELL
+    if not raw.replace("_", "").isdigit() or int(raw.replace("_", "")) < 1:
+        raise PrivateDataError(f"environment variable {MAX_CELL_ENV}: not a positive whole number")
+    return int(raw.replace("_", ""))
+
+
+def _cells_of(text: str) -> list[tuple[int, int, str]]:
+    """(offset, length, state) of the cells of one record's text as far as it goes; state "ok",
+    "open" (a quote never closed) or "junk" (text after a closing quote)."""
+    out: list[tuple[int, int, str]] = []
+    i, n = 0, len(text)
+    while True:
+        start = i
+        if i < n and text[i] == '"':
+            j, length = i + 1, 0
+            while True:
+                k = text.find('"', j)
+                if k < 0:
+                    out.append((start, length + n - j, "open"))
+                    return out
+                length += k - j
+                if k + 1 < n and text[k + 1] == '"':
+                    length, j = length + 1, k + 2
+                    continue
+                i = k + 1
+                break
+            if i < n and text[i] not in ",\r\n":
+                out.append((start, length, "junk"))
+                return out
+        else:
+            ends = [e for e in (text.find(",", i), text.find("\r", i), text.find("\n", i)) if e >= 0]
+            i = min(ends) if ends else n
+            length = i - start
+        out.append((start, length, "ok"))
+        if i >= n or text[i] != ",":
+            return out
+        i += 1
+
+
+def _line_breaks(text: str) -> int:
+    return len(re.findall(r"\r\n|\r|\n", text))
+
+
+class _Lines:
+    """Physical lines for csv.reader, each read at most ``limit`` characters; a longer line ends
+    the reading (``overlong`` keeps its start). ``record``: the lines of the record being parsed."""
+
+    def __init__(self, f, limit: int):
+        self.f, self.limit = f, limit
+        self.record: list[str] = []
+        self.undecodable = False
+        self.overlong: str | None = None
+
+    def __iter__(self):
+        while True:
+            piece = self.f.readline(self.limit)
+            if not piece:
+                return
+            if len(piece) >= self.limit and piece[-1] not in "\r\n":
+                self.overlong = "".join(self.record) + piece
+                return
+            if not piece.isascii() and _UNDECODABLE.search(piece):
+                self.undecodable = True
+            self.record.append(piece)
+            yield piece
+
+
+class _Trouble:
+    """Problems of the private file, bounded; where and which rule, never a cell or a count.
+    Problems with a rule seen before on other lines are folded into the first one."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+        self.total = 0
+        self.folded: dict[tuple, int] = {}   # (column, rule) -> index in shown (or -1)
+
+    def add(self, line: int, column: str | None, rule: str, fold: bool = False) -> None:
+        self.total += 1
+        key = (column, rule)
+        if fold and key in self.folded:
+            i = self.folded[key]
+            if i >= 0 and not self.shown[i].endswith(" (and on other lines)"):
+                self.shown[i] += " (and on other lines)"
+            return
+        where = f"line {line}" + (f", column {column!r}" if column is not None else "")
+        if len(self.shown) < MAX_REPORTED:
+            self.shown.append(f"{where}: {rule}")
+            if fold:
+                self.folded[key] = len(self.shown) - 1
+        elif fold:
+            self.folded[key] = -1
+
+
+def _records(path: Path, wanted: list[str], trouble: _Trouble):
+    """{header: position} of ``wanted``, then (line, row, spans several lines) for every usable
+    data row (blank lines are skipped; lines are the file's own); problems go
+    to ``trouble``; reading stops at a problem that makes the rest unreadable or after
+    MAX_PROBLEMS problems."""
+    cap = _cell_limit()
+    old_limit = csv.field_size_limit(cap)
+    reader = None
+    try:
+        with _open(path) as f:
+            lines = _Lines(f, HEADER_LIMIT)
+            reader = csv.reader(lines, strict=True)
+            got = _header(reader, lines, wanted, trouble, cap)
+            if got is None:
+                return
+            header, pos = got
+            width = len(header)
+            lines.limit = (width + 1) * (2 * cap + 3) + 2
+            yield pos
+            prev = reader.line_num
+            while trouble.total < MAX_PROBLEMS:
+                start = prev + 1
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    if lines.overlong is not None:
+                        _report_overlong(lines, reader.line_num + 1, header, cap, trouble)
+                    return
+                except csv.Error as e:
+                    if lines.overlong is not None:
+                        _report_overlong(lines, reader.line_num + 1, header, cap, trouble)
+                        return
+                    _report_csv_error(e, lines, start, header, cap, trouble)
+                    prev = reader.line_num
+                    lines.record.clear()
+                    lines.undecodable = False
+                    continue
+                prev = reader.line_num
+                lines.record.clear()
+                if lines.undecodable:
+                    lines.undecodable = False
+                    _report_undecodable(row, start, header, trouble)
+                    continue
+                if not row:
+                    continue   # a blank line
+                if len(row) != width:
+                    trouble.add(start, None, _width_rule(row, header), fold=True)
+                    continue
+                yield start, row, prev > start
+    except (OSError, EOFError, zlib.error) as e:
+        # A decompression or read error: which line, and the exception's type only (its text
+        # may quote the data).
+        trouble.add(reader.line_num + 1 if reader is not None else 1, None,
+                    f"the file cannot be read from here on ({type(e).__name__}: corrupt or truncated gzip data?)")
+    finally:
+        csv.field_size_limit(old_limit)
+
+
+def _header(reader, lines: _Lines, wanted: list[str], trouble: _Trouble, cap: int):
+    """(header, {wanted name: position}) or None (problem recorded)."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            header = next(reader)
+        except StopIteration:
+            if lines.overlong is not None:
+                _report_overlong(lines, reader.line_num + 1, [], cap, trouble)
+            else:
+                trouble.add(1, None, "empty file (no header line)")
+            return None
+        except csv.Error as e:
+            _report_csv_error(e, lines, start, [], cap, trouble)
+            return None
+        if lines.undecodable:
+            _report_undecodable(header, start, [], trouble)
+            return None
+        if header:
+            break
+        lines.record.clear()
+    text = "".join(lines.record).rstrip("\r\n")
+    lines.record.clear()
+    for i, name in enumerate(header):
+        if name and name in header[:i]:
+            trouble.add(start, name, f"the header names this column twice (columns "
+                                     f"{header.index(name) + 1} and {i + 1})")
+            return None
+    absent = [h for h in wanted if h not in header]
+    if absent:
+        for sep, what in ((";", "';'"), ("\t", "a tab"), ("|", "'|'")):
+            if sep in text:
+                other = next(csv.reader([text], delimiter=sep))
+                if sum(h in other for h in wanted) > len(wanted) - len(absent):
+                    trouble.add(start, None, f"header: the columns are separated by {what}, not by commas "
+                                             "(comma-separated values expected)")
+                    return None
+        trouble.add(start, None, f"header lacks column(s) {absent}")
+        return None
+    return header, {h: header.index(h) for h in wanted}
+
+
+def _column(header: list[str], i: int) -> str:
+    return header[i] if i < len(header) else f"#{i + 1}"
+
+
+def _report_overlong(lines: _Lines, line: int, header: list[str], cap: int, trouble: _Trouble) -> None:
+    text = lines.overlong or ""
+    first = line - len(lines.record)
+    for i, (offset, length, _state) in enumerate(_cells_of(text)):
+        if length > cap:
+            trouble.add(first + _line_breaks(text[:offset]), _column(header, i),
+                        f"a cell longer than {cap} characters ({MAX_CELL_ENV} sets the limit); "
+                        "reading stopped here")
+            return
+    trouble.add(line, None, f"a line longer than {lines.limit} characters; reading stopped here")
+
+
+def _report_csv_error(e: csv.Error, lines: _Lines, start: int, header: list[str], cap: int,
+                      trouble: _Trouble) -> None:
+    text = "".join(lines.record)
+    cells = _cells_of(text) if text else []
+    said = str(e)
+    if "field limit" in said:
+        rule = f"a cell longer than {cap} characters ({MAX_CELL_ENV} sets the limit), or a quote never closed"
+        hit = next((i for i, c in enumerate(cells) if c[1] > cap), len(cells) - 1 if cells else None)
+    elif "end of data" in said:
+        rule = "a quoted cell that is never closed"
+        hit = next((i for i, c in enumerate(cells) if c[2] == "open"), None)
+    elif "expected after" in said:
+        rule = "text after the closing quote of a cell"
+        hit = next((i for i, c in enumerate(cells) if c[2] == "junk"), None)
     else:
-        raw = open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline="")
+        rule, hit = "malformed CSV (csv.Error)", None
+    if hit is None:
+        trouble.add(start, None, rule)
+    else:
+        trouble.add(start + _line_breaks(text[:cells[hit][0]]), _column(header, hit), rule)
+
+
+def _report_undecodable(row: list[str], start: int, header: list[str], trouble: _Trouble) -> None:
+    for i, cell in enumerate(row):
+        m = _UNDECODABLE.search(cell)
+        if m:
+            line = start + _line_breaks("".join(row[:i])) + _line_breaks(cell[:m.start()])
+            trouble.add(line, _column(header, i), "bytes that are not UTF-8 text (UnicodeDecodeError)", fold=True)
+            return
+    trouble.add(start, None, "bytes that are not UTF-8 text (UnicodeDecodeError)", fold=True)
+
+
+def _width_rule(row: list[str], header: list[str]) -> str:
+    n, w = len(row), len(header)
+    rule = f"{n} cells where the header has {w}"
+    if n > w and not any(row[w:]):
+        return rule + " (a trailing comma at the end of the line)"
+    if n == w - 1 and header[-1] == "":
+        return rule + " (the header ends with a comma)"
+    return rule
 
 
 def load_private(path: Path, spec: dict) -> PrivateTable:
@@ -87,52 +349,31 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
     months: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
     years: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
     days: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
-    problems: list[str] = []
-    total_problems = 0
     rows = 0
-    try:
-        with _open(path) as f:
-            reader = csv.reader(f, strict=True)
-            header = next(reader, None)
-            if header is None:
-                raise PrivateDataError(f"{path}: empty file")
-            missing_cols = [headers[nm] for nm in names if headers[nm] not in header]
-            if missing_cols:
-                raise PrivateDataError(f"{path}: header lacks column(s) {missing_cols}")
-            pos = {nm: header.index(headers[nm]) for nm in names}
-            for row in reader:
-                rows += 1
-                line = rows + 1
-                if len(row) != len(header):
-                    total_problems += 1
-                    if len(problems) < MAX_REPORTED:
-                        problems.append(f"line {line}: {len(row)} fields, expected {len(header)}")
-                    for nm in names:
-                        cols[nm].append(math.nan)
-                        if nm in months:
-                            months[nm].append(math.nan)
-                            years[nm].append(math.nan)
-                            days[nm].append(math.nan)
-                    continue
-                for c in inputs:
-                    nm = c["name"]
-                    cell = row[pos[nm]]
-                    v, mo, yr, dy, err = _parse(cell, c, tokens[nm])
-                    if err:
-                        total_problems += 1
-                        if len(problems) < MAX_REPORTED:
-                            problems.append(f"line {line}, column {headers[nm]!r}: {err} (got {cell!r})")
-                    cols[nm].append(v)
-                    if nm in months:
-                        months[nm].append(mo)
-                        years[nm].append(yr)
-                        days[nm].append(dy)
-    except PrivateDataError:
-        raise
-    except (csv.Error, UnicodeDecodeError, OSError, EOFError, ValueError) as e:
-        raise PrivateDataError(f"{path}: not a readable CSV file ({e})") from None
-    if total_problems:
-        raise PrivateDataError(f"{path}: {total_problems} problem(s): " + "; ".join(problems))
+    trouble = _Trouble()
+    records = _records(path, [headers[nm] for nm in names], trouble)
+    pos_by_header = next(records, None)
+    if pos_by_header is not None:
+        pos = {nm: pos_by_header[headers[nm]] for nm in names}
+        for line, row, spans in records:
+            rows += 1
+            for c in inputs:
+                nm = c["name"]
+                cell = row[pos[nm]]
+                v, mo, yr, dy, err = _parse(cell, c, tokens[nm])
+                if err:   # where and which rule, never the cell
+                    at = line + _line_breaks(",".join(row[:pos[nm]])) if spans else line
+                    trouble.add(at, headers[nm], err)
+                cols[nm].append(v)
+                if nm in months:
+                    months[nm].append(mo)
+                    years[nm].append(yr)
+                    days[nm].append(dy)
+        records.close()
+    if trouble.total:   # the number of bad rows is a count of the private data: not printed
+        more = "; and more" if trouble.total > len(trouble.shown) else ""
+        stopped = "; reading stopped there" if trouble.total >= MAX_PROBLEMS else ""
+        raise PrivateDataError(f"{path}: unusable rows: " + "; ".join(trouble.shown) + more + stopped)
     values = {nm: np.asarray(cols[nm], dtype=np.float64) for nm in names}
     mon = {nm: np.asarray(v, dtype=np.float64) for nm, v in months.items()}
     yea = {nm: np.asarray(v, dtype=np.float64) for nm, v in years.items()}

@@ -4,6 +4,9 @@ must reproduce data.csv byte for byte and every DP value exactly.
 
 The steps mirror ``release/iteration.py`` (read, not imported) in order and purposes:
 
+    (dp_count policy, before the first iteration) the DP count of the plausible records and the
+    resize seed, replayed with dpbundle.mechanisms.records (the recorded true count must be the
+    private data's); T is then resized with the same plan
     mark "iteration" (index, config, config_id)
     T  <- the audit's own loading + raw constraints + binning (audit/private_data.py)
     model <- make_generator(type, eps_gen, **hyperparameters).fit(T.codes, T.domain, rand)
@@ -116,7 +119,8 @@ def _one_per_class(values: list) -> list:
 
 def check_records(path: Path, records: list[dict]) -> None:
     """TranscriptError naming the record and JSON path if a record does not match the
-    ``transcript-record`` schema (long numeric arrays are checked in bulk, then in full on failure)."""
+    ``transcript-record`` schema (long numeric arrays are checked in bulk, then in full on failure).
+    The message names the JSON path and the schema keyword, never the value (it may be private)."""
     from .schema_util import SchemaMissing, validate
 
     try:
@@ -124,11 +128,24 @@ def check_records(path: Path, records: list[dict]) -> None:
             view = {k: _one_per_class(v) if k in ("true", "noisy") and isinstance(v, list) else v
                     for k, v in rec.items()}
             if validate(view, "transcript-record", limit=1):
-                errs = validate(rec, "transcript-record", limit=3)
                 raise TranscriptError(f"{path}: transcript record {i} does not match the "
-                                      f"transcript-record schema: " + "; ".join(errs))
+                                      f"transcript-record schema at " + "; ".join(_schema_where(rec)))
     except SchemaMissing:
         pass
+
+
+def _schema_where(rec: dict, limit: int = 3) -> list[str]:
+    """'path (keyword)' of the first schema violations of a record, without the offending values."""
+    from jsonschema import Draft202012Validator
+
+    from .schema_util import load_schema
+
+    validator = Draft202012Validator(load_schema("transcript-record"))
+    out = []
+    for err in sorted(validator.iter_errors(rec), key=lambda e: list(map(str, e.absolute_path)))[:limit]:
+        where = "/".join(str(p) for p in err.absolute_path) or "(record)"
+        out.append(f"{where} ({err.validator})")
+    return out or ["(record)"]
 
 
 def commitment_of(salt: bytes, records: list[dict]) -> str:
@@ -249,6 +266,15 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     return _csv_bytes(view, cand.codes), results
 
 
+def _first_differing_line(a: bytes, b: bytes) -> int:
+    """1-based number of the first line where two CSV texts differ (a position, not a value)."""
+    la, lb = a.split(b"\n"), b.split(b"\n")
+    for k, (x, y) in enumerate(zip(la, lb), start=1):
+        if x != y:
+            return k
+    return min(len(la), len(lb)) + 1
+
+
 def _warn_on_version_change(r: CheckResult, manifest: dict) -> None:
     """A replay re-runs the mechanisms: another dpbundle version may legitimately compute
     differently (a mismatch then says nothing about the release). Say so up front."""
@@ -262,6 +288,32 @@ def _warn_on_version_change(r: CheckResult, manifest: dict) -> None:
     if isinstance(made, str) and made != here:
         r.warn(f"the bundle was made with dpbundle {made} and is replayed with {here}: "
                f"a mismatch may come from the code, not from the release; replay with {made}")
+
+
+def records_policy(ctx: AuditContext) -> str:
+    """The bundle's records policy (budget.json; a bundle without one: declared_public)."""
+    try:
+        rec = ctx.json("budget.json").get("records")
+    except (Missing, AttributeError):
+        rec = None
+    return rec.get("policy", "declared_public") if isinstance(rec, dict) else "declared_public"
+
+
+def replay_records(head: list[dict], n_plausible: int, ctx: AuditContext, columns: int):
+    """Replay the records before the first iteration: the DP count of the plausible records
+    (its recorded true value must be the private data's count) and the resize plan."""
+    from dpbundle.mechanisms.noise import Randomness
+    from dpbundle.mechanisms.records import RESIZE_PURPOSE, dp_record_count, resize_plan
+
+    first = next((i for i, rec in enumerate(head) if rec.get("kind") == "mark"), len(head))
+    eps = ctx.json("budget.json")["records"]["epsilon"]
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or eps <= 0:
+        raise TranscriptError("budget.json: records.epsilon is not a positive number")
+    rand = Randomness.replay(head[:first])
+    m = dp_record_count(n_plausible, float(eps), rand)
+    plan = resize_plan(n_plausible, m, columns, rand.rng(RESIZE_PURPOSE))
+    rand.check_finished()
+    return plan
 
 
 def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult:
@@ -308,15 +360,37 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
     except PrivateDataError as e:
         r.fail(f"private data: {e}")
         return r
-    if table.n != n:
-        r.fail(f"the private data give n = {table.n} after the raw constraints, the public n is {n}")
-        return r
+    from dpbundle.mechanisms.noise import ReplayMismatch
+
+    policy = records_policy(ctx)
+    plan = None
+    if policy == "declared_public":
+        if table.n != n:
+            r.fail("the private data's count of plausible records differs from the public n "
+                   "(declared public): wrong data file or wrong bundle")
+            return r
+    else:
+        try:
+            plan = replay_records(records[:start], table.n, ctx, len(view.columns))
+        except ReplayMismatch as e:
+            r.fail(f"replay of the DP count of records diverged from the transcript: {e}")
+            return r
+        except TranscriptError as e:
+            r.fail(str(e))
+            return r
+        if plan.m != n:
+            r.fail("the replayed DP count of records differs from the public n")
+            return r
     try:
         codes, edges = bin_private(table, view)
-    except (PrivateDataError, KeyError, ValueError, StopIteration) as e:
+    except PrivateDataError as e:
         r.fail(f"private data: cannot bin ({e})")
         return r
-    from dpbundle.mechanisms.noise import ReplayMismatch
+    except (KeyError, ValueError, StopIteration) as e:   # the message may hold a data value
+        r.fail(f"private data: cannot bin ({type(e).__name__})")
+        return r
+    if plan is not None:
+        codes = plan.apply(codes, [len(lo) for lo, _up in edges])
 
     try:
         csv_bytes, results = replay_iteration(records[start:end], index, mark, view, codes, edges)
@@ -332,8 +406,8 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         r.fail(f"data.csv: {e}")
         return r
     if csv_bytes != released:
-        r.fail(f"the replayed data.csv ({len(csv_bytes)} bytes) differs from the released one "
-               f"({len(released)} bytes)")
+        r.fail(f"the replayed data.csv differs from the released one (first at line "
+               f"{_first_differing_line(csv_bytes, released)})")
     try:
         rows = {row.get("id"): row for row in ctx.json("metrics.json")["criteria"]}
     except (Missing, KeyError, TypeError, AttributeError) as e:
@@ -344,11 +418,12 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         if row is None:
             r.fail(f"criterion {res.id}: not in metrics.json")
             continue
+        # Where, never what: a replayed number computed from other data may be private.
         for field in ("dp_value", "sensitivity", "epsilon", "noise_scale", "threshold"):
             if row.get(field) != getattr(res, field):
-                r.fail(f"criterion {res.id}: replayed {field} {getattr(res, field)!r} != released {row.get(field)!r}")
+                r.fail(f"criterion {res.id}: the replayed {field} differs from the released one")
         if row.get("passed") is not res.passed:
-            r.fail(f"criterion {res.id}: replayed passed = {res.passed}, released {row.get('passed')}")
+            r.fail(f"criterion {res.id}: the replayed 'passed' differs from the released one")
     if not r.failed:
         r.detail = ("commitment matches; the selected iteration replayed: "
                     f"data.csv identical byte for byte, {len(results)} DP values identical")

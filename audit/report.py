@@ -7,9 +7,13 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-__all__ = ["CheckResult", "AuditReport", "CHECK_NAMES", "PASS", "FAIL", "SKIP"]
+__all__ = ["CheckResult", "AuditReport", "CHECK_NAMES", "PASS", "FAIL", "SKIP", "PRIVATE_NOTE"]
 
 PASS, FAIL, SKIP = "pass", "fail", "skipped"
+
+# An enclave audit (--transcript/--data) read confidential data: its report is private. The JSON
+# report's first key is "PRIVATE" with this text, the HTML's first line says so, the console too.
+PRIVATE_NOTE = "contains results computed from confidential data; keep inside the enclave"
 
 # The named checks, in the order they run (issue: integrity .. replay).
 CHECK_NAMES = (
@@ -106,6 +110,7 @@ class AuditReport:
     created: str = field(
         default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")
     )
+    private: bool = False   # an enclave audit (--transcript/--data): every output is private
 
     @property
     def passed(self) -> bool:
@@ -121,7 +126,8 @@ class AuditReport:
         return None
 
     def to_dict(self) -> dict:
-        return {
+        head = {"PRIVATE": PRIVATE_NOTE} if self.private else {}
+        return head | {
             "format": "dpbundle-audit-report/1",
             "dpbundle_version": self.tool_version,
             "created": self.created,
@@ -143,9 +149,15 @@ class AuditReport:
             raise ValueError("audit report does not match its schema: " + "; ".join(errors[:5]))
 
     # -- rendering ---------------------------------------------------------------------
+    def private_banner(self) -> str:
+        """The console banner of an enclave audit (plain text; empty for a public audit)."""
+        return f"PRIVATE: this audit read confidential data; its output {PRIVATE_NOTE}" if self.private else ""
+
     def render(self, console) -> None:
         from rich.table import Table
 
+        if self.private:
+            console.print(f"[bold red]{self.private_banner()}[/bold red]", highlight=False, soft_wrap=True)
         table = Table(title=f"dpbundle audit: {self.bundle}", show_lines=False)
         table.add_column("check", style="bold")
         table.add_column("result")
@@ -161,9 +173,24 @@ class AuditReport:
                 console.print(f"[yellow]warning[/yellow] ({c.check}): {escape(w)}")
         verdict = "[green]all checks passed[/green]" if self.passed else "[red]audit FAILED[/red]"
         console.print(verdict)
+        if self.private:
+            console.print("[bold red]PRIVATE[/bold red]: do not copy this output or its reports out of "
+                          "the enclave", highlight=False, soft_wrap=True)
 
     def to_html(self) -> str:
-        """A standalone HTML page (template ``audit_report.html.j2`` if present)."""
+        """A standalone HTML page (template ``audit_report.html.j2`` if present); an enclave
+        audit's page starts with a ``<!-- PRIVATE: ... -->`` line and shows a PRIVATE banner."""
+        page = self._html()
+        if not self.private:
+            return page
+        import html
+
+        banner = (f"<p style=\"color:#b00020;font-weight:bold\">PRIVATE: this report "
+                  f"{html.escape(PRIVATE_NOTE)}.</p>")
+        page = page.replace("<body>", "<body>\n" + banner, 1)
+        return f"<!-- PRIVATE: {PRIVATE_NOTE} -->\n" + page
+
+    def _html(self) -> str:
         import html
 
         try:

@@ -31,8 +31,12 @@ def _version() -> str:
         return "unknown"
 
 
-def _guard(name: str, fn, *args) -> CheckResult:
-    """Run one check; an unexpected exception becomes a failed check, never a traceback."""
+def _guard(name: str, fn, *args, private: bool = False) -> CheckResult:
+    """Run one check; an unexpected exception becomes a failed check, never a traceback.
+
+    ``private``: the check reads confidential data, and an exception's message may hold a
+    private value (a true value, a count, n, a data cell): only its type and where it was raised
+    (module and line) are reported."""
     try:
         return fn(*args)
     except (MemoryError, RecursionError) as e:
@@ -41,8 +45,22 @@ def _guard(name: str, fn, *args) -> CheckResult:
         return r
     except Exception as e:  # noqa: BLE001 - hostile input must not produce a traceback
         r = CheckResult(name)
-        r.fail(f"the check could not complete on this input ({type(e).__name__}: {e})")
+        if private:
+            r.fail(f"the check could not complete on this input ({type(e).__name__} raised in "
+                   f"{_raised_in(e)}; the message is withheld: it may hold private values)")
+        else:
+            r.fail(f"the check could not complete on this input ({type(e).__name__}: {e})")
         return r
+
+
+def _raised_in(e: BaseException) -> str:
+    """'module.py:line' of the innermost frame of an exception's traceback."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:  # pragma: no cover
+        return "unknown"
+    return f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
 
 
 def read_public_key(path: str | os.PathLike):
@@ -77,7 +95,8 @@ def run_audit(bundle_path: str | os.PathLike, pubkey: str | os.PathLike | None =
         bundle.close()
         raise AuditInputError(f"{bundle_path}: not a dpbundle bundle (no manifest.json, manifest.sig, "
                               f"data.csv or spec.json)")
-    report = AuditReport(bundle=str(bundle_path), key_pinned=key is not None, tool_version=_version())
+    report = AuditReport(bundle=str(bundle_path), key_pinned=key is not None, tool_version=_version(),
+                         private=transcript is not None or data is not None)
     with bundle:
         ctx = AuditContext(bundle)
         report.checks.append(_guard("integrity", check_integrity, ctx, key))
@@ -91,7 +110,8 @@ def run_audit(bundle_path: str | os.PathLike, pubkey: str | os.PathLike | None =
         if transcript is not None:
             from .replay import check_replay
 
-            report.checks.append(_guard("replay", check_replay, ctx, Path(transcript), Path(data)))
+            report.checks.append(_guard("replay", check_replay, ctx, Path(transcript), Path(data),
+                                        private=True))
         else:
             r = CheckResult("replay")
             r.skip("not requested (needs --transcript and --data, inside the enclave)")

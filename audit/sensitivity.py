@@ -12,7 +12,7 @@ public bundle only (n, data.csv, the spec), following DESIGN.md:
   left out, other groups absent from C count with m_g = 1; ``null`` = the overall mean, size n);
   Delta = (U - L) / min m_g
 * regression_coefficients: functional mechanism, (1 + d)^2 (sufficient statistics:
-  2 (d + d(d+1)/2 - 1)) with d = the design columns not constant in C + 1 for the intercept's
+  2 + 3 (d - 1) + (d - 1)(d - 2)/2 = d (d + 3)/2, see ``_ss_delta``) with d = the design columns not constant in C + 1 for the intercept's
   constant feature (as the criterion's sensitivity_inputs count it); an unordered categorical
   feature with k categories is k - 1 one-hot indicators (first category = reference)
 * regression_mae_difference: 2 (U - L) / n
@@ -150,6 +150,29 @@ def _joint_groups(view: SpecView, codes: np.ndarray, item) -> tuple[np.ndarray, 
     return ids, reach
 
 
+def _ss_delta(d: int) -> float:
+    """L1 sensitivity of the regression's sufficient statistics [X'y (d), X'X upper triangle
+    without the public (0,0) = n], d features counting the intercept's constant 1, every scaled
+    feature and the target in [-1, 1]; recomputed here, not imported.
+
+    The audit's own argument. Split a changed record into its mean and half-difference,
+    (y, u) = (c + e, a + b) and (y', u') = (c - e, a - b) with u_0 = u'_0 = 1 (a_0 = 1, b_0 = 0)
+    and |c| + |e| <= 1, |a_j| + |b_j| <= 1. Each entry of the vector changes by twice a sum of
+    products of one "a-or-c" factor and one "b-or-e" factor (c b_j + e a_j for X'y,
+    a_j b_k + b_j a_k for X'X), so the L1 change is at most the same expression in absolute
+    values, attained when all factors are >= 0. Taking every |a_j| + |b_j| = 1 and
+    |c| + |e| = 1 can only increase it; it is then linear in |e| and concave in the |b_j|,
+    maximal at |e| = 1, |b_j| = 1/2: y = 1, u = (1, 1, ..., 1) against y' = -1,
+    u' = (1, 0, ..., 0). That pair moves X'y by 2 (the constant's entry) + 1 per feature, and
+    each X'X entry other than (0,0) that involves a feature by 1: (0, j) and (j, j) for each of
+    the d - 1 features and (j, k) for each pair of them. Delta = 2 + (d - 1) + 2 (d - 1) +
+    (d - 1)(d - 2)/2 (27 at d = 6; the per-entry bound 2 (d + d(d+1)/2 - 1) = 52 is loose)."""
+    p = int(d) - 1
+    if p < 0:
+        raise Unverifiable(f"regression design with d = {d} < 1")
+    return float(2 + p + 2 * p + p * (p - 1) // 2)
+
+
 def _design_size(view: SpecView, codes: np.ndarray, target, feats) -> int:
     """d of the regression design from data.csv: each ordered feature that is not constant, and
     each one-hot indicator (categories 2..k of an unordered feature) that is neither always 0
@@ -258,7 +281,7 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
         elif fit == "functional_mechanism":
             delta = float((1 + d) ** 2)  # exact worst case of a changed record (half of Zhang's 2(1+d)^2)
         elif fit == "sufficient_statistics":
-            delta = 2.0 * (d + d * (d + 1) // 2 - 1)
+            delta = _ss_delta(d)
         else:
             raise Unverifiable(f"{where}: unknown fit {fit!r}")
         facts = {"d": d, "fit": fit}

@@ -14,6 +14,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from . import exact
 from .noise import Randomness
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "register_generator",
     "check_codes",
     "even_split",
+    "declared_share",
 ]
 
 
@@ -181,10 +183,19 @@ def check_codes(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, t
 
 
 def even_split(epsilon: float, k: int) -> float:
-    """Largest float e <= epsilon / k with fsum([e] * k) <= epsilon (sound even split)."""
+    """One of ``k`` equal float shares of a *declared* epsilon (the spec's decimal), exactly:
+    the largest float ``e`` with ``k * binary(e) <= dec(epsilon)`` (``exact.even_split``).
+
+    ``fsum([e] * k) <= epsilon`` is not enough: fsum rounds the exact sum to a float, and
+    5 x fl(0.8) = 4 + 2.2e-16 rounds to 4.0; the exact share of 4.0 / 5 is 0.7999999999999999.
+    """
     if k < 1:
         raise ValueError("cannot split a budget into fewer than one part")
-    e = epsilon / k
-    while math.fsum([e] * k) > epsilon:
-        e = float(np.nextafter(e, 0.0))
-    return e
+    return exact.even_split(epsilon, k)
+
+
+def declared_share(epsilon: float) -> float:
+    """The float handed to OpenDP for a whole declared epsilon (one part):
+    ``float_down(dec(epsilon))``, so its binary value never exceeds the decimal (fl(0.8) is
+    0.8000000000000000444 > 4/5; the share is 0.7999999999999999)."""
+    return exact.even_split(epsilon, 1)

@@ -14,7 +14,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .coding import mixed_radix_decode, mixed_radix_index
-from .generators import check_codes, even_split
+from .failures import AttemptFailure
+from .generators import check_codes, declared_share, even_split
 from .noise import Randomness
 
 __all__ = [
@@ -41,8 +42,9 @@ Derivation: ``c(D)[k] = #{r in D : cell(r) = k}``. Changing record r into r' rem
 DEFAULT_MAX_CELLS = 10_000_000
 
 
-class ConvergenceError(RuntimeError):
-    """IPF did not converge; carries ``iterations`` and the final deviations."""
+class ConvergenceError(AttemptFailure):
+    """IPF did not converge; carries ``iterations`` and the final deviations. IPF runs on the
+    noisy marginals only, so this is a failed attempt, not an abort."""
 
     def __init__(self, message: str, *, iterations: int, max_deviation: float,
                  sweep_change: float) -> None:
@@ -158,7 +160,8 @@ class NoisyCrossTab:
     """Laplace noise on every cell of the full cross-tabulation ("crosstab").
 
     ``fit`` releases ``c(D) + DLap(2/epsilon)^cells`` (OpenDP's exact discrete Laplace) (L1 sensitivity 2, see
-    ``COUNT_SENSITIVITY``), which is epsilon-DP; the model clips negatives, normalises and
+    ``COUNT_SENSITIVITY``), which is epsilon-DP (the float handed to OpenDP is
+    ``declared_share(epsilon)``, at most the declared decimal); the model clips negatives, normalises and
     samples cells. Refuses domains with more than ``max_cells`` cells.
     """
 
@@ -179,7 +182,9 @@ class NoisyCrossTab:
         return float(d_in) * self.epsilon
 
     def budget_parts(self) -> list[dict]:
-        return [{"purpose": "crosstab counts", "epsilon": self.epsilon}]
+        """One part, the float handed to OpenDP: ``declared_share(epsilon)``, whose binary value
+        is <= the declared decimal (fl(0.8) itself is above 4/5)."""
+        return [{"purpose": "crosstab counts", "epsilon": declared_share(self.epsilon)}]
 
     def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness) -> CrossTabModel:
         """Noisy counts of every cell (epsilon-DP) -> clipped, normalised cell distribution."""
@@ -192,7 +197,8 @@ class NoisyCrossTab:
                 "'privbayes' generator, or raise max_cells"
             )
         counts = crosstab_counts(codes, dom)
-        noisy = rand.laplace(counts, sensitivity=COUNT_SENSITIVITY, epsilon=self.epsilon,
+        noisy = rand.laplace(counts, sensitivity=COUNT_SENSITIVITY,
+                             epsilon=declared_share(self.epsilon),
                              purpose="crosstab counts", integer=True)
         return CrossTabModel(domain=dom, p=_to_distribution(noisy))
 
@@ -340,8 +346,9 @@ class NoisyMarginals:
     """Noisy marginals made consistent by IPF ("marginals"; cf. Raab 2024, DPSyn).
 
     Each of the K marginals (default all 2-way) is released with Laplace noise of L1
-    sensitivity 2 (``COUNT_SENSITIVITY``) and epsilon/K (sound even split), so the fit is
-    epsilon-DP by sequential composition. Post-processing: consistency + non-negativity
+    sensitivity 2 (``COUNT_SENSITIVITY``) and epsilon/K (``even_split``: the largest float
+    share with K x share <= the declared decimal epsilon, exactly), so the fit is epsilon-DP by
+    sequential composition. Post-processing: consistency + non-negativity
     (``make_consistent``), then IPF on the full domain (refused above ``max_cells`` cells);
     non-convergence raises :class:`ConvergenceError` unless ``allow_nonconvergence``.
     """
@@ -391,8 +398,11 @@ class NoisyMarginals:
 
     def budget_parts(self) -> list[dict]:
         if isinstance(self.marginals, str):
+            # K is known only with the data's width: one aggregate part, declared_share(epsilon)
+            # <= the declared decimal; the K shares of fit(), even_split(epsilon, K), sum
+            # exactly to at most the declared decimal as well
             return [{"purpose": f"noisy marginals ({self.marginals}, budget split evenly)",
-                     "epsilon": self.epsilon}]
+                     "epsilon": declared_share(self.epsilon)}]
         e = even_split(self.epsilon, len(self.marginals))
         return [{"purpose": f"marginal {list(t)}", "epsilon": e} for t in self.marginals]
 

@@ -57,7 +57,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .generators import check_codes
+from .failures import AttemptFailure
+from . import exact
+from .generators import check_codes, declared_share
 from .noise import Randomness
 
 __all__ = ["AIM", "MST", "MbiModel", "mbi_availability", "ONEWAY_SPLIT"]
@@ -158,8 +160,9 @@ def _conditional_tables(table, dom: tuple[int, ...], names: list[str],
         attrs = parents + (nm,)
         cells = math.prod(dom[col_of[a]] for a in attrs)
         if cells > max_cells:
-            raise ValueError(f"{gtype}: sampling needs a table of {cells:,} cells over {attrs}, "
-                             f"more than max_cells={max_cells:,}")
+            # the cliques were chosen privately (AIM/MST): a failed attempt, not an abort
+            raise AttemptFailure(f"{gtype}: sampling needs a table of {cells:,} cells over "
+                                 f"{attrs}, more than max_cells={max_cells:,}")
         vals = np.asarray(model.project(attrs).transpose(attrs).values, dtype=np.float64)
         vals = vals[np.ix_(*[positions[a] for a in attrs])]      # drop the null categories
         vals = np.where(np.isfinite(vals), np.clip(vals, 0.0, None), 0.0)
@@ -206,11 +209,14 @@ class _MbiGenerator:
         return float(d_in) * self.epsilon
 
     def budget_parts(self) -> list[dict]:
-        one = self.epsilon * ONEWAY_SPLIT
+        """The declared split, exactly: ``one = float_down(dec(ONEWAY_SPLIT) dec(epsilon))``, the
+        rest ``float_down(dec(epsilon) - binary(one))`` (sum <= the declared decimal)."""
+        one = exact.float_down(exact.dec(ONEWAY_SPLIT) * exact.dec(self.epsilon))
+        rest = exact.float_down(exact.dec(self.epsilon) - exact.binary(one))
         return [
             {"purpose": f"{self.type} one-way marginals (OpenDP mbi)", "epsilon": one},
             {"purpose": f"{self.type} selection + measurement rounds (OpenDP mbi, internal split)",
-             "epsilon": self.epsilon - one},
+             "epsilon": rest},
         ]
 
     # ---- OpenDP plumbing (needs the mbi extra)
@@ -243,13 +249,14 @@ class _MbiGenerator:
             [dp.series_domain(nm, dp.atom_domain(T="i64")) for nm in names])
         if data is None:
             data = pl.LazyFrame({nm: pl.Series(nm, [], dtype=pl.Int64) for nm in names})
+        eps = declared_share(self.epsilon)   # binary(eps) <= the declared decimal (fl(0.7) > 7/10)
         context = dp.Context.compositor(
             data=data,
             privacy_unit=dp.unit_of(changes=1),          # dpbundle's change-one neighbours
-            privacy_loss=dp.loss_of(epsilon=self.epsilon),
+            privacy_loss=dp.loss_of(epsilon=eps),
             domain=lf_domain,
         )
-        query = context.query(epsilon=self.epsilon).contingency_table(
+        query = context.query(epsilon=eps).contingency_table(
             keys={nm: list(range(dom[j])) for j, nm in enumerate(names)},
             algorithm=self._algorithm(dp, self._estimator()),
         )
@@ -267,7 +274,8 @@ class _MbiGenerator:
                                f"{meas.output_measure}, expected MaxDivergence (pure DP)")
         eps_map = float(meas.map(1))
         total = float(context.accountant.map(1))
-        if not (eps_map <= self.epsilon and total <= self.epsilon):
+        cap = exact.dec(self.epsilon)      # exact: the declared decimal, not its float
+        if not (exact.binary(eps_map) <= cap and exact.binary(total) <= cap):
             raise RuntimeError(f"{self.type}: OpenDP's privacy map at change-one distance 1 is "
                                f"{eps_map!r} (compositor {total!r}), more than epsilon "
                                f"{self.epsilon!r}")

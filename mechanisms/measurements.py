@@ -11,15 +11,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .noise import Randomness, calibrated_exponential_scale, calibrated_laplace_scale
+from . import exact
+from .noise import Randomness, calibrated_exponential_scale, calibrated_laplace_scale, map_distance
 
 __all__ = ["LaplaceRelease", "ExponentialSelection"]
 
 
 def _check(sensitivity: float, epsilon: float) -> None:
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+    if isinstance(epsilon, bool) or not (isinstance(epsilon, (int, float))
+                                         and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if not (isinstance(sensitivity, (int, float)) and math.isfinite(sensitivity) and sensitivity >= 0):
+    if isinstance(sensitivity, bool) or not (isinstance(sensitivity, (int, float))
+                                             and math.isfinite(sensitivity) and sensitivity >= 0):
         raise ValueError(f"sensitivity must be a finite number >= 0, got {sensitivity!r}")
 
 
@@ -34,7 +37,8 @@ class LaplaceRelease:
     """Release ``f(D) + Lap(scale)`` (per coordinate) for an ``f`` with the given sensitivity.
 
     ``sensitivity`` = max over change-one neighbours of ``|f(D) - f(D')|`` (L1 for vectors);
-    ``scale`` = the OpenDP-calibrated ``sensitivity / epsilon``; privacy map
+    ``scale`` = the OpenDP-calibrated ``sensitivity / epsilon`` (rounded up so that OpenDP's
+    map is ``<= exact.spendable(epsilon)`` exactly); privacy map
     ``d_in -> d_in * sensitivity / scale`` (<= ``d_in * epsilon``).
     """
 
@@ -61,11 +65,15 @@ class LaplaceRelease:
         return math.sqrt(2.0) * self.scale
 
     def privacy_map(self, d_in: float) -> float:
-        """Epsilon for neighbours at change-one distance ``d_in``: d_in * sensitivity / scale."""
+        """Epsilon for neighbours at change-one distance ``d_in``: ``d_in * s' / scale`` rounded
+        up to a float, where ``s' = map_distance(sensitivity)`` is the distance the scale was
+        calibrated at (the next float above a float sensitivity); at ``d_in = 1`` it equals
+        OpenDP's map and is ``<= exact.spendable(epsilon)``."""
         d = _check_d_in(d_in)
         if self.sensitivity == 0 or d == 0:
             return 0.0
-        return d * self.sensitivity / self.scale
+        s = exact.binary(map_distance(self.sensitivity, self.integer))
+        return exact.float_up(exact.binary(d) * s / exact.binary(self.scale))
 
     def describe(self) -> dict:
         """JSON-able summary of this step."""
@@ -92,7 +100,8 @@ class ExponentialSelection:
 
     ``sensitivity`` = max over change-one neighbours and candidates of ``|u_i(D) - u_i(D')|``;
     implemented as OpenDP report-noisy-max under max_divergence, which adds exponential noise
-    of ``scale`` = 2 * sensitivity / epsilon (nudged): permute-and-flip, whose choice
+    of ``scale`` = 2 * sensitivity / epsilon (rounded up against OpenDP's map, exactly):
+    permute-and-flip, whose choice
     probabilities dominate the exponential mechanism's ``exp(epsilon * u_i / (2 * sensitivity))``.
     Privacy map ``d_in -> 2 * d_in * sensitivity / scale``.
     """
@@ -109,15 +118,17 @@ class ExponentialSelection:
 
     @property
     def scale(self) -> float:
-        """Gumbel noise scale (calibrated against OpenDP's privacy map)."""
+        """Exponential noise scale (calibrated against OpenDP's privacy map)."""
         return calibrated_exponential_scale(self.sensitivity, self.epsilon)
 
     def privacy_map(self, d_in: float) -> float:
-        """Epsilon for change-one distance ``d_in``: 2 * d_in * sensitivity / scale."""
+        """Epsilon for change-one distance ``d_in``: ``2 * d_in * s' / scale`` rounded up, with
+        ``s' = map_distance(sensitivity)`` (as :meth:`LaplaceRelease.privacy_map`)."""
         d = _check_d_in(d_in)
         if self.sensitivity == 0 or d == 0:
             return 0.0
-        return 2.0 * d * self.sensitivity / self.scale
+        s = exact.binary(map_distance(self.sensitivity))
+        return exact.float_up(2 * exact.binary(d) * s / exact.binary(self.scale))
 
     def describe(self) -> dict:
         """JSON-able summary of this step."""

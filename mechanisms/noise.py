@@ -13,11 +13,15 @@ import functools
 import hashlib
 import json
 import math
+import os
 import secrets
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
+
+from . import exact
+from .exact import Fraction
 
 __all__ = [
     "Transcript",
@@ -27,6 +31,7 @@ __all__ = [
     "noisy_max_measurement",
     "calibrated_laplace_scale",
     "calibrated_exponential_scale",
+    "map_distance",
     "to_jsonable",
     "write_transcript_file",
     "commitment_of",
@@ -41,7 +46,12 @@ _MAX_NUDGES = 10_000
 
 
 class ReplayMismatch(Exception):
-    """A replayed run asked for something other than what the transcript recorded."""
+    """A replayed run asked for something other than what the transcript recorded.
+
+    The message says *where* (record index, kind and mechanism, purpose, field), never *what*:
+    no recorded or recomputed true value, noisy value, count or n appears in it (an enclave
+    replay against other data would otherwise print private statistics).
+    """
 
     def __init__(self, message: str, *, index: int | None = None, purpose: str | None = None,
                  field: str | None = None) -> None:
@@ -165,8 +175,24 @@ def transcript_file_bytes(records_jsonl: bytes, salt: bytes) -> bytes:
 
 
 def write_transcript_file(path: str | Path, transcript: Transcript, salt: bytes) -> None:
-    """Write the private transcript file: a header line with the salt, then the records."""
-    Path(path).write_bytes(transcript_file_bytes(transcript.to_jsonl(), salt))
+    """Write the private transcript file: a header line with the salt, then the records.
+
+    Private: the file is created with mode 0600 before any content is written (a fresh sibling
+    opened with ``O_CREAT | O_EXCL``, its mode forced whatever the umask), fsynced and renamed
+    over ``path`` atomically; an existing file is replaced, never written into."""
+    path = Path(path)
+    data = transcript_file_bytes(transcript.to_jsonl(), salt)
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_transcript_file(path: str | Path) -> tuple[bytes, Transcript]:
@@ -221,23 +247,40 @@ def noisy_max_measurement(scale: float):
     )
 
 
-def _nudge(scale: float, build, sensitivity: float, epsilon: float, d_in: Any = None):
-    """Increase ``scale`` by ulps until ``build(scale).map(sensitivity) <= epsilon``.
+def map_distance(sensitivity: float, integer: bool = False) -> float | int:
+    """The input distance at which a calibrated measurement's OpenDP privacy map is checked.
 
-    A float sensitivity computed by a formula may have been rounded down by half an ulp; the map
-    is checked at the next float up so that the exact sensitivity is covered too."""
-    d = float(np.nextafter(sensitivity, np.inf)) if d_in is None else d_in
+    A float sensitivity computed by a formula (``2 / n``, ``(U - L) / m``) may lie up to half
+    an ulp above the float ``s`` it was rounded to; every real number that rounds (to nearest
+    or down) to ``s`` is below ``nextafter(s, +inf)``, so the map is checked there and covers
+    the exact sensitivity. Exceptions: 0 (no noise needed; a formula's 0 is exact) and the
+    integer (discrete) Laplace, whose sensitivity is an exact integer."""
+    if integer:
+        return int(sensitivity)
+    if sensitivity == 0:
+        return 0.0
+    return math.nextafter(float(sensitivity), math.inf)
+
+
+def _nudge(scale: float, build, d_in: Any, target: Fraction, what: str):
+    """Increase ``scale`` by ulps until OpenDP's map is within ``target``, exactly:
+    ``binary(build(scale).map(d_in)) <= target`` (OpenDP rounds its map up; the comparison is
+    done on rationals, so a map one ulp above a decimal epsilon is caught)."""
     for _ in range(_MAX_NUDGES):
         meas = build(scale)
-        if meas.map(d) <= epsilon:
+        if exact.binary(float(meas.map(d_in))) <= target:
             return scale, meas
-        scale = float(np.nextafter(scale, np.inf))
-    raise RuntimeError(
-        f"could not calibrate a scale with privacy map <= {epsilon} for sensitivity {sensitivity}"
-    )
+        scale = math.nextafter(scale, math.inf)
+    raise RuntimeError(f"could not calibrate a {what} scale with privacy map <= "
+                       f"{exact.show(target)} at distance {d_in!r}")
 
 
 def _check_budget(sensitivity: float, epsilon: float) -> tuple[float, float]:
+    """(sensitivity, epsilon) as floats: epsilon finite > 0, sensitivity finite >= 0, neither
+    a boolean. The epsilon is the float handed to OpenDP; calibration keeps OpenDP's map within
+    ``exact.spendable(epsilon)`` (the smaller of its binary and its decimal value)."""
+    if isinstance(sensitivity, (bool, np.bool_)) or isinstance(epsilon, (bool, np.bool_)):
+        raise ValueError(f"sensitivity and epsilon must be numbers, got {sensitivity!r}, {epsilon!r}")
     try:
         s = float(sensitivity)
         e = float(epsilon)
@@ -260,20 +303,35 @@ def _int_sensitivity(s: float, what: str) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def _calibrated_laplace(s: float, e: float, vector: bool, integer: bool):
-    """Cached (scale, measurement) for the Laplace mechanism (measurements are immutable)."""
-    d_in = int(s) if integer else s
-    return _nudge(s / e, lambda sc: laplace_measurement(sc, vector, integer), s, e, d_in)
+    """Cached (scale, measurement) for the Laplace mechanism (measurements are immutable).
+
+    Calibration, exactly: with ``d = map_distance(s)`` and ``target = exact.spendable(e)``
+    (``min(binary(e), dec(e))``, e.g. 4/5 for 0.8), OpenDP's Laplace map is ``d / scale``
+    rounded up to a float, so every float scale below ``float_up(binary(d) / target)`` has
+    ``map(d) >= d / scale > target``; that scale is the start, and it is nudged up by ulps
+    until ``binary(map(d)) <= target`` (at most a few ulps: the rounding of OpenDP's quotient).
+    The result is the smallest float scale whose OpenDP map at ``d`` is ``<= target``."""
+    d_in = map_distance(s, integer)
+    target = exact.spendable(e)
+    start = exact.float_up(exact.binary(float(d_in)) / target)
+    return _nudge(start, lambda sc: laplace_measurement(sc, vector, integer), d_in, target,
+                  "Laplace")
 
 
 @functools.lru_cache(maxsize=1024)
 def _calibrated_noisy_max(s: float, e: float):
-    """Cached (scale, measurement) for report-noisy-max."""
-    return _nudge(2.0 * s / e, noisy_max_measurement, s, e)
+    """Cached (scale, measurement) for report-noisy-max: as :func:`_calibrated_laplace`, with
+    OpenDP's map ``2 d / scale`` (rounded up), so the start is ``float_up(2 binary(d) / target)``."""
+    d_in = map_distance(s)
+    target = exact.spendable(e)
+    start = exact.float_up(2 * exact.binary(d_in) / target)
+    return _nudge(start, noisy_max_measurement, d_in, target, "report-noisy-max")
 
 
 def calibrated_laplace_scale(sensitivity: float, epsilon: float, vector: bool = False,
                              integer: bool = False) -> float:
-    """Smallest float scale >= sensitivity/epsilon whose OpenDP privacy map is <= epsilon."""
+    """Smallest float scale whose OpenDP Laplace map at ``map_distance(sensitivity)`` is
+    ``<= exact.spendable(epsilon)`` exactly (so ``>= sensitivity / epsilon``)."""
     s, e = _check_budget(sensitivity, epsilon)
     if integer:
         _int_sensitivity(s, "laplace")
@@ -281,7 +339,8 @@ def calibrated_laplace_scale(sensitivity: float, epsilon: float, vector: bool = 
 
 
 def calibrated_exponential_scale(sensitivity: float, epsilon: float) -> float:
-    """Smallest float scale >= 2*sensitivity/epsilon with noisy-max privacy map <= epsilon."""
+    """Smallest float scale whose OpenDP report-noisy-max map at ``map_distance(sensitivity)``
+    is ``<= exact.spendable(epsilon)`` exactly (so ``>= 2 * sensitivity / epsilon``)."""
     s, e = _check_budget(sensitivity, epsilon)
     return _calibrated_noisy_max(s, e)[0]
 
@@ -295,8 +354,15 @@ def _check_purpose(purpose: str) -> str:
     return purpose
 
 
-def _fmt(v: Any) -> str:
-    return repr(v) if isinstance(v, float) else str(v)
+def _where(rec: dict, kind: str | None = None, purpose: str | None = None) -> str:
+    """A record named for a replay mismatch: kind, purpose (or mark name) and mechanism, never
+    one of its numbers (``true``, ``noisy`` and counts are private)."""
+    k = rec.get("kind") if kind is None else kind
+    what = rec.get("purpose", rec.get("mark")) if purpose is None else purpose
+    mech = rec.get("mechanism")
+    out = f"{k if isinstance(k, str) else 'unknown'} {what!r}" if isinstance(what, str) \
+        else f"{k if isinstance(k, str) else 'unknown'} record"
+    return out + (f" via {mech}" if isinstance(mech, str) and len(mech) <= 80 else "")
 
 
 class Randomness:
@@ -343,9 +409,9 @@ class Randomness:
         if self.remaining():
             rec = self._replay[self._cursor]
             raise ReplayMismatch(
-                f"transcript record {self._cursor} ({rec.get('kind')} "
-                f"{rec.get('purpose', rec.get('mark'))!r}) and {self.remaining() - 1} more were "
-                "not replayed: the code differs from the recorded run",
+                f"transcript record {self._cursor} ({_where(rec)}) and "
+                f"{self.remaining() - 1} more records were not replayed: the code differs from "
+                "the recorded run",
                 index=self._cursor, purpose=rec.get("purpose"), field="end",
             )
 
@@ -362,10 +428,9 @@ class Randomness:
             )
         rec = self._replay[i]
         if rec.get("kind") != kind:
-            what = rec.get("purpose", rec.get("mark"))
             raise ReplayMismatch(
-                f"transcript record {i} is a {rec.get('kind')} record ({what!r}) but the run asked "
-                f"for a {kind} record ({purpose!r}): the code differs from the recorded run",
+                f"transcript record {i} is {_where(rec)} but the run asked for a {kind} "
+                f"record ({purpose!r}): the code differs from the recorded run",
                 index=i, purpose=purpose, field="kind",
             )
         label = f"transcript record {i} ({kind} {purpose!r})"
@@ -378,38 +443,39 @@ class Randomness:
 
     def _expect(self, i: int, rec: dict, kind: str, purpose: str, field: str, value: Any,
                 what: str) -> None:
+        # Neither value is printed: a sensitivity or scale recomputed on other data may depend on
+        # private numbers (n, a group size), and the recorded one comes from the private transcript.
         if rec.get(field) != value:
             raise ReplayMismatch(
-                f"transcript record {i} ({kind} {purpose!r}): {what} {_fmt(value)} differs from "
-                f"the recorded {_fmt(rec.get(field))}: the code or the public spec differ from "
-                "the recorded run", index=i, purpose=purpose, field=field,
+                f"transcript record {i} ({_where(rec, kind, purpose)}), field {field!r}: the "
+                f"recomputed {what} differs from the recorded one: the code, the public spec or "
+                "the private data differ from the recorded run", index=i, purpose=purpose, field=field,
             )
 
     def _expect_true(self, i: int, rec: dict, kind: str, purpose: str, value: Any) -> None:
+        # Private: the message names the record, mechanism, purpose and (for a vector) the first
+        # differing element's position; never a true value, a difference or how many differ.
         recorded = rec.get("true")
         tail = ": the private data or the code differ from the recorded run"
-        label = f"transcript record {i} ({kind} {purpose!r})"
+        label = f"transcript record {i} ({_where(rec, kind, purpose)}), field 'true'"
         if isinstance(value, list):
             if not isinstance(recorded, list) or len(recorded) != len(value):
-                n_rec = len(recorded) if isinstance(recorded, list) else "a scalar"
                 raise ReplayMismatch(
-                    f"{label}: recomputed true value has {len(value)} elements, the recorded one "
-                    f"{n_rec}{tail}", index=i, purpose=purpose, field="true",
+                    f"{label}: the recomputed true value and the recorded one have different "
+                    f"shapes{tail}", index=i, purpose=purpose, field="true",
                 )
             a = np.asarray(value, dtype=np.float64)
             b = np.asarray(recorded, dtype=np.float64)
             diff = np.flatnonzero(a != b)
             if diff.size:
-                k = int(diff[0])
                 raise ReplayMismatch(
-                    f"{label}: recomputed true value differs from the recorded one in "
-                    f"{diff.size} of {a.size} elements (first at element {k}: {a[k]!r} vs "
-                    f"recorded {b[k]!r}){tail}", index=i, purpose=purpose, field="true",
+                    f"{label}: the recomputed true value differs from the recorded one (first at "
+                    f"element {int(diff[0])}){tail}", index=i, purpose=purpose, field="true",
                 )
         elif recorded != value:
             raise ReplayMismatch(
-                f"{label}: recomputed true value {_fmt(value)} differs from the recorded "
-                f"{_fmt(recorded)}{tail}", index=i, purpose=purpose, field="true",
+                f"{label}: the recomputed true value differs from the recorded one{tail}",
+                index=i, purpose=purpose, field="true",
             )
 
     def _emit(self, record: dict) -> None:
@@ -424,10 +490,12 @@ class Randomness:
         """Laplace mechanism via OpenDP ``make_laplace``: ``true + Lap(scale)`` per coordinate.
 
         Scalar: (atom_domain, absolute_distance); array: (vector_domain, l1_distance) where
-        ``sensitivity`` is the L1 sensitivity. ``scale = sensitivity / epsilon`` nudged up by
-        ulps until the OpenDP privacy map of ``sensitivity`` is ``<= epsilon`` (so the release
-        is ``epsilon``-DP for neighbours at that distance). Returns a float or a float64 array
-        of the input's shape.
+        ``sensitivity`` is the L1 sensitivity. ``scale`` = the smallest float whose OpenDP
+        privacy map at the next float above ``sensitivity`` (the exact integer for
+        ``integer=True``; see :func:`map_distance`) is ``<= exact.spendable(epsilon)`` in exact
+        arithmetic, so the release is ``epsilon``-DP for neighbours at that distance whether
+        ``epsilon`` is read as a decimal (0.8 -> 4/5) or as its binary value. Returns a float
+        or a float64 array of the input's shape.
 
         ``integer=True`` (e.g. for counts): OpenDP's discrete Laplace on i64 values, which is
         exact and about 5x faster; the true value must be integer-valued, the sensitivity an
@@ -489,8 +557,8 @@ class Randomness:
                 if vector else (isinstance(noisy, num) and not isinstance(noisy, bool))
             if not ok:
                 raise ReplayMismatch(
-                    f"transcript record {i} (laplace {purpose!r}): the recorded output is "
-                    "malformed", index=i, purpose=purpose, field="noisy")
+                    f"transcript record {i} ({_where(rec, 'laplace', purpose)}), field 'noisy': "
+                    "the recorded output is malformed", index=i, purpose=purpose, field="noisy")
             dtype = np.int64 if integer else np.float64
             out: Any = np.asarray(noisy, dtype=dtype).reshape(shape) if vector else \
                 (int(noisy) if integer else float(noisy))
@@ -519,8 +587,9 @@ class Randomness:
         """Private selection via OpenDP ``make_noisy_max`` under ``max_divergence`` (argmax).
 
         ``sensitivity`` bounds ``max_i |u_i(D) - u_i(D')|`` (non-monotonic linf); scale =
-        ``2 * sensitivity / epsilon`` (nudged until the OpenDP map is ``<= epsilon``), so the
-        choice is epsilon-DP. Note: under ``max_divergence`` OpenDP 0.16 adds *exponential*
+        ``2 * sensitivity / epsilon`` rounded up to the smallest float whose OpenDP map at
+        :func:`map_distance` is ``<= exact.spendable(epsilon)`` exactly, so the choice is
+        epsilon-DP. Note: under ``max_divergence`` OpenDP 0.16 adds *exponential*
         noise (report-noisy-max = permute-and-flip, McKenna & Sheldon 2020), not Gumbel noise:
         the choice probabilities are those of permute-and-flip, which is at least as accurate
         as the exponential mechanism ``P[i] ∝ exp(epsilon * u_i / (2 * sensitivity))`` at the
@@ -545,8 +614,8 @@ class Randomness:
             noisy = rec.get("noisy")
             if not isinstance(noisy, int) or isinstance(noisy, bool) or not 0 <= noisy < arr.size:
                 raise ReplayMismatch(
-                    f"transcript record {i} (exponential {purpose!r}): the recorded choice "
-                    f"{noisy!r} is not an index of the {arr.size} candidates",
+                    f"transcript record {i} ({_where(rec, 'exponential', purpose)}), field "
+                    "'noisy': the recorded choice is not an index of the candidates",
                     index=i, purpose=purpose, field="noisy")
             self._emit(rec)
             return noisy
@@ -602,8 +671,7 @@ class Randomness:
                 diff = [k for k in keys if rec.get(k) != record.get(k)]
                 raise ReplayMismatch(
                     f"transcript record {i} (mark {kind!r}): field(s) {diff} differ from the "
-                    f"recorded run (recorded {[rec.get(k) for k in diff]}, now "
-                    f"{[record.get(k) for k in diff]})", index=i, purpose=kind, field=",".join(diff))
+                    "recorded run", index=i, purpose=kind, field=",".join(diff))
             self._emit(rec)
             return
         self._emit(record)

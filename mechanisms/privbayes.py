@@ -15,6 +15,11 @@ Input: integer codes ``(n, d)`` with a public domain ``(k_0, ..., k_{d-1})``; ``
   (X, Pi), (discrete) Laplace with L1 sensitivity 2 and ``eps_2 / d`` each (see
   :func:`count_table_sensitivity`). Sequential composition: ``d * eps_2 / d = eps_2``.
 
+Exact arithmetic: ``eps_1 = float_down(dec(epsilon_split) dec(eps))`` and ``eps_2 =
+float_down(dec(eps) - binary(eps_1))`` (rationals, ``mechanisms/exact.py``), so
+``binary(eps_1) + binary(eps_2) <= dec(eps)``; the per-step and per-table floats are the
+largest with ``(d - 1) binary(step) <= binary(eps_1)`` and ``d binary(table) <= binary(eps_2)``.
+
 Everything after the noisy tables (norm-sub, normalising, sampling) is post-processing, so
 the whole ``fit`` is ``eps_1 + eps_2 = eps``-DP under change-one distance, and
 ``privacy_map(d_in) = d_in * eps`` (group privacy).
@@ -37,6 +42,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+
+from . import exact
 
 __all__ = [
     "PrivBayes",
@@ -333,20 +340,16 @@ class PrivBayes:
 
     @property
     def epsilon_1(self) -> float:
-        """Structure budget: epsilon_split * epsilon (rounded down so eps_1 + eps_2 <= eps)."""
-        e1 = self.epsilon_split * self.epsilon
-        while e1 + (self.epsilon - e1) > self.epsilon:
-            e1 = float(np.nextafter(e1, 0.0))
-        return e1
+        """Structure budget, exactly: the largest float <= dec(epsilon_split) x dec(epsilon)
+        (both the spec's decimals: 0.1 x 4.0 = 2/5 -> 0.39999999999999997, not fl(0.4))."""
+        return exact.float_down(exact.dec(self.epsilon_split) * exact.dec(self.epsilon))
 
     @property
     def epsilon_2(self) -> float:
-        """Conditional-tables budget: epsilon - epsilon_1 (rounded down so eps_1 + eps_2 <= eps)."""
-        e1 = self.epsilon_1
-        e2 = self.epsilon - e1
-        while e1 + e2 > self.epsilon:
-            e2 = float(np.nextafter(e2, 0.0))
-        return e2
+        """Conditional-tables budget, exactly: the largest float <= dec(epsilon) -
+        binary(epsilon_1), so binary(eps_1) + binary(eps_2) <= dec(epsilon) in exact arithmetic
+        (float arithmetic can exceed eps by an ulp)."""
+        return exact.float_down(exact.dec(self.epsilon) - exact.binary(self.epsilon_1))
 
     def hyperparameters(self) -> dict[str, Any]:
         """Constructor keyword arguments (round-trip: ``PrivBayes(eps, **hyperparameters())``)."""
@@ -566,11 +569,10 @@ class _Columns:
 
 
 def _even_split(epsilon: float, k: int) -> float:
-    """Largest float e <= epsilon / k with fsum([e] * k) <= epsilon (sequential composition stays sound)."""
-    e = epsilon / k
-    while math.fsum([e] * k) > epsilon:
-        e = float(np.nextafter(e, 0.0))
-    return e
+    """One of k equal shares of a *computed* float part (eps_1 or eps_2, not a declared
+    decimal): the largest float e with k x binary(e) <= binary(epsilon), exactly, so sequential
+    composition stays within the part (fsum([e] * k) <= epsilon is not enough: fsum rounds)."""
+    return exact.split_float(epsilon, k)
 
 
 def _compress(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

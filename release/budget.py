@@ -1,13 +1,13 @@
 """The privacy budget of a release, as published in budget.json."""
 from __future__ import annotations
 
-import math
-
+from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.generators import Generator
+from dpbundle.mechanisms.records import guarantee_text
 
 from .spec import SELECTION_FACTOR, Spec
 
-NEIGHBOURING = "change one record (bounded neighbours; the number of records n is public)"
+NEIGHBOURING = guarantee_text("declared_public")["neighbouring"]  # of bundles without `records`
 
 
 def opendp_version() -> str:
@@ -16,19 +16,39 @@ def opendp_version() -> str:
     return version("opendp")
 
 
-def build_budget(spec: Spec, generator: Generator, total_opendp: float) -> dict:
-    """Every epsilon spent and how the total is composed:
-    total = SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons."""
+def records_block(spec: Spec, released_n: int) -> dict:
+    """budget.json's ``records``: the policy for n, its epsilon and what is protected."""
+    policy = spec.records_policy
+    text = guarantee_text(policy)
+    block = {"policy": policy, "epsilon": spec.epsilon_count, "released_n": int(released_n),
+             "statement": text["n_statement"]}
+    if policy == "dp_count":
+        from dpbundle.mechanisms.noise import calibrated_laplace_scale
+
+        block.update({
+            "mechanism": "discrete Laplace (OpenDP make_laplace on i64) of the count of plausible "
+                         "records; m = max(count + noise, 1)",
+            "sensitivity": 1,
+            "noise_scale": calibrated_laplace_scale(1, spec.epsilon_count, integer=True),
+            "resize": "uniform subsample of the plausible records, or all of them plus uniform "
+                      "pad records, shuffled (mechanisms/records.py)"})
+    return block
+
+
+def build_budget(spec: Spec, generator: Generator, total_opendp: float, released_n: int) -> dict:
+    """Every epsilon spent and how the total is composed: total = eps_count (dp_count policy)
+    + SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons."""
     criteria = [{"id": c["id"], "epsilon": float(c["epsilon"])} for c in spec.criteria]
-    eps_eval = math.fsum(c["epsilon"] for c in criteria)
-    per_iteration = generator.epsilon + eps_eval
+    eps_eval = exact.total(c["epsilon"] for c in spec.criteria)
+    per_iteration = float(exact.dec(generator.epsilon) + eps_eval)
     return {
         "unit_of_privacy": spec.raw["release"]["unit_of_privacy"],
-        "neighbouring": NEIGHBOURING,
+        "neighbouring": guarantee_text(spec.records_policy)["neighbouring"],
         "input_metric": "change_one_distance",
+        "records": records_block(spec, released_n),
         "generation": {"type": generator.type, "epsilon": float(generator.epsilon),
                        "parts": [{"purpose": p["purpose"], "epsilon": float(p["epsilon"])} for p in generator.budget_parts()]},
-        "evaluation": {"epsilon": eps_eval, "criteria": criteria},
+        "evaluation": {"epsilon": float(eps_eval), "criteria": criteria},
         "pre_selection": [{"purpose": p["purpose"], "epsilon": float(p["epsilon"])} for p in spec.pre_selection],
         "per_iteration_epsilon": per_iteration,
         "selection": {

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpbundle.mechanisms import noise
+from dpbundle.mechanisms import exact, noise
 
 from . import datasheet, jsonschemas, keys
 from .prepare import file_sha256
@@ -56,6 +56,8 @@ __all__ = [
     "transcript_commitment",
     "write_transcript",
     "default_transcript_path",
+    "private_dir",
+    "PRIVATE_DIR_ENV",
     "write_zip",
     "file_digest",
     "metrics_csv_bytes",
@@ -166,10 +168,53 @@ def public_spec(spec: dict) -> dict:
 transcript_commitment = noise.commitment_of  # sha256(salt || records_jsonl), one definition
 
 
+PRIVATE_DIR_ENV = "DPBUNDLE_PRIVATE_DIR"
+
+
+def private_dir() -> Path:
+    """The private directory for transcripts: ``$DPBUNDLE_PRIVATE_DIR`` if set, else
+    ``$XDG_DATA_HOME/dpbundle/private`` (XDG_DATA_HOME defaults to ``~/.local/share``).
+
+    Created with mode 0700 if missing. An existing default directory that we own is narrowed to
+    0700; an existing ``$DPBUNDLE_PRIVATE_DIR`` is the user's choice and is left as it is, with a
+    warning if others may read it (the files in it are 0600 either way). If the directory cannot
+    be created it is returned all the same: the caller's "no such directory" check says so.
+    """
+    env = os.environ.get(PRIVATE_DIR_ENV)
+    if env:
+        d = Path(env).expanduser()
+    else:
+        xdg = os.environ.get("XDG_DATA_HOME")
+        base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
+        d = base / "dpbundle" / "private"
+    d = d.absolute()
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = d.stat()
+        if st.st_mode & 0o077:
+            if not env and st.st_uid == os.getuid():
+                os.chmod(d, 0o700)
+            else:
+                print(f"warning: the private directory {d} may be read by other users (mode "
+                      f"{st.st_mode & 0o777:o}); the transcript itself is written with mode 0600",
+                      file=sys.stderr)
+    except OSError:
+        pass
+    return d
+
+
 def default_transcript_path(out: Path) -> Path:
-    """Next to (never inside) the bundle directory: ``<out>.transcript.jsonl``."""
+    """The default transcript location: in the private directory (:func:`private_dir`, mode
+    0700), not beside the bundle, where copying the folder that holds the bundle would ship it.
+    The name is the bundle's name, the UTC time and a random tag, so two releases never collide:
+    ``<name>.<YYYYmmddTHHMMSSZ>-<6 hex>.transcript.jsonl``; the file itself is written 0600."""
     out = Path(out)
-    return out.with_name(out.name + ".transcript.jsonl")
+    d = private_dir()
+    if d.resolve() == out.absolute().parent.resolve():
+        print(f"warning: {PRIVATE_DIR_ENV} is the folder that holds the bundle: copying that folder "
+              f"would ship the PRIVATE transcript", file=sys.stderr)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return d / f"{out.name}.{stamp}-{secrets.token_hex(3)}.transcript.jsonl"
 
 
 def _one_per_class(values: list) -> list:
@@ -395,16 +440,19 @@ def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
     jsonschemas.validate(b, "budget", document="budget.json")
     # The arithmetic must hold before anything is signed.
     problems = []
-    gen, ev = float(b["generation"]["epsilon"]), float(b["evaluation"]["epsilon"])
-    if not _close(math.fsum(c["epsilon"] for c in b["evaluation"]["criteria"]), ev):
+    dec = exact.dec
+    gen, ev = dec(b["generation"]["epsilon"]), dec(b["evaluation"]["epsilon"])
+    if exact.total(c["epsilon"] for c in b["evaluation"]["criteria"]) != ev:
         problems.append("evaluation.epsilon is not the sum of the criteria's epsilons")
-    if not _close(gen + ev, float(b["per_iteration_epsilon"])):
+    if gen + ev != dec(b["per_iteration_epsilon"]):
         problems.append("per_iteration_epsilon is not generation.epsilon + evaluation.epsilon")
-    expected = float(b["selection"]["factor"]) * float(b["per_iteration_epsilon"]) + math.fsum(
-        p["epsilon"] for p in b["pre_selection"])
-    if not _close(expected, float(b["total_epsilon"])):
-        problems.append(f"total_epsilon {b['total_epsilon']!r} is not factor x per-iteration + pre-selection = {expected!r}")
-    if float(b["total_epsilon"]) > float(b["epsilon_cap"]) * (1 + 1e-12):
+    rec = b.get("records") or {"policy": "declared_public", "epsilon": 0}
+    expected = (dec(rec["epsilon"]) + dec(b["selection"]["factor"]) * dec(b["per_iteration_epsilon"])
+                + exact.total(p["epsilon"] for p in b["pre_selection"]))
+    if expected != dec(b["total_epsilon"]):
+        problems.append(f"total_epsilon {b['total_epsilon']!r} is not records + factor x per-iteration "
+                        f"+ pre-selection = {exact.show(expected)}")
+    if dec(b["total_epsilon"]) > dec(b["epsilon_cap"]):
         problems.append(f"total_epsilon {b['total_epsilon']!r} exceeds the cap {b['epsilon_cap']!r}")
     by_id = {c["id"]: c["epsilon"] for c in b["evaluation"]["criteria"]}
     for c in criteria:
@@ -461,11 +509,12 @@ def write_bundle(
     if out.exists() or out.is_symlink():
         if not force:
             raise BundleError(f"{out}: exists; refusing to overwrite it (use --force to replace a bundle)")
-        if not out.is_dir() or out.is_symlink():
-            raise BundleError(f"{out}: exists and is not a directory; refusing to replace it")
-        if any(out.iterdir()) and not (out / "manifest.json").is_file():
-            raise BundleError(f"{out}: exists and does not look like a bundle (no manifest.json); refusing to replace "
-                              f"it even with --force")
+        from .preflight import replaceable_bundle_problem
+
+        problem = replaceable_bundle_problem(out)
+        if problem:
+            raise BundleError(f"{problem}; --force replaces only a complete dpbundle bundle, so "
+                              "nothing was touched")
     if make_zip and zip_path.exists() and not force:
         raise BundleError(f"{zip_path}: exists; refusing to overwrite it (use --force)")
     if _is_within(transcript_path, out) or transcript_path.resolve() == zip_path.resolve():
@@ -486,6 +535,9 @@ def write_bundle(
                 for c in criteria]
     _check_metrics(criteria, n)
     budget_doc = _complete_budget(budget, spec, criteria)
+    if "records" in budget_doc and budget_doc["records"]["released_n"] != n:
+        raise BundleError(f"inconsistent privacy budget: records.released_n "
+                          f"{budget_doc['records']['released_n']} but data.csv has {n} rows")
     metrics_doc = {"n": n, "number_format": datasheet.NUMBER_FORMAT_DOC, "criteria": criteria}
     spec_doc = {"spec": public_spec(spec), "configuration": _jsonable(configuration, "configuration"),
                 "configuration_id": str(configuration_id)}
@@ -511,8 +563,9 @@ def write_bundle(
     salt = secrets.token_bytes(32)
     commitment = transcript_commitment(salt, bytes(transcript_records_jsonl))
 
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    zip_tmp = out.with_name(f".{out.name}.zip.tmp-{secrets.token_hex(6)}")
+    # the PID in the names lets a later run remove what a killed run left (preflight.clean_stale)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+    zip_tmp = out.with_name(f".{out.name}.zip.tmp-{os.getpid()}-{secrets.token_hex(6)}")
     old = out.with_name(f".{out.name}.old-{secrets.token_hex(6)}")
     # The transcript goes to a temporary sibling too and replaces an existing one (--force) only
     # once the bundle is in place: a failure never leaves a bundle with another run's transcript.

@@ -81,10 +81,15 @@ def spec_validate(
     Example: dpbundle spec validate examples/births.yaml --data registry.csv.gz
     """
     s = load_spec_or_exit(spec)
-    pre = sum(float(p["epsilon"]) for p in s.pre_selection)
+    from .spec import budget_formula
+
     console.print(f"[green]ok[/] {spec}: valid release spec; total epsilon "
-                  f"2 x (generation {s.epsilon_generation:g} + criteria {s.epsilon_evaluation:g})"
-                  f"{f' + pre-selection {pre:g}' if pre else ''} = {s.total_epsilon:.6g} <= cap {s.epsilon_cap:g}")
+                  f"{budget_formula(s.raw)} <= cap {s.epsilon_cap:g}")
+    policy_line = {"dp_count": f"n is released as a DP count (epsilon {s.epsilon_count:g})",
+                   "declared_public": "n is declared public: the count of plausible records is "
+                                      "published exactly (the guarantee covers registries with the "
+                                      "same number of plausible records)"}[s.records_policy]
+    console.print(f"records policy {s.records_policy}: {policy_line}", highlight=False)
     from .spec_criteria import criteria_warnings
 
     for line in criteria_warnings(s.raw):
@@ -104,9 +109,14 @@ def spec_validate(
     for name, count in prepared.dropped_by:
         table.add_row(f"  matching raw constraint: {name}", f"{count:,}")
     table.add_row("rows dropped (any constraint)", f"{prepared.dropped_total:,}")
-    table.add_row("[bold]n (public)[/]", f"[bold]{prepared.n:,}[/]")
+    if s.records_policy == "declared_public":
+        table.add_row("[bold]n (plausible records, declared public)[/]", f"[bold]{prepared.n:,}[/]")
+    else:
+        table.add_row("[bold]plausible records (PRIVATE: a release publishes a DP count)[/]",
+                      f"[bold]{prepared.n:,}[/]")
     console.print(table)
-    console.print(f"n = {prepared.n:,}")
+    console.print(f"n = {prepared.n:,}" + ("" if s.records_policy == "declared_public" else
+                                           " plausible records (private; run inside the enclave)"))
 
 
 @spec_app.command("space")
@@ -153,6 +163,13 @@ def _register() -> None:
     from .sweep import cli_sweep
 
     app.command("sweep")(cli_sweep)
+    from .ledger import cli_ledger_list, cli_ledger_mark
+
+    ledger_app = typer.Typer(help="The private budget ledger: what was spent on which data.",
+                             no_args_is_help=True)
+    ledger_app.command("list")(cli_ledger_list)
+    ledger_app.command("mark")(cli_ledger_mark)
+    app.add_typer(ledger_app, name="ledger")
     from .keys import cli_keygen
 
     app.command("keygen")(cli_keygen)

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import charts
+from .spec import WEAK_GUARANTEE_EPSILON
 
 __all__ = ["NUMBER_FORMAT", "NUMBER_FORMAT_DOC", "format_number", "build_context", "render_html", "render_pdf",
            "openssl_verify_command", "query_family"]
@@ -310,6 +311,11 @@ def build_context(*, spec: dict, configuration: dict, configuration_id: str, col
                         "epsilon": fmt(float(sel["factor"]) * float(budget["per_iteration_epsilon"])), "kind": "subtotal"})
     for p in budget.get("pre_selection") or []:
         budget_rows.append({"step": f"Measured once before selection: {p['purpose']}", "epsilon": fmt(p["epsilon"]), "kind": "part"})
+    records = budget.get("records") or {"policy": "declared_public", "epsilon": 0,
+                                        "statement": "the number of records is published exactly"}
+    if records["policy"] == "dp_count":
+        budget_rows.append({"step": "Number of records (DP count, once, before selection)",
+                            "epsilon": fmt(records["epsilon"]), "kind": "part"})
     budget_rows.append({"step": "Total", "epsilon": fmt(budget["total_epsilon"]), "kind": "total"})
 
     total = float(budget["total_epsilon"])
@@ -351,9 +357,19 @@ def build_context(*, spec: dict, configuration: dict, configuration_id: str, col
         "budget_rows": budget_rows,
         "total_epsilon": fmt(total),
         "exp_total_epsilon": fmt(exp_total) if math.isfinite(exp_total) else "very large",
+        # above WEAK_GUARANTEE_EPSILON the datasheet says plainly that the protection is weak
+        "weak_guarantee": total > WEAK_GUARANTEE_EPSILON,
+        "weak_guarantee_epsilon": fmt(WEAK_GUARANTEE_EPSILON),
+        "weak_guarantee_acknowledged": (spec.get("privacy") or {}).get("acknowledge_weak_guarantee") is True,
         "epsilon_cap": fmt(budget["epsilon_cap"]),
         "total_epsilon_opendp": fmt(budget.get("total_epsilon_opendp")),
         "neighbouring": budget["neighbouring"],
+        "records_policy": records["policy"],
+        "records_statement": records["statement"],
+        "records_epsilon": fmt(records["epsilon"]),
+        # the count's noise: discrete Laplace of scale 1/eps, std sqrt(2)/eps (mean absolute error 1/eps)
+        "records_error": (f"{round(math.sqrt(2) * float(records['noise_scale'])):,}"
+                          if records.get("noise_scale") else ""),
         "input_metric": budget["input_metric"],
         "opendp_version": budget["opendp_version"],
         "selection_method": sel["method"],
@@ -415,13 +431,29 @@ def _url_fetcher():
     return fetch
 
 
-def render_pdf(html: str, path: Path) -> None:
-    """Render the HTML datasheet to an A4 PDF with WeasyPrint (offline)."""
+def _document(html: str):
     import logging
 
     import weasyprint
 
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
-    document = weasyprint.HTML(string=html, base_url=None, url_fetcher=_url_fetcher())
-    document.write_pdf(str(path))
+    return weasyprint.HTML(string=html, base_url=None, url_fetcher=_url_fetcher())
+
+
+def render_pdf(html: str, path: Path) -> None:
+    """Render the HTML datasheet to an A4 PDF with WeasyPrint (offline)."""
+    _document(html).write_pdf(str(path))
+
+
+def render_pdf_bytes(html: str) -> bytes:
+    """The same, in memory (used by the pre-flight check of ``release``)."""
+    return _document(html).write_pdf()
+
+
+def check_templates() -> None:
+    """Raise if a datasheet template or its stylesheet is missing or does not parse."""
+    import jinja2
+
+    jinja2.Environment(autoescape=True).parse(_read_resource("datasheet.html.j2"))
+    _read_resource("datasheet.css")

@@ -22,6 +22,7 @@ import numpy as np
 
 from dpbundle.mechanisms.coding import Coded
 from dpbundle.mechanisms.criteria import CriterionResult, EvalContext, make_criterion
+from dpbundle.mechanisms.failures import AttemptFailure
 from dpbundle.mechanisms.generators import Generator, make_generator
 from dpbundle.mechanisms.noise import Randomness
 from dpbundle.mechanisms.projection import project
@@ -36,7 +37,7 @@ OVERSAMPLE = 1.1
 MAX_SAMPLE_ROUNDS = 8
 
 
-class ConstraintShortfall(RuntimeError):
+class ConstraintShortfall(AttemptFailure):
     """The model's samples fail the synthetic constraints too often to keep n rows."""
 
 

@@ -2,19 +2,29 @@
 
 Every private release appends a *spend* line before it touches the data (status "started") and a
 *status* line when it ends. A spend counts whether or not it finished, so a crash leaves the
-ledger truthful. Spends are keyed by the fingerprint of the data file (SHA-256 of its bytes), so
-a second release on the same data is detected even with a different spec; the spec fingerprint
-(SHA-256 of the canonical spec JSON) is recorded beside it.
+ledger truthful. A spend carries two keys of the data it was made on:
+
+* ``table_fingerprint``: the canonical fingerprint of the prepared table
+  (:func:`dpbundle.release.fingerprint.table_fingerprint`): the same records give the same value
+  whatever the file's column order, row order, quoting, whitespace or compression;
+* ``data_fingerprint``: the SHA-256 of the data file's bytes (the only key of spends written
+  before the table fingerprint existed; a release with another spec on the same file, which
+  reads other columns or drops other rows, still matches by it).
+
+The spends on "the same data" are those that share a key with the new release, closed
+transitively (a spend sharing a key with such a spend counts too). The spec fingerprint (SHA-256
+of the canonical spec JSON) is recorded beside them. Budget sums and comparisons are exact
+(:mod:`dpbundle.mechanisms.exact`: each epsilon is the decimal it was written as). Neither
+fingerprint is ever printed: they are derived from the private data.
 
 File format: UTF-8 JSON lines, one object per line, never rewritten:
-    {"kind": "spend", "id", "timestamp", "data_fingerprint", "spec_fingerprint", "epsilon",
-     "description", "status": "started"}
+    {"kind": "spend", "id", "timestamp", "data_fingerprint", ["table_fingerprint",]
+     "spec_fingerprint", "epsilon", "description", "status": "started"}
     {"kind": "status", "id", "timestamp", "status"}
-Appends are made under an exclusive fcntl.flock, then flushed and fsync'ed; the file is 0600.
+Appends are made under an exclusive file lock (release/filelock.py: flock, or msvcrt on Windows), then flushed and fsync'ed; the file is 0600.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import math
@@ -23,14 +33,21 @@ import re
 import secrets
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Annotated, Any, Iterator, Optional
 
+import typer
+
+from dpbundle.mechanisms import exact
+
+from . import filelock
+from .fingerprint import table_fingerprint
 from .prepare import file_sha256
 from .spec import canonical_json
 
 __all__ = ["Ledger", "LedgerError", "LedgerRefusal", "data_fingerprint", "spec_fingerprint",
-           "fingerprint"]
+           "fingerprint", "table_fingerprint"]
 
 FILE_MODE = 0o600
 SCHEMA = "ledger-entry"  # schemas/ledger-entry.schema.json: the structure of one line
@@ -80,6 +97,45 @@ def _check_schema(rec: dict, where: str) -> None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _positive(value: Any, name: str) -> Fraction:
+    """The declared value of an epsilon argument (exact); LedgerError unless finite and > 0."""
+    try:
+        if isinstance(value, bool) or isinstance(value, str):
+            raise TypeError
+        q = exact.dec(value)
+    except (TypeError, ValueError, ArithmeticError):
+        raise LedgerError(f"{name} must be a finite number > 0, got {value!r}") from None
+    if q <= 0:
+        raise LedgerError(f"{name} must be a finite number > 0, got {value!r}")
+    return q
+
+
+def _recorded(q: Fraction) -> float:
+    """The float written for an epsilon: it reads back (as a decimal) as ``q``, or, when ``q`` has
+    more digits than a float holds, as the nearest decimal above it (never under-records)."""
+    f = float(q)
+    while exact.dec(f) < q:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def _same_data(spends: list[dict], data_fp: str, table_fp: str | None) -> list[dict]:
+    """The spends that share a key (file SHA-256 or table fingerprint) with the data, closed
+    transitively through the keys of the spends found (oldest first)."""
+    files, tables = {data_fp}, ({table_fp} if table_fp else set())
+    mine = [False] * len(spends)
+    grown = True
+    while grown:
+        grown = False
+        for i, e in enumerate(spends):
+            if not mine[i] and (e["data_fingerprint"] in files or e.get("table_fingerprint") in tables):
+                mine[i] = grown = True
+                files.add(e["data_fingerprint"])
+                if e.get("table_fingerprint"):
+                    tables.add(e["table_fingerprint"])
+    return [e for e, m in zip(spends, mine) if m]
 
 
 class Ledger:
@@ -138,11 +194,11 @@ class Ledger:
         except OSError as exc:
             raise LedgerError(f"{self.path}: cannot read the ledger ({exc.strerror})") from None
         with os.fdopen(fd, "rb") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+            filelock.lock(fh.fileno(), exclusive=False)
             try:
                 data = fh.read()
             finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                filelock.unlock(fh.fileno())
         try:
             return self._parse(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
@@ -163,36 +219,46 @@ class Ledger:
                 entry["history"].append({"timestamp": rec["timestamp"], "status": rec["status"]})
         return list(spends.values())
 
-    def entries(self, data_fp: str) -> list[dict]:
-        """Spends on the data with this fingerprint, oldest first, each with its latest status."""
-        return [e for e in self._merge(self._read()) if e["data_fingerprint"] == data_fp]
+    def entries(self, data_fp: str, table_fp: str | None = None) -> list[dict]:
+        """Spends on the same data, oldest first, each with its latest status: the data file's
+        SHA-256 ``data_fp`` and the prepared table's fingerprint ``table_fp`` (optional) are its
+        keys; a spend sharing either (directly or through another such spend) is on the same data."""
+        return _same_data(self._merge(self._read()), data_fp, table_fp)
 
-    def spent(self, data_fp: str) -> float:
-        """Total epsilon spent on the data (every spend counts, finished or not)."""
-        return math.fsum(float(e["epsilon"]) for e in self.entries(data_fp))
+    def spent(self, data_fp: str, table_fp: str | None = None) -> Fraction:
+        """Total epsilon spent on the data, exact (every spend counts, finished or not)."""
+        return exact.total(e["epsilon"] for e in self.entries(data_fp, table_fp))
 
     # -- checking ----------------------------------------------------------------------------
     @staticmethod
-    def _check(entries: list[dict], new_epsilon: float, allow_additional_spend: bool) -> float:
-        if isinstance(new_epsilon, bool) or not isinstance(new_epsilon, (int, float)) \
-                or not math.isfinite(new_epsilon) or new_epsilon <= 0:
-            raise LedgerError(f"new_epsilon must be a finite number > 0, got {new_epsilon!r}")
-        before = math.fsum(float(e["epsilon"]) for e in entries)
-        total = before + float(new_epsilon)
-        if entries and not allow_additional_spend:
-            lines = [f"  - epsilon {e['epsilon']:g} at {e['timestamp']} ({e['status']}): "
-                     f"{e['description']}" for e in entries]
+    def _check(entries: list[dict], new_epsilon: Any, allow_additional_spend: bool,
+               cap: Any = None) -> Fraction:
+        new = _positive(new_epsilon, "new_epsilon")
+        limit = None if cap is None else _positive(cap, "cap")
+        before = exact.total(e["epsilon"] for e in entries)
+        total = before + new
+        lines = [f"  - epsilon {exact.show(exact.dec(e['epsilon']))} at {e['timestamp']} "
+                 f"({e['status']}): {e['description']}" for e in entries]
+        recorded = (f"this data already has {len(entries)} recorded release(s) spending epsilon "
+                    f"{exact.show(before)} in total:\n" + "\n".join(lines) + "\n") if entries else ""
+        if limit is not None and total > limit:
             raise LedgerRefusal(
-                f"this data already has {len(entries)} recorded release(s) spending epsilon "
-                f"{before:g} in total:\n" + "\n".join(lines) +
-                f"\nAnother release of epsilon {float(new_epsilon):g} would bring the composed "
-                f"total to {total:g} (sequential composition). Refused; pass "
+                f"{recorded}A release of epsilon {exact.show(new)} would bring the composed total "
+                f"spent on this data to {exact.show(total)}, above its cap {exact.show(limit)} "
+                "(sequential composition). Refused; --allow-additional-spend does not lift the cap.")
+        if entries and not allow_additional_spend:
+            raise LedgerRefusal(
+                f"{recorded}Another release of epsilon {exact.show(new)} would bring the composed "
+                f"total to {exact.show(total)} (sequential composition). Refused; pass "
                 "--allow-additional-spend to accept that total.")
         return total
 
-    def check_allowed(self, data_fp: str, new_epsilon: float, allow_additional_spend: bool) -> float:
-        """Return the composed total epsilon after a new spend; LedgerRefusal if not allowed."""
-        return self._check(self.entries(data_fp), new_epsilon, allow_additional_spend)
+    def check_allowed(self, data_fp: str, new_epsilon: Any, allow_additional_spend: bool,
+                      table_fp: str | None = None, cap: Any = None) -> Fraction:
+        """Return the exact composed total epsilon after a new spend on the data; LedgerRefusal
+        if the data has spends and ``allow_additional_spend`` is false, or if the total would
+        exceed ``cap`` (a lifetime budget of the data, compared exactly; None: no cap)."""
+        return self._check(self.entries(data_fp, table_fp), new_epsilon, allow_additional_spend, cap)
 
     # -- writing -----------------------------------------------------------------------------
     def _open_locked(self) -> int:
@@ -202,14 +268,19 @@ class Ledger:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
         except OSError as exc:
             raise LedgerError(f"{self.path}: cannot open the ledger for writing ({exc.strerror})") from None
-        os.fchmod(fd, FILE_MODE)  # also tightens a ledger created with a looser mode
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, FILE_MODE)  # also tightens a ledger created with a looser mode
+        filelock.lock(fd)
         if created:
-            dfd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            try:  # make the new directory entry durable (not possible on Windows)
+                dfd = os.open(self.path.parent, os.O_RDONLY)
+            except OSError:
+                dfd = None
+            if dfd is not None:
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
         return fd
 
     def _locked_records(self, fd: int) -> list[dict]:
@@ -237,41 +308,44 @@ class Ledger:
         try:
             yield fd, self._locked_records(fd)
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            filelock.unlock(fd)
             os.close(fd)
 
-    def record(self, data_fp: str, spec_fp: str, epsilon: float, description: str,
-               status: str = "started") -> str:
+    def record(self, data_fp: str, spec_fp: str, epsilon: Any, description: str,
+               status: str = "started", table_fp: str | None = None) -> str:
         """Append a spend (durably, before the first iteration) and return its entry id."""
-        entry_id, _ = self._record(data_fp, spec_fp, epsilon, description, status, check=None)
+        entry_id, _ = self._record(data_fp, spec_fp, epsilon, description, status, check=None,
+                                   table_fp=table_fp)
         return entry_id
 
-    def reserve(self, data_fp: str, spec_fp: str, epsilon: float, description: str,
-                allow_additional_spend: bool) -> tuple[str, float]:
-        """check_allowed + record under one lock (no race between two releases); (id, total)."""
+    def reserve(self, data_fp: str, spec_fp: str, epsilon: Any, description: str,
+                allow_additional_spend: bool, table_fp: str | None = None,
+                cap: Any = None) -> tuple[str, Fraction]:
+        """check_allowed + record under one lock (no race between two releases); (id, exact total)."""
         return self._record(data_fp, spec_fp, epsilon, description, "started",
-                            check=allow_additional_spend)
+                            check=allow_additional_spend, table_fp=table_fp, cap=cap)
 
-    def _record(self, data_fp: str, spec_fp: str, epsilon: float, description: str, status: str,
-                check: bool | None) -> tuple[str, float]:
-        for name, value in (("data_fp", data_fp), ("spec_fp", spec_fp)):
-            if not isinstance(value, str) or not value:
+    def _record(self, data_fp: str, spec_fp: str, epsilon: Any, description: str, status: str,
+                check: bool | None, table_fp: str | None = None,
+                cap: Any = None) -> tuple[str, Fraction]:
+        for name, value in (("data_fp", data_fp), ("spec_fp", spec_fp), ("table_fp", table_fp)):
+            if (value is not None or name != "table_fp") and (not isinstance(value, str) or not value):
                 raise LedgerError(f"{name} must be a non-empty string")
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) \
-                or not math.isfinite(epsilon) or epsilon <= 0:
-            raise LedgerError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        eps = _positive(epsilon, "epsilon")
         if not isinstance(status, str) or not status:
             raise LedgerError("status must be a non-empty string")
         with self._locked() as (fd, records):
-            mine = [e for e in self._merge(records) if e["data_fingerprint"] == data_fp]
-            total = math.fsum(float(e["epsilon"]) for e in mine) + float(epsilon)
+            mine = _same_data(self._merge(records), data_fp, table_fp)
+            total = exact.total(e["epsilon"] for e in mine) + eps
             if check is not None:
-                total = self._check(mine, epsilon, check)
+                total = self._check(mine, eps, check, cap)
             entry_id = secrets.token_hex(16)
-            self._append(fd, {"kind": "spend", "id": entry_id, "timestamp": _now(),
-                              "data_fingerprint": data_fp, "spec_fingerprint": spec_fp,
-                              "epsilon": float(epsilon), "description": str(description),
-                              "status": status})
+            keys = {"data_fingerprint": data_fp}
+            if table_fp is not None:
+                keys["table_fingerprint"] = table_fp
+            self._append(fd, {"kind": "spend", "id": entry_id, "timestamp": _now(), **keys,
+                              "spec_fingerprint": spec_fp, "epsilon": _recorded(eps),
+                              "description": str(description), "status": status})
         return entry_id, total
 
     def mark_finished(self, entry_id: str, status: str = "finished") -> None:
@@ -282,3 +356,96 @@ class Ledger:
             if not any(r["kind"] == "spend" and r["id"] == entry_id for r in records):
                 raise LedgerError(f"{self.path}: no spend with id {entry_id!r}")
             self._append(fd, {"kind": "status", "id": entry_id, "timestamp": _now(), "status": status})
+
+    # -- runs that never finished ------------------------------------------------------------
+    def all_entries(self) -> list[dict]:
+        """Every spend with its latest status, oldest first."""
+        return self._merge(self._read())
+
+    def resolve_id(self, prefix: str) -> str:
+        """The full id of the spend whose id starts with ``prefix`` (at least 6 characters)."""
+        if not isinstance(prefix, str) or len(prefix) < 6:
+            raise LedgerError("give at least the first 6 characters of the entry id")
+        hits = [e["id"] for e in self.all_entries() if e["id"].startswith(prefix)]
+        if len(hits) != 1:
+            raise LedgerError(f"{self.path}: {'no' if not hits else 'more than one'} spend with an "
+                              f"id starting {prefix!r}")
+        return hits[0]
+
+
+UNFINISHED = "started"
+NEVER_RELEASED = "spent, never released"
+
+
+def unfinished_note(entries: list[dict]) -> str | None:
+    """A console note on spends of these data whose run never finished (killed: status still
+    'started'); they count as spent. None if there are none."""
+    stale = [e for e in entries if e.get("status") == UNFINISHED]
+    if not stale:
+        return None
+    lines = [f"  {e['id'][:12]}  {e['timestamp']}  epsilon {exact.show(exact.dec(e['epsilon']))}: "
+             f"{e['description']}" for e in stale]
+    return (f"{len(stale)} earlier run(s) on these data never finished (killed before they could "
+            "record an outcome); their budget counts as spent:\n" + "\n".join(lines) +
+            f"\n  mark one once you know what happened: dpbundle ledger mark ID "
+            f"(status '{NEVER_RELEASED}' by default)")
+
+
+def _ledger_path(path: Path | None) -> Path:
+    return Path(path) if path is not None else Ledger.default_path()
+
+
+def cli_ledger_list(
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The ledger (default: the per-user ledger).", show_default=False)] = None,
+    unfinished: Annotated[bool, typer.Option("--unfinished", help="Only runs that never recorded an outcome (status 'started').")] = False,
+) -> None:
+    """List the spends recorded in the private budget ledger (run inside the enclave).
+
+    Every spend counts towards the data's composed epsilon, whatever its status. A run killed
+    before it could record an outcome keeps the status 'started'; mark it with `dpbundle ledger
+    mark`.
+
+    Example: dpbundle ledger list --unfinished
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    try:
+        entries = Ledger(_ledger_path(ledger)).all_entries()
+    except LedgerError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2)
+    if unfinished:
+        entries = [e for e in entries if e.get("status") == UNFINISHED]
+    table = Table(title=f"Ledger {_ledger_path(ledger)}")
+    for col in ("id", "started", "epsilon", "status", "description"):
+        table.add_column(col, justify="right" if col == "epsilon" else "left")
+    for e in entries:
+        table.add_row(e["id"][:12], e["timestamp"], exact.show(exact.dec(e["epsilon"])), e["status"],
+                      e["description"])
+    console.print(table)
+    console.print(f"{len(entries)} spend(s)")
+
+
+def cli_ledger_mark(
+    entry: Annotated[str, typer.Argument(help="The spend's id (at least its first 6 characters, as `ledger list` shows).")],
+    status: Annotated[str, typer.Option("--status", help="The outcome to record.")] = NEVER_RELEASED,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The ledger (default: the per-user ledger).", show_default=False)] = None,
+) -> None:
+    """Record the outcome of a run that never finished (appends a status line; the spend still
+    counts: history is never rewritten).
+
+    Example: dpbundle ledger mark 3f9a1c2b7d4e --status "spent, never released"
+    """
+    from rich.console import Console
+
+    console = Console()
+    try:
+        book = Ledger(_ledger_path(ledger))
+        full = book.resolve_id(entry)
+        book.mark_finished(full, status)
+    except LedgerError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2)
+    console.print(f"marked {full[:12]}: {status} (its epsilon still counts as spent)", highlight=False)

@@ -15,17 +15,23 @@ plus a count). Nothing is written anywhere.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import pandas as pd
 
 from .constraints import constraint_mask
+from .csv_read import MAX_PROBLEMS, MAX_REPORTED, CsvReader, Problems, max_cell_chars
 from .spec import Spec, input_categories, missing_markers
 
-MAX_REPORTED = 8
+if TYPE_CHECKING:  # pragma: no cover
+    from dpbundle.mechanisms.records import ResizePlan
+
 TRUE_TOKENS = {"true", "1", "t", "yes"}
 FALSE_TOKENS = {"false", "0", "f", "no"}
 
@@ -33,20 +39,38 @@ FALSE_TOKENS = {"false", "0", "f", "no"}
 class InputError(ValueError):
     """Unusable input data: ``problems`` are 'line L, column C: what is wrong' strings."""
 
-    def __init__(self, source: str, problems: list[str], total: int | None = None):
+    def __init__(self, source: str, problems: list[str], total: int | None = None, *,
+                 represented: int | None = None, stopped_at: int | None = None):
         self.source = source
         self.problems = problems
         self.total = total if total is not None else len(problems)
-        shown = "\n".join(f"  {p}" for p in problems[:MAX_REPORTED])
-        more = f"\n  ... and {self.total - min(len(problems), MAX_REPORTED)} more problem(s)" if self.total > MAX_REPORTED else ""
-        hint = ("\n  (line numbers count the header as line 1, like row numbers in a spreadsheet)"
+        self.stopped_at = stopped_at
+        shown = problems[:MAX_REPORTED]
+        rest = self.total - (represented if represented is not None else len(shown))
+        text = "\n".join(f"  {p}" for p in shown)
+        if stopped_at is not None:
+            more = (f"\n  ... {f'and {rest:,} more problem(s); ' if rest > 0 else ''}reading stopped at line "
+                    f"{stopped_at} after {self.total:,} problems: the rest of the file was not checked")
+            count = f"{self.total:,} or more problems"
+        else:
+            more = f"\n  ... and {rest:,} more problem(s)" if rest > 0 else ""
+            count = f"{self.total:,} problem(s)"
+        hint = ("\n  (line numbers are the file's own lines, as a text editor counts them)"
                 if any(p.startswith("line ") for p in problems) else "")
-        super().__init__(f"{source}: unusable input data ({self.total} problem(s)):\n{shown}{more}{hint}")
+        super().__init__(f"{source}: unusable input data ({count}):\n{text}{more}{hint}")
+
+    @classmethod
+    def from_problems(cls, source: str, problems: "_Problems") -> "InputError":
+        return cls(source, problems.messages(), problems.total, represented=problems.represented(),
+                   stopped_at=problems.stopped_at)
 
 
 @dataclass
 class Prepared:
-    """The private input after validation and raw constraints. Only ``n`` is public."""
+    """The private input after validation and raw constraints. Only ``n`` is public: the count
+    of plausible records under the ``declared_public`` policy; under ``dp_count`` it is the DP
+    count m once :func:`dpbundle.release.records.release_records` attached ``resize`` (the
+    table then keeps its ``resize.n_in`` plausible rows, and :func:`transform` resizes)."""
 
     source: str
     table: dict[str, np.ndarray]
@@ -55,9 +79,17 @@ class Prepared:
     dropped_by: list[tuple[str, int]] = field(default_factory=list)  # rows matching each raw constraint (private)
     dropped_total: int = 0
     sha256: str = ""
+    resize: Optional["ResizePlan"] = None
+
+    @property
+    def rows(self) -> int:
+        """Rows of ``table`` (the plausible records; private under ``dp_count``)."""
+        return self.resize.n_in if self.resize is not None else self.n
 
     def subset(self, index: np.ndarray) -> "Prepared":
         """The same prepared data restricted to (or resampled at) ``index`` (used by benchmarks and tests)."""
+        if self.resize is not None:
+            raise ValueError("subset() of a resized table: subset before the records policy")
         table = {k: v[index] for k, v in self.table.items()}
         return Prepared(self.source, table, int(len(index)), int(len(index)), [], 0, self.sha256)
 
@@ -71,72 +103,92 @@ def file_sha256(path: Path) -> str:
 
 
 def _line(rows: np.ndarray) -> np.ndarray:
-    """File line numbers of 0-based data rows (line 1 is the header)."""
+    """File line numbers of 0-based data rows of a file without blank lines or line breaks in
+    cells (line 1 is the header); :class:`Chunk.where` gives the true lines."""
     return rows + 2
 
 
-class _Problems:
-    """Collects 'line L, column C: rule (got V)' problems; ``show_values=False`` leaves out V
-    (the private cell value) for messages that may leave the steward's own terminal."""
+# Collects 'line L, column C: rule (got V)' problems, bounded; ``show_values=False`` leaves out V
+# (the private cell value) for messages that may leave the steward's own terminal.
+_Problems = Problems
 
-    def __init__(self, show_values: bool = True) -> None:
-        self.items: list[tuple[int, str]] = []  # (line, message)
-        self.total = 0
-        self.show_values = show_values
-
-    def add(self, mask: np.ndarray, column: str, rule: str, cells: np.ndarray | None = None) -> None:
-        rows = np.flatnonzero(mask)
-        self.total += len(rows)
-        for r in rows[:MAX_REPORTED]:
-            got = f" (got {str(cells[r])!r})" if cells is not None and self.show_values else ""
-            self.items.append((int(_line(r)), f"line {int(_line(r))}, column {column!r}: {rule}{got}"))
-
-    def messages(self) -> list[str]:
-        return [m for _, m in sorted(self.items, key=lambda t: t[0])][:MAX_REPORTED]
+_BOOLEANS = {**{t: 1.0 for t in TRUE_TOKENS}, **{t: 0.0 for t in FALSE_TOKENS}}
+_BOOLEANS_CASED = {v: x for t, x in _BOOLEANS.items() for v in (t, t.upper(), t.capitalize())}
 
 
-def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray, problems: _Problems) -> np.ndarray:
+def _numbers(cells: np.ndarray) -> np.ndarray:
+    """float64 of number texts, NaN where a cell is not a number (pandas' ``to_numeric`` rules).
+    Quick path: Python's float() gives the same values on ASCII texts without '_' (it also
+    accepts '1_000' and non-ASCII digits, which to_numeric refuses)."""
+    values = None
+    joined = "".join(cells)
+    if joined.isascii() and "_" not in joined:
+        try:
+            values = cells.astype(np.float64)
+        except (ValueError, TypeError):
+            values = None
+    if values is None:
+        values = pd.to_numeric(pd.Series(cells, dtype=object), errors="coerce").to_numpy(dtype=np.float64, copy=True)
+    values += 0.0   # -0 -> 0 (one canonical zero)
+    return values
+
+
+def _is_marker(cells: np.ndarray, tokens) -> np.ndarray:
+    """Cells equal to one of the missing-value markers."""
+    if len(tokens) <= 4:
+        out = np.zeros(len(cells), dtype=bool)
+        for t in tokens:
+            out |= cells == t
+        return out
+    return pd.Series(cells, dtype=object).isin(list(tokens)).to_numpy()
+
+
+def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray, problems: _Problems,
+                  where=None) -> np.ndarray:
+    """Typed values of one column's cells (an object array of str); ``where(rows)``: their lines."""
     kind = meta["type"]
     empty = (cells == "") & ~missing
-    problems.add(empty, name, "empty cell (declare a missing-value marker in input.missing_values or the column's missing if this is intended)")
+    problems.add(empty, name, "empty cell (declare a missing-value marker in input.missing_values or the column's missing if this is intended)",
+                 where=where)
     present = ~missing & ~empty
     if kind in ("integer", "float"):
-        values = pd.to_numeric(pd.Series(cells), errors="coerce").to_numpy(dtype=np.float64, copy=True)
+        values = _numbers(cells)
         bad = present & ~np.isfinite(values)
-        problems.add(bad, name, f"not a number ({kind} expected)", cells)
+        problems.add(bad, name, f"not a number ({kind} expected)", cells, where)
         if kind == "integer":
             frac = present & np.isfinite(values) & (values != np.round(values))
-            problems.add(frac, name, "not an integer", cells)
+            problems.add(frac, name, "not an integer", cells, where)
         values[~present | bad] = np.nan
         lo, hi = meta.get("min"), meta.get("max")
         ok = present & ~bad
         if lo is not None:
-            problems.add(ok & (values < lo), name, f"below the allowed minimum {lo}", cells)
+            problems.add(ok & (values < lo), name, f"below the allowed minimum {lo}", cells, where)
         if hi is not None:
-            problems.add(ok & (values > hi), name, f"above the allowed maximum {hi}", cells)
+            problems.add(ok & (values > hi), name, f"above the allowed maximum {hi}", cells, where)
         return values
     if kind == "boolean":
-        low = np.char.lower(cells.astype(str))
-        t = np.isin(low, list(TRUE_TOKENS))
-        f = np.isin(low, list(FALSE_TOKENS))
-        problems.add(present & ~t & ~f, name, "not a boolean (True/False expected)", cells)
-        return np.where(t, 1.0, np.where(f, 0.0, np.nan))
+        values = np.fromiter(map(_BOOLEANS_CASED.get, cells, repeat(np.nan)), dtype=np.float64, count=len(cells))
+        for r in np.flatnonzero(present & np.isnan(values)):   # other spellings: tRUE, yES
+            values[r] = _BOOLEANS.get(str(cells[r]).lower(), np.nan)
+        problems.add(present & np.isnan(values), name, "not a boolean (True/False expected)", cells, where)
+        values[~present] = np.nan
+        return values
     if kind == "date":
-        parsed = pd.to_datetime(pd.Series(cells), format="%Y-%m-%d", errors="coerce").to_numpy(dtype="datetime64[D]", copy=True)
+        parsed = pd.to_datetime(pd.Series(cells, dtype=object), format="%Y-%m-%d", errors="coerce").to_numpy(dtype="datetime64[D]", copy=True)
         bad = present & np.isnat(parsed)
-        problems.add(bad, name, "not a valid date (YYYY-MM-DD expected; impossible dates such as 2019-02-30 are rejected)", cells)
+        problems.add(bad, name, "not a valid date (YYYY-MM-DD expected; impossible dates such as 2019-02-30 are rejected)", cells, where)
         parsed[~present | bad] = np.datetime64("NaT")
         ok = present & ~bad
         if meta.get("min") is not None:
-            problems.add(ok & (parsed < np.datetime64(str(meta["min"]))), name, f"before the allowed minimum {meta['min']}", cells)
+            problems.add(ok & (parsed < np.datetime64(str(meta["min"]))), name, f"before the allowed minimum {meta['min']}", cells, where)
         if meta.get("max") is not None:
-            problems.add(ok & (parsed > np.datetime64(str(meta["max"]))), name, f"after the allowed maximum {meta['max']}", cells)
+            problems.add(ok & (parsed > np.datetime64(str(meta["max"]))), name, f"after the allowed maximum {meta['max']}", cells, where)
         return parsed
     # category
     cats = input_categories(meta)
     lookup = {c: i for i, c in enumerate(cats)}
-    idx = np.array([lookup.get(c, -2) for c in cells], dtype=np.int64)
-    problems.add(present & (idx == -2), name, f"not one of the declared categories {cats}", cells)
+    idx = np.fromiter((lookup.get(c, -2) for c in cells), dtype=np.int64, count=len(cells))
+    problems.add(present & (idx == -2), name, f"not one of the declared categories {cats}", cells, where)
     idx[~present | (idx == -2)] = -1
     return idx
 
@@ -159,29 +211,48 @@ def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[s
     """Read and validate the input file; return the typed columns (before raw constraints) and the
     row count. ``show_values=False``: error messages name line, column and rule but not the value."""
     source = str(path)
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, compression="infer",
-                            skipinitialspace=False, encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, ["file not found"]) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError, ValueError) as exc:
-        raise InputError(source, [f"not a readable CSV file: {str(exc).strip()}"]) from None
     inputs = spec.input_columns
     headers = {name: column_header(meta) for name, meta in inputs.items()}
-    missing_cols = [h for h in headers.values() if h not in frame.columns]
-    if missing_cols:
-        expected = ", ".join(repr(h) for h in headers.values())
-        raise InputError(source, [f"line 1 (header): missing column {c!r} (expected columns: {expected})" for c in missing_cols])
+    wanted = list(dict.fromkeys(headers.values()))
+    try:
+        cap = max_cell_chars()
+    except ValueError as exc:
+        raise InputError(source, [str(exc)]) from None
     problems = _Problems(show_values)
-    table: dict[str, np.ndarray] = {}
-    for name, meta in inputs.items():
-        cells = frame[headers[name]].to_numpy(dtype=str)
-        tokens = missing_markers(spec.raw["input"], meta)
-        missing = np.isin(cells, tokens) if tokens else np.zeros(len(cells), dtype=bool)
-        table[name] = _parse_column(headers[name], meta, cells, missing, problems)
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in inputs}
+    tokens = {name: missing_markers(spec.raw["input"], meta) for name, meta in inputs.items()}
+    rows = 0
+    gc_was_enabled = gc.isenabled()
+    gc.disable()   # millions of small lists and strings, no cycles: the collector only slows reading
+    try:
+        with CsvReader(path, problems, cap) as reader:
+            if reader.ok and reader.check_columns(wanted):
+                for chunk in reader.chunks(wanted):
+                    for name, meta in inputs.items():
+                        header = headers[name]
+                        cells = chunk.cells[header]
+                        missing = chunk.broken.copy()
+                        if tokens[name]:
+                            missing |= _is_marker(cells, tokens[name])
+                        parts[name].append(_parse_column(header, meta, cells, missing, problems, chunk.where(header)))
+                    rows += len(chunk.lines)
+                    if problems.total >= MAX_PROBLEMS:
+                        problems.stopped_at = chunk.last_line
+                        break
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     if problems.total:
-        raise InputError(source, problems.messages(), problems.total)
-    return table, len(frame)
+        raise InputError.from_problems(source, problems)
+    table = {name: _concat(meta["type"], parts[name]) for name, meta in inputs.items()}
+    return table, rows
+
+
+def _concat(kind: str, parts: list[np.ndarray]) -> np.ndarray:
+    if parts:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    dtype = {"date": "datetime64[D]", "category": np.int64}.get(kind, np.float64)
+    return np.zeros(0, dtype=dtype)
 
 
 def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:

@@ -1,6 +1,7 @@
 """`dpbundle release`: prepare the private data, run the private selection, write the signed bundle."""
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -72,12 +73,15 @@ def cli_release(
     example: Annotated[Optional[str], typer.Option("--example", help="Use a built-in example (spec + simulated registry) instead of SPEC and DATA: 'births' or 'persons'.")] = None,
     key: Annotated[Optional[Path], typer.Option("--key", help="Ed25519 private key (PEM) from `dpbundle keygen`. With --example a demo key is generated next to the bundle.")] = None,
     passphrase_file: Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the key's passphrase (or set DPBUNDLE_KEY_PASSPHRASE).")] = None,
-    transcript: Annotated[Optional[Path], typer.Option("--transcript", help="Where to write the PRIVATE randomness transcript (default: OUT.transcript.jsonl next to the bundle). It must stay inside the enclave.")] = None,
+    transcript: Annotated[Optional[Path], typer.Option("--transcript", help="Where to write the PRIVATE randomness transcript (mode 0600). Default: OUT's name + time + .transcript.jsonl in the private directory $DPBUNDLE_PRIVATE_DIR, else $XDG_DATA_HOME/dpbundle/private (~/.local/share/dpbundle/private), mode 0700: never beside the bundle, where copying its folder would ship it. It must stay inside the enclave.")] = None,
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Private budget ledger (default: a file in your user data directory; --example uses a throwaway one).")] = None,
     configs: Annotated[Optional[Path], typer.Option("--configs", help="Select only among these configurations (narrowed.yaml from `dpbundle sweep`).")] = None,
     allow_additional_spend: Annotated[bool, typer.Option("--allow-additional-spend", help="Allow a further release on data that the ledger shows budget was already spent on.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing bundle directory.")] = False,
     make_zip: Annotated[bool, typer.Option("--zip", help="Also write a deterministic OUT.zip.")] = False,
+    stop_probability: Annotated[Optional[str], typer.Option("--stop-probability", help="Chance of stopping (releasing nothing) after each failed attempt: a number in [0, 1), or 'auto' to derive it from the --configs list's sweep estimates so that the chance of releasing nothing is 5% (the arithmetic is printed). Default: the spec's privacy.selection.stop_probability. It does not change the epsilon.", show_default=False)] = None,
+    allow_other_spec: Annotated[bool, typer.Option("--allow-other-spec", help="Use a --configs list whose spec_sha256 (the spec it was swept on) differs from this spec's.")] = False,
+    resume: Annotated[Optional[Path], typer.Option("--resume", help="Write the bundle of a selected result kept by a run whose bundle could not be written (the PRIVATE .pending.npz file it named): no new selection, no new spend. Needs --out and --key.", show_default=False)] = None,
     example_rows: Annotated[Optional[int], typer.Option("--example-rows", help="Rows of the simulated registry for --example (default: births 167000, persons 45000).", min=1000, show_default=False)] = None,
 ) -> None:
     """Produce a signed, differentially private release bundle.
@@ -90,8 +94,10 @@ def cli_release(
     outside the bundle. Nothing about failed attempts is shown or stored in the bundle.
 
     With the spec's stop_probability 0 the selection runs until a candidate passes, so run
-    `dpbundle sweep` on similar public data first and pass its narrowed.yaml with --configs.
-    The spend is written to the ledger before the first attempt: an interrupted run still counts.
+    `dpbundle sweep` on similar public data first and pass its narrowed.yaml with --configs;
+    `--stop-probability auto` then ends every run, with a 5% chance of releasing nothing at the
+    sweep's (lower) acceptance estimate. The spend is written to the ledger before the first
+    attempt: an interrupted run (Ctrl-C) is outside the selection's guarantee and counts as spent.
 
     Examples:
 
@@ -100,7 +106,25 @@ def cli_release(
       dpbundle release --example persons --out persons-bundle
 
       dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key --configs sweep/narrowed.yaml
+
+      dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key --configs sweep/narrowed.yaml --stop-probability auto
     """
+    with _signals_as_interrupt(), _interrupt_before_spend():
+        _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger, configs,
+                  allow_additional_spend, force, make_zip, stop_probability, resume, example_rows,
+                  allow_other_spec)
+
+
+def _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger, configs,
+              allow_additional_spend, force, make_zip, stop_probability, resume, example_rows,
+              allow_other_spec=False) -> None:
+    if resume is not None:
+        if spec is not None or data is not None or example is not None:
+            _fail("--resume writes a kept result: give it with --out and --key only")
+        if key is None:
+            _fail("--resume needs --key to sign the bundle")
+        _resume(resume, out, key, passphrase_file, force, make_zip)
+        return
     if example is not None:
         if spec is not None or data is not None:
             _fail("give either --example or SPEC and DATA, not both")
@@ -124,14 +148,52 @@ def cli_release(
                 console.print(f"simulated {example} registry: {example_rows:,} rows (SIMULATED, no real person)")
                 _release(spec_path, data_path, out, demo_key, passphrase_file, transcript,
                          ledger or Path(tmp) / "ledger.jsonl", configs, allow_additional_spend, force, make_zip,
-                         example_note=True)
+                         example_note=True, stop_option=stop_probability, allow_other_spec=allow_other_spec)
         return
     if spec is None or data is None:
         _fail("give SPEC and DATA (or --example births); see `dpbundle release --help`")
     if key is None:
         _fail("--key is required to sign the bundle; create one with `dpbundle keygen --out steward`")
     _release(spec, data, out, key, passphrase_file, transcript, ledger, configs, allow_additional_spend, force,
-             make_zip, example_note=False)
+             make_zip, example_note=False, stop_option=stop_probability, allow_other_spec=allow_other_spec)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, turned into an exception so that the same clean-up runs as for Ctrl-C
+    (temporary bundle folders removed, the ledger entry marked, the transcript kept)."""
+
+
+@contextmanager
+def _signals_as_interrupt() -> Iterator[None]:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Terminated(signal.Signals(signum).name)
+
+    names = [n for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    old = {n: signal.signal(getattr(signal, n), handler) for n in names}
+    try:
+        yield
+    finally:
+        for n, h in old.items():
+            signal.signal(getattr(signal, n), h)
+
+
+@contextmanager
+def _interrupt_before_spend() -> Iterator[None]:
+    """A Ctrl-C/SIGTERM that reaches here came before the ledger entry (later ones are handled
+    where the spend is known): say so, instead of a bare exit code."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        how = f"terminated ({exc})" if isinstance(exc, Terminated) else "interrupted"
+        _fail(f"{how} before any privacy budget was spent: the ledger is untouched and no bundle "
+              "was written", code=130)
 
 
 def _demo_key(out: Path) -> Path:
@@ -147,10 +209,46 @@ def _demo_key(out: Path) -> Path:
 
 
 def _check_out(out: Path, force: bool) -> None:
+    """The output location, before anything is spent: absent, or (with --force) a complete
+    dpbundle bundle; its folder writable. Leftovers of killed runs are removed."""
+    from .preflight import clean_stale, replaceable_bundle_problem, writable_dir_problem
+
     if (out.exists() or out.is_symlink()) and not force:
         _fail(f"{out} already exists; choose another --out or pass --force to replace it")
+    if (out.exists() or out.is_symlink()) and force:
+        problem = replaceable_bundle_problem(out)
+        if problem:
+            _fail(f"{problem}. --force replaces only a complete dpbundle bundle (its manifest lists "
+                  "exactly its files and they verify); nothing was touched and nothing was spent")
     if not out.parent.is_dir():
         _fail(f"{out.parent}: no such directory (for the bundle {out}); create it first")
+    problem = writable_dir_problem(out.parent, f"the bundle {out.name}")
+    if problem:
+        _fail(f"{problem}; nothing was spent")
+    for name in clean_stale(out):
+        console.print(f"removed {out.parent / name}, left behind by an interrupted run", highlight=False)
+
+
+def _preflight_after_prepare(out: Path, spec, n: int, make_zip: bool, ledger_path: Path) -> None:
+    """Room for the bundle, a writable ledger, a working PDF renderer: before the ledger entry."""
+    from .preflight import estimate_bundle_bytes, renderer_problem, room_problem, writable_dir_problem
+    from .transform import column_coding
+
+    longest = []
+    for col in spec.raw["columns"]:
+        lens = [max(len(lab) for lab in column_coding(spec, col["name"], str(alt["id"])).labels)
+                for alt in col["alternatives"]]
+        longest.append(max(lens))
+    need = estimate_bundle_bytes(n, longest) * (2 if make_zip else 1)
+    problems = [room_problem(out.parent, need, "the bundle"),
+                writable_dir_problem(ledger_path.parent, "the ledger")]
+    if ledger_path.exists() and not os.access(ledger_path, os.W_OK):
+        problems.append(f"{ledger_path}: the ledger is not writable")
+    with console.status("checking the datasheet renderer"):
+        problems.append(renderer_problem())
+    problems = [p for p in problems if p]
+    if problems:
+        _fail("; ".join(problems) + "\nnothing was spent (checked before the ledger entry)")
 
 
 def _inside(path: Path, directory: Path) -> bool:
@@ -163,14 +261,17 @@ def _inside(path: Path, directory: Path) -> bool:
 
 def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passphrase_file: Optional[Path],
              transcript_path: Optional[Path], ledger_path: Optional[Path], configs_path: Optional[Path],
-             allow_additional_spend: bool, force: bool, make_zip: bool, example_note: bool) -> None:
-    from dpbundle.mechanisms.noise import Transcript
+             allow_additional_spend: bool, force: bool, make_zip: bool, example_note: bool,
+             stop_option: Optional[str] = None, allow_other_spec: bool = False) -> None:
+    from dpbundle.mechanisms.noise import Randomness, Transcript
 
     from .bundle import BundleError, default_transcript_path, write_bundle
     from .keys import KeyFileError, load_private_key, read_passphrase
-    from .ledger import Ledger, LedgerError, LedgerRefusal
+    from dpbundle.mechanisms import exact  # exact budget arithmetic of the ledger's totals
+    from .ledger import Ledger, LedgerError, LedgerRefusal, table_fingerprint, unfinished_note
     from .prepare import InputError, prepare
-    from .selection import NothingSelected, select
+    from .records import release_records
+    from .selection import NothingSelected, SelectionAborted, select
     from .spec import SpecError, load_spec
     from .budget import build_budget
     from .space import check_config
@@ -183,6 +284,11 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
         _fail(f"the transcript {transcript_path} must not be inside the bundle {out}: it is private")
     if not transcript_path.parent.is_dir():
         _fail(f"{transcript_path.parent}: no such directory (for the transcript {transcript_path})")
+    from .preflight import writable_dir_problem
+
+    problem = writable_dir_problem(transcript_path.parent, "the private transcript")
+    if problem:
+        _fail(f"{problem}; nothing was spent")
     zip_path = out.with_name(out.name + ".zip")
     for path, what in ((transcript_path, "the transcript"), (zip_path if make_zip else None, "the zip")):
         if path is not None and (path.exists() or path.is_symlink()) and not force:
@@ -196,9 +302,10 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
         private_key = load_private_key(key_path, passphrase)
     except KeyFileError as exc:
         _fail(f"cannot load the signing key: {exc}")
-    configs = None
+    configs, estimates = None, None
     if configs_path is not None:
-        configs = _load_configs(configs_path, spec, check_config)
+        configs, estimates = _load_configs(configs_path, spec, check_config, allow_other_spec)
+    _choose_stop(spec, stop_option, estimates)
     from dpbundle.mechanisms.generators import generator_types
 
     available = generator_types()
@@ -214,68 +321,172 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
         except InputError as exc:
             _fail(f"{exc}\n  (cell values are not shown here; run `dpbundle spec validate SPEC --data DATA` "
                   "inside the enclave to see them)")
-    console.print(f"prepared {data_path.name if example_note else data_path}: n = {prepared.n:,} records (public)")
+    if spec.records_policy == "declared_public":
+        console.print(f"prepared {data_path.name if example_note else data_path}: n = {prepared.n:,} "
+                      "plausible records (declared public by the spec's records policy)")
+    else:
+        console.print(f"prepared {data_path.name if example_note else data_path}: the number of "
+                      f"plausible records will be released as a DP count (epsilon {spec.epsilon_count:g})")
 
-    # 3. Write the spend to the ledger before the first iteration.
-    ledger = Ledger(ledger_path or Ledger.default_path())
+    # 3. Everything else that could stop the bundle from being written, then the spend goes to
+    # the ledger before the first iteration.
+    ledger_path = ledger_path or Ledger.default_path()
+    _preflight_after_prepare(out, spec, prepared.n, make_zip, Path(ledger_path))
+    ledger = Ledger(ledger_path)
+    table_fp = table_fingerprint(prepared, spec)
     try:
-        entry, composed = ledger.reserve(prepared.sha256, spec.fingerprint, spec.total_epsilon,
+        note = unfinished_note(ledger.entries(prepared.sha256, table_fp))
+    except LedgerError as exc:
+        _fail(str(exc))
+    if note:
+        console.print(f"[yellow]ledger:[/] {note}", highlight=False)
+    try:
+        entry, composed = ledger.reserve(prepared.sha256, spec.fingerprint, spec.total_epsilon_exact,
                                          f"dpbundle release {spec.raw['release']['title']!r} -> {out}",
-                                         allow_additional_spend)
+                                         allow_additional_spend, table_fp=table_fp)
     except (LedgerRefusal, LedgerError) as exc:
         _fail(str(exc))
-    if composed > spec.total_epsilon * (1 + 1e-12):
-        console.print(f"[yellow]ledger:[/] the composed total spent on these data is now {composed:g}")
+    if composed > spec.total_epsilon_exact:
+        console.print(f"[yellow]ledger:[/] the composed total spent on these data is now {exact.show(composed)}")
 
     # 4. Private selection, with a transient display of the current step only.
     transcript = Transcript()
     started = time.monotonic()
     try:
+        released = release_records(prepared, spec, Randomness(transcript))
+        if spec.records_policy == "dp_count":
+            console.print(f"n = {released.n:,} records (DP count; the table is resized to it)")
         with Live(_Phase.TEXT, console=console, transient=True, refresh_per_second=4) as live:
             phase = _Phase(live, started)
-            selection = select(prepared, spec, transcript, configs, phase=phase)
+            selection = select(released, spec, transcript, configs, phase=phase)
     except NothingSelected as exc:
         ledger.mark_finished(entry, "nothing released")
-        _fail(str(exc), code=1)
-    except KeyboardInterrupt:
+        kept = _keep_private_transcript(transcript, transcript_path)
+        _fail(f"{exc}{kept}\nthe spend of this run (epsilon {spec.total_epsilon:g}) stays recorded in the ledger",
+              code=1)
+    except KeyboardInterrupt as exc:
         ledger.mark_finished(entry, "interrupted")
-        raise
-    except Exception:
+        kept = _keep_private_transcript(transcript, transcript_path)
+        how = f"terminated ({exc})" if isinstance(exc, Terminated) else "interrupted"
+        _fail(f"{how}: nothing was released and no bundle was left on disk. An interrupted run is outside the private "
+              "selection's guarantee (when it was stopped is a choice made while watching it), so "
+              f"its whole budget (epsilon {spec.total_epsilon:g}) stays recorded as spent in the "
+              f"ledger.{kept}", code=130)
+    except SelectionAborted as exc:
         ledger.mark_finished(entry, "failed")
-        raise
+        kept = _keep_private_transcript(transcript, transcript_path)
+        _fail(f"the release stopped: {exc}.{kept}\nNothing was released; the spend of this run "
+              f"(epsilon {spec.total_epsilon:g}) stays recorded in the ledger.", code=1)
+    except Exception as exc:  # noqa: BLE001 - the message may carry private values
+        ledger.mark_finished(entry, "failed")
+        kept = _keep_private_transcript(transcript, transcript_path, error=exc)
+        _fail(f"the release stopped with an internal error ({type(exc).__name__}).{kept}\nNothing "
+              f"was released; the spend of this run (epsilon {spec.total_epsilon:g}) stays "
+              "recorded in the ledger.", code=1)
     result = selection.result
     # No duration here: the time the selection took is a proxy for the number of attempts, which
     # is private; only the transient live display (erased when done) showed the elapsed time.
     console.print("private selection finished: a candidate passed every criterion")
 
     # 5. The bundle (atomic) and the private transcript.
-    budget = build_budget(spec, result.generator, selection.total_epsilon_opendp)
+    budget = build_budget(spec, result.generator, selection.total_epsilon_opendp, released.n)
     try:
-        bundle = write_bundle(
-            out, spec=spec.raw, configuration=result.config, configuration_id=result.config_id,
-            columns=list(result.candidate.columns), codes=result.candidate.codes, metrics=result.metrics(),
-            budget=budget, transcript_records_jsonl=transcript.to_jsonl(), transcript_path=transcript_path,
-            private_key=private_key, force=force, make_zip=make_zip)
-    except KeyboardInterrupt:
-        ledger.mark_finished(entry, "interrupted while writing the bundle")
-        raise
-    except BundleError as exc:
-        ledger.mark_finished(entry, "failed while writing the bundle")
-        _fail(f"{exc}\nnothing was released; the privacy spend of this run stays recorded in the ledger")
-    except Exception:
-        ledger.mark_finished(entry, "failed while writing the bundle")
-        raise
+        with console.status("writing the bundle: data.csv, metrics, datasheet (HTML and PDF), signature"):
+            bundle = write_bundle(
+                out, spec=spec.raw, configuration=result.config, configuration_id=result.config_id,
+                columns=list(result.candidate.columns), codes=result.candidate.codes, metrics=result.metrics(),
+                budget=budget, transcript_records_jsonl=transcript.to_jsonl(), transcript_path=transcript_path,
+                private_key=private_key, force=force, make_zip=make_zip)
+    except (KeyboardInterrupt, BundleError, Exception) as exc:  # noqa: BLE001
+        # the budget is spent and a candidate passed: keep it, privately, to write it again
+        ledger.mark_finished(entry, "interrupted while writing the bundle"
+                             if isinstance(exc, KeyboardInterrupt) else "failed while writing the bundle")
+        from .bundle import private_dir
+        from .pending import save_pending
+
+        try:
+            kept = save_pending(private_dir(), out, spec=spec.raw, configuration=result.config,
+                                configuration_id=result.config_id, columns=list(result.candidate.columns),
+                                codes=result.candidate.codes, metrics=result.metrics(), budget=budget,
+                                transcript_jsonl=transcript.to_jsonl(), transcript_path=transcript_path,
+                                ledger_path=Path(ledger_path), ledger_entry=entry)
+            how = (f"\nthe selected result is kept in the PRIVATE file {kept} (mode 0600); write the "
+                   f"bundle again, without a new selection or a new spend, with:\n  dpbundle release "
+                   f"--resume {kept} --out {out} --key {key_path}")
+        except Exception as keep_exc:  # noqa: BLE001
+            how = f"\nthe selected result could not be kept either ({type(keep_exc).__name__})"
+        what = (str(exc) if isinstance(exc, BundleError) else
+                "interrupted" if isinstance(exc, KeyboardInterrupt) else
+                f"internal error ({type(exc).__name__})")
+        _fail(f"the bundle could not be written: {what}; nothing was released and the privacy spend "
+              f"of this run stays recorded in the ledger.{how}", code=130 if isinstance(exc, KeyboardInterrupt) else 2
+              if isinstance(exc, BundleError) else 1)
     ledger.mark_finished(entry, "released")
     _summary(bundle, result, budget, transcript_path, key_path)
 
 
-def _load_configs(path: Path, spec, check_config) -> list[dict]:
+def _resume(pending_path: Path, out: Path, key_path: Path, passphrase_file: Optional[Path], force: bool,
+            make_zip: bool) -> None:
+    """Write the bundle of a kept selected result (``--resume``): no selection, no new spend."""
+    from .bundle import BundleError, write_bundle
+    from .keys import KeyFileError, load_private_key, read_passphrase
+    from .ledger import Ledger, LedgerError
+    from .pending import PendingError, load_pending
+
+    try:
+        p = load_pending(pending_path)
+    except PendingError as exc:
+        _fail(str(exc))
+    _check_out(out, force)
+    try:
+        private_key = load_private_key(key_path, read_passphrase(passphrase_file))
+    except KeyFileError as exc:
+        _fail(f"cannot load the signing key: {exc}")
+    transcript_path = Path(p["transcript_path"])
+    with console.status("writing the bundle"):
+        try:
+            bundle = write_bundle(
+                out, spec=p["spec"], configuration=p["configuration"],
+                configuration_id=p["configuration_id"], columns=p["columns"], codes=p["codes"],
+                metrics=p["metrics"], budget=p["budget"], transcript_records_jsonl=p["transcript_jsonl"].encode(),
+                transcript_path=transcript_path, private_key=private_key, force=force, make_zip=make_zip)
+        except BundleError as exc:
+            _fail(f"the bundle could not be written: {exc}; the pending result {pending_path} is kept")
+    try:
+        Ledger(Path(p["ledger_path"])).mark_finished(p["ledger_entry"], "released")
+    except (LedgerError, OSError) as exc:
+        console.print(f"[yellow]warning:[/] the ledger entry could not be marked released ({exc})")
+    pending_path.unlink(missing_ok=True)
+    console.print(f"[bold green]bundle written:[/] {bundle} (from the kept result; no new spend)")
+    console.print(f"[bold yellow]private transcript:[/] {transcript_path}")
+
+
+def _keep_private_transcript(transcript, path: Path, error: BaseException | None = None) -> str:
+    """Write the transcript of a run that released nothing to its private path (mode 0600),
+    with the traceback of ``error`` as a last mark; returns a sentence for the console that
+    names the file but no detail."""
+    import secrets
+    import traceback
+
+    from dpbundle.mechanisms.noise import Randomness, write_transcript_file
+
+    try:
+        if error is not None:
+            Randomness(transcript).mark("attempt error", error=type(error).__name__,
+                                        traceback="".join(traceback.format_exception(error)))
+        write_transcript_file(path, transcript, secrets.token_bytes(32))
+    except Exception:  # noqa: BLE001 - best effort: never mask the original failure
+        return ""
+    return f"\nthe details are in the PRIVATE transcript {path} (keep it inside the enclave)"
+
+
+def _load_configs(path: Path, spec, check_config, allow_other_spec: bool = False):
     from .sweep import load_narrowed
 
     try:
         entries = load_narrowed(path)
     except (OSError, ValueError) as exc:
-        _fail(f"{path}: cannot read the configuration list: {exc}")
+        _fail(str(exc) if str(exc).startswith(str(path)) else f"{path}: cannot read the configuration list: {exc}")
     configs = [e["config"] for e in entries]
     if not configs:
         _fail(f"{path}: lists no configurations; rerun the sweep with a lower --min-acceptance")
@@ -283,7 +494,48 @@ def _load_configs(path: Path, spec, check_config) -> list[dict]:
         problems = check_config(spec, c)
         if problems:
             _fail(f"{path}: configurations[{i}] is not in the spec's space: {'; '.join(problems)}")
-    return configs
+    from .sweep import _spec_fingerprint, read_list_document
+
+    listed = (read_list_document(path) or {}).get("spec_sha256")
+    mine = _spec_fingerprint(spec)
+    if listed is not None and listed != mine:
+        if not allow_other_spec:
+            _fail(f"{path}: this configuration list was swept on another version of the spec:\n"
+                  f"  list spec_sha256: {listed}\n  this spec:        {mine}\n"
+                  "Its acceptance figures may not describe this spec. Re-run the sweep (or `dpbundle "
+                  "sweep --configs` to re-measure the list), or pass --allow-other-spec to use it anyway.")
+        console.print(f"[yellow]warning:[/] {path} was swept on another spec (spec_sha256 {listed[:16]}..., "
+                      f"this spec {mine[:16]}...); used because of --allow-other-spec", highlight=False)
+    acc = [e.get("acceptance") for e in entries]
+    if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in acc):
+        return configs, None
+    return configs, (acc, [e.get("wilson_low") for e in entries])
+
+
+def _choose_stop(spec, option: Optional[str], estimates) -> None:
+    """Set the spec's stop probability from --stop-probability (a number or auto), print the
+    arithmetic, and warn before anything is spent when the acceptance is unknown or low."""
+    from .stopping import LOW_ACCEPTANCE, plan_stop
+
+    acc, lows = estimates if estimates else (None, None)
+    try:
+        plan = plan_stop(option, spec.stop_probability, acc, lows)
+    except ValueError as exc:
+        _fail(str(exc))
+    spec.raw["privacy"].setdefault("selection", {})["stop_probability"] = plan.gamma
+    if plan.source != "spec" or plan.p_mean is not None:
+        for line in plan.lines():
+            console.print(line, highlight=False)
+    if plan.p_mean is None:
+        console.print("[yellow]warning:[/] no sweep estimate of the acceptance for these configurations "
+                      "(pass --configs with the narrowed.yaml of `dpbundle sweep`): the run may take "
+                      "many attempts" + (", and with stop probability 0 it may never end"
+                      if plan.gamma == 0 else ""), highlight=False)
+    elif plan.p_mean < LOW_ACCEPTANCE:
+        console.print(f"[yellow]warning:[/] the configurations pass only {plan.p_mean:.1%} of the time "
+                      f"on public data (below {LOW_ACCEPTANCE:.0%}): expect many attempts"
+                      + ("; with stop probability 0 the run may never end (consider "
+                         "--stop-probability auto)" if plan.gamma == 0 else ""), highlight=False)
 
 
 def _summary(bundle: Path, result, budget: dict, transcript_path: Path, key_path: Path | None = None) -> None:

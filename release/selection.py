@@ -12,9 +12,12 @@ into the private transcript.
 from __future__ import annotations
 
 import math
+import traceback
 from dataclasses import dataclass
 from typing import Callable
 
+from dpbundle.mechanisms import exact
+from dpbundle.mechanisms.failures import AttemptFailure
 from dpbundle.mechanisms.noise import Randomness, Transcript
 
 from .iteration import IterationResult, run_iteration
@@ -27,6 +30,18 @@ THRESHOLD = 1.0
 
 class NothingSelected(RuntimeError):
     """The selection stopped (stop_probability > 0) before any candidate passed."""
+
+
+class SelectionAborted(RuntimeError):
+    """An attempt raised something other than an :class:`AttemptFailure`: the release stops.
+    The message is generic (the exception may carry private values); the details were recorded
+    in the private transcript (mark "attempt error")."""
+
+    def __init__(self, index: int, kind: str) -> None:
+        super().__init__("an attempt of the private selection failed with an internal error "
+                         f"({kind}); the details are in the private transcript only")
+        self.index = index
+        self.kind = kind
 
 
 @dataclass
@@ -55,18 +70,31 @@ def selection_measurement(spec: Spec, candidate_fn: Callable[[Prepared], tuple[f
     return dp.c.make_select_private_candidate(candidate, stop_probability=spec.stop_probability, threshold=THRESHOLD)
 
 
+def count_epsilon_opendp(spec: Spec) -> float:
+    """OpenDP's privacy map (at distance 1) of the DP count of records (0 if n is declared public)."""
+    if spec.records_policy != "dp_count":
+        return 0.0
+    from dpbundle.mechanisms.noise import calibrated_laplace_scale, laplace_measurement
+
+    scale = calibrated_laplace_scale(1, spec.epsilon_count, integer=True)
+    return float(laplace_measurement(scale, vector=False, integer=True).map(1))
+
+
 def opendp_total_epsilon(spec: Spec) -> float:
-    """Total epsilon of a release according to OpenDP's privacy maps (+ pre-selection epsilons)."""
+    """Total epsilon of a release according to OpenDP's privacy maps: the count of records (if
+    DP) + the selection + pre-selection epsilons."""
     meas = selection_measurement(spec, lambda _data: (0.0, None))
-    return float(meas.map(1)) + math.fsum(float(p["epsilon"]) for p in spec.pre_selection)
+    pre = exact.total(p["epsilon"] for p in spec.pre_selection)
+    return float(exact.binary(count_epsilon_opendp(spec)) + exact.binary(float(meas.map(1))) + pre)
 
 
 def check_accounting(spec: Spec) -> tuple[float, float]:
-    """(OpenDP's total, ours); raises if they disagree (beyond float rounding)."""
+    """(OpenDP's total, ours); raises if they disagree (beyond OpenDP's own float rounding of
+    its maps, which round up)."""
     theirs, ours = opendp_total_epsilon(spec), spec.total_epsilon
     if not math.isclose(theirs, ours, rel_tol=1e-9, abs_tol=1e-12):
         raise RuntimeError(f"privacy accounting mismatch: OpenDP gives {theirs!r}, our arithmetic "
-                           f"{SELECTION_FACTOR} x (eps_gen + eps_eval) gives {ours!r}")
+                           f"gives {ours!r}")
     return theirs, ours
 
 
@@ -80,16 +108,26 @@ def select(prepared: Prepared, spec: Spec, transcript: Transcript, configs: list
     def candidate(data: Prepared):
         # An exception (Ctrl-C included) must not unwind through OpenDP's FFI (it crashes the
         # interpreter): keep it, end the loop with a score at the threshold, re-raise below.
+        index = counter["next"]
+        counter["next"] += 1
+        rand = Randomness(transcript)
         try:
-            index = counter["next"]
-            counter["next"] += 1
             config = draw_config(spec, configs)
-            rand = Randomness(transcript)
             rand.mark("iteration", index=index, config=config, config_id=config_id(config))
             result = run_iteration(data, spec, config, rand, phase=phase)
             rand.mark("iteration end", index=index, passed=result.passed)
             return (1.0 if result.passed else 0.0, (index, result))
-        except BaseException as exc:  # noqa: BLE001 - re-raised after the FFI call returns
+        except AttemptFailure as exc:
+            # a function of this attempt's DP outputs only: a failed attempt (score 0)
+            rand.mark("iteration end", index=index, passed=False,
+                      failure=f"{type(exc).__name__}: {exc}")
+            return (0.0, None)
+        except Exception as exc:  # noqa: BLE001 - private details to the transcript only
+            rand.mark("attempt error", index=index, error=type(exc).__name__,
+                      traceback="".join(traceback.format_exception(exc)))
+            raised.append(SelectionAborted(index, type(exc).__name__))
+            return (THRESHOLD, None)
+        except BaseException as exc:  # noqa: BLE001 - Ctrl-C: re-raised after the FFI call returns
             raised.append(exc)
             return (THRESHOLD, None)
 

@@ -1,8 +1,10 @@
 """The release spec: load (YAML or JSON), validate against `schemas/spec.schema.json`, then check
 what a schema cannot (bin edges, column references, the privacy budget).
 
-A spec is untrusted input: it is parsed with a safe loader and never evaluated as code. Every
-problem is reported as ``json.path: message``, e.g. ``acceptance[3].epsilon: must be > 0``.
+A spec is untrusted input: it is parsed with a safe loader with limits (:mod:`.spec_yaml`: aliases,
+nesting depth, duplicate keys) and never evaluated as code. Every problem is reported as
+``json.path: message``, e.g. ``acceptance[3].epsilon: must be > 0``; a spec loaded from a file
+also gets the line and column where the path is written.
 """
 from __future__ import annotations
 
@@ -10,24 +12,38 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
 import jsonschema
-import yaml
+
+from dpbundle.mechanisms import exact
+from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON, DEFAULT_POLICY
+
+from .spec_yaml import Marks, SpecTextError, load_json, load_yaml
 
 MAX_SPEC_BYTES = 2_000_000
+# A total epsilon above EPSILON_CEILING is refused unless privacy.acknowledge_weak_guarantee is
+# true; above WEAK_GUARANTEE_EPSILON the datasheet says in plain words that the protection is weak.
+EPSILON_CEILING = 20
+WEAK_GUARANTEE_EPSILON = 10
 SELECTION_FACTOR = 2  # Liu & Talwar private selection with a known threshold doubles the per-iteration epsilon
 
 
 class SpecError(ValueError):
-    """A spec that cannot be used. ``problems`` holds one ``path: message`` line per problem."""
+    """A spec that cannot be used. ``problems`` holds one ``path: message`` line per problem;
+    ``locations`` (same length, or None) the (line, column) in the file where each one is written
+    (None when unknown, e.g. for a spec validated from a dict)."""
 
-    def __init__(self, source: str, problems: list[str]):
+    def __init__(self, source: str, problems: list[str],
+                 locations: list[tuple[int, int] | None] | None = None):
         self.source = source
         self.problems = problems
-        lines = "\n".join(f"  {p}" for p in problems)
+        self.locations = list(locations) if locations is not None else [None] * len(problems)
+        lines = "\n".join(f"  line {at[0]}, column {at[1]}: {p}" if at else f"  {p}"
+                          for p, at in zip(problems, self.locations))
         super().__init__(f"{source}: invalid release spec ({len(problems)} problem(s)):\n{lines}")
 
 
@@ -96,16 +112,6 @@ def schema_problems(document: Any, schema_name: str) -> list[str]:
     return problems
 
 
-class _SafeLoaderNoDates(yaml.SafeLoader):
-    """Safe YAML loader that keeps dates as strings (the schema expects ISO strings)."""
-
-
-_SafeLoaderNoDates.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
-    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def canonical_json(obj: Any) -> bytes:
     """Canonical JSON bytes (sorted keys, no whitespace): the basis of every fingerprint."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
@@ -148,18 +154,33 @@ class Spec:
 
     @property
     def epsilon_evaluation(self) -> float:
-        """eps_eval: the sum of the acceptance criteria's epsilons."""
-        return math.fsum(float(c["epsilon"]) for c in self.criteria)
+        """eps_eval: the sum of the acceptance criteria's epsilons (exact, then as a float)."""
+        return float(exact.total(c["epsilon"] for c in self.criteria))
 
     @property
     def pre_selection(self) -> list[dict]:
         return list(self.raw["privacy"].get("pre_selection", []))
 
     @property
+    def records_policy(self) -> str:
+        """How n is released: ``dp_count`` (default) or ``declared_public``."""
+        return records_settings(self.raw)[0]
+
+    @property
+    def epsilon_count(self) -> float:
+        """The DP count's epsilon (0 under ``declared_public``)."""
+        return float(records_settings(self.raw)[1])
+
+    @property
+    def total_epsilon_exact(self) -> Fraction:
+        """eps_count + 2 x (eps_gen + eps_eval) + pre-selection epsilons, as declared decimals."""
+        return budget_total(self.raw)
+
+    @property
     def total_epsilon(self) -> float:
-        """total = 2 x (eps_gen + eps_eval) + measurements made once before the selection."""
-        per_iteration = self.epsilon_generation + self.epsilon_evaluation
-        return SELECTION_FACTOR * per_iteration + math.fsum(float(p["epsilon"]) for p in self.pre_selection)
+        """total = eps_count + 2 x (eps_gen + eps_eval) + measurements made once before the
+        selection (see :attr:`total_epsilon_exact`)."""
+        return float(self.total_epsilon_exact)
 
     @property
     def epsilon_cap(self) -> float:
@@ -187,6 +208,13 @@ class Spec:
 
 def read_spec_document(path: Path) -> dict:
     """Parse a YAML or JSON spec file into a dict (safe loader, size limit)."""
+    return read_spec_marked(path)[0]
+
+
+def read_spec_marked(path: Path) -> tuple[dict, Marks]:
+    """Parse a YAML or JSON spec file: (document, where each value is written). The text is
+    untrusted: size limit, then the limits of :mod:`.spec_yaml` (aliases, nesting depth,
+    duplicate keys) before anything walks the document."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -201,21 +229,22 @@ def read_spec_document(path: Path) -> dict:
     except OSError as exc:
         raise SpecError(str(path), [f"(file): cannot read: {exc.strerror or exc}"]) from None
     try:
-        if path.suffix.lower() == ".json":
-            doc = json.loads(text)
-        else:
-            doc = yaml.load(text, Loader=_SafeLoaderNoDates)  # noqa: S506 - a SafeLoader subclass
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise SpecError(str(path), [f"(file): not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {exc}"]) from None
+        doc, marks = (load_json if path.suffix.lower() == ".json" else load_yaml)(text)
+    except SpecTextError as exc:
+        raise SpecError(str(path), [exc.problem], [exc.location]) from None
     if not isinstance(doc, dict):
-        raise SpecError(str(path), ["(root): must be a mapping of fields"])
-    return doc
+        raise SpecError(str(path), ["(root): must be a mapping of fields"], [marks.at(())])
+    return doc, marks
 
 
 def load_spec(path: Path | str) -> Spec:
-    """Load and fully validate a spec file. Raises :class:`SpecError` listing every problem."""
-    doc = read_spec_document(Path(path))
-    return validate_spec(doc, source=str(path))
+    """Load and fully validate a spec file. Raises :class:`SpecError` listing every problem,
+    each with the line and column where it is written."""
+    doc, marks = read_spec_marked(Path(path))
+    try:
+        return validate_spec(doc, source=str(path))
+    except SpecError as exc:
+        raise SpecError(exc.source, exc.problems, [marks.locate(p) for p in exc.problems]) from None
 
 
 def _non_finite_problems(node: Any, path: tuple = ()) -> list[str]:
@@ -237,10 +266,22 @@ def validate_spec(doc: dict, source: str = "<spec>") -> Spec:
     problems = schema_problems(doc, "spec.schema.json")
     if problems:
         raise SpecError(source, problems)
-    problems = semantic_problems(doc)
+    problems = semantic_problems(doc) + ceiling_problems(doc)
     if problems:
         raise SpecError(source, problems)
     return Spec(raw=doc, source=source)
+
+
+def ceiling_problems(doc: dict) -> list[str]:
+    """A total epsilon above EPSILON_CEILING protects next to nothing (e^20 is about 5 x 10^8):
+    refused unless the spec says ``privacy.acknowledge_weak_guarantee: true``."""
+    total = budget_total(doc)
+    if total <= EPSILON_CEILING or doc["privacy"].get("acknowledge_weak_guarantee") is True:
+        return []
+    return [f"privacy: total epsilon {budget_formula(doc)} is above the ceiling of {EPSILON_CEILING} "
+            f"(rule: a total this large gives practically no protection to any record; lower the "
+            f"epsilons, or, if this is really intended, add privacy.acknowledge_weak_guarantee: true "
+            f"and the datasheet will say that the protection is weak)"]
 
 
 # --------------------------------------------------------------------------- semantic checks
@@ -622,12 +663,44 @@ def semantic_problems(doc: dict) -> list[str]:
                     problems.append(f"generators[{i}].grid.degree[{j}]: must be an integer >= 1 (got {t!r})")
 
     priv = doc["privacy"]
-    eps_gen = float(priv["epsilon_generation"])
-    eps_eval = math.fsum(float(c["epsilon"]) for c in doc["acceptance"])
-    pre = math.fsum(float(p["epsilon"]) for p in priv.get("pre_selection", []))
-    total = SELECTION_FACTOR * (eps_gen + eps_eval) + pre
-    if total > float(priv["epsilon_cap"]) * (1 + 1e-12):
-        problems.append(
-            f"privacy.epsilon_cap: total epsilon {SELECTION_FACTOR} x (generation {eps_gen:g} + criteria {eps_eval:g})"
-            f"{f' + pre-selection {pre:g}' if pre else ''} = {total:g} exceeds the cap {priv['epsilon_cap']:g}")
+    total = budget_total(doc)
+    if total > exact.dec(priv["epsilon_cap"]):
+        hint = ""
+        if "records" not in priv:
+            hint = (f"; the default records policy dp_count spends {DEFAULT_COUNT_EPSILON:g} on the "
+                    "count of records: lower another epsilon, raise the cap, or declare "
+                    "privacy.records: {policy: declared_public} (the 2024 births release's policy: "
+                    "the count of plausible records is published exactly)")
+        problems.append(f"privacy.epsilon_cap: total epsilon {budget_formula(doc)} exceeds the cap "
+                        f"{priv['epsilon_cap']:g}{hint}")
     return problems
+
+
+def records_settings(doc: dict) -> tuple[str, Fraction]:
+    """(policy, eps_count) of a spec document; defaults: dp_count at DEFAULT_COUNT_EPSILON."""
+    rec = (doc.get("privacy") or {}).get("records") or {}
+    policy = rec.get("policy", DEFAULT_POLICY)
+    if policy == "declared_public":
+        return policy, Fraction(0)
+    return policy, exact.dec(rec.get("epsilon", DEFAULT_COUNT_EPSILON))
+
+
+def budget_total(doc: dict) -> Fraction:
+    """eps_count + 2 x (eps_gen + sum of criterion epsilons) + pre-selection, exactly."""
+    priv = doc["privacy"]
+    per_iteration = exact.dec(priv["epsilon_generation"]) + exact.total(
+        c["epsilon"] for c in doc["acceptance"])
+    pre = exact.total(p["epsilon"] for p in priv.get("pre_selection", []))
+    return records_settings(doc)[1] + SELECTION_FACTOR * per_iteration + pre
+
+
+def budget_formula(doc: dict) -> str:
+    """The total spelled out, e.g. 'count 0.1 + 2 x (generation 4 + criteria 0.76) = 9.62'."""
+    priv = doc["privacy"]
+    policy, eps_count = records_settings(doc)
+    eps_eval = exact.total(c["epsilon"] for c in doc["acceptance"])
+    pre = exact.total(p["epsilon"] for p in priv.get("pre_selection", []))
+    head = f"count {exact.show(eps_count)} + " if policy == "dp_count" else ""
+    tail = f" + pre-selection {exact.show(pre)}" if pre else ""
+    return (f"{head}{SELECTION_FACTOR} x (generation {exact.show(exact.dec(priv['epsilon_generation']))} "
+            f"+ criteria {exact.show(eps_eval)}){tail} = {exact.show(budget_total(doc))}")

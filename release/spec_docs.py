@@ -283,12 +283,20 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
     "privacy": (
         Param("epsilon_generation", "epsilon of one generator fit", required=True),
         Param("epsilon_cap", "the total epsilon may not exceed this", required=True),
+        Param("records", "{policy, epsilon}: how the number of records is released: dp_count "
+              "(a DP count of the plausible records at `epsilon`, default 0.1; the table is "
+              "resized to it) or declared_public (published exactly; the guarantee covers "
+              "registries with the same number of plausible records)",
+              default={"policy": "dp_count", "epsilon": 0.1}),
         Param("pre_selection", "measurements made once before the selection loop "
               "([{purpose, epsilon}])", default=[]),
         Param("selection", "{stop_probability}: chance of stopping after each failed attempt "
               "(0 = run until a candidate passes)", default={"stop_probability": 0.0}),
         Param("private_data_sha256", "SHA-256 of confidential input files, which sweep refuses; "
               "removed from the bundle's public spec", default=[]),
+        Param("acknowledge_weak_guarantee", "true: knowingly spend a total epsilon above the "
+              "ceiling of 20 (refused otherwise); the datasheet says the protection is weak",
+              default=False),
     ),
 }
 
@@ -639,12 +647,11 @@ def _privacy_section(spec, console: Console) -> None:
         else:
             cell = _value_cell(p, priv)
         rows.append((f"privacy.{p.name}", cell, p.meaning))
-    pre = sum(float(p["epsilon"]) for p in spec.pre_selection)
-    rows.append(("total epsilon", _t(
-        f"2 x (generation {spec.epsilon_generation:g} + criteria {spec.epsilon_evaluation:g})"
-        f"{f' + pre-selection {pre:g}' if pre else ''} = {spec.total_epsilon:.6g} "
-        f"(cap {spec.epsilon_cap:g})", "bold"),
-        "what the release spends (private selection doubles one attempt's cost)"))
+    from .spec import budget_formula
+
+    rows.append(("total epsilon", _t(f"{budget_formula(raw)} (cap {spec.epsilon_cap:g})", "bold"),
+                 "what the release spends (the DP count of records, if any, once; private "
+                 "selection doubles one attempt's cost)"))
     console.print(_param_table("Projection, face privacy and privacy", rows))
 
 

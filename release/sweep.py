@@ -90,10 +90,16 @@ class SweepResult:
 # --------------------------------------------------------------------------- small helpers
 
 def _spec_fingerprint(spec) -> str:
-    """SHA-256 of the canonical public spec (the private fingerprints do not change any run)."""
+    """SHA-256 of the canonical public spec, without what does not change a sweep run: the
+    private fingerprints and ``privacy.records`` (the sweep runs on public data of a public
+    size; the real run's DP count moves n by a few records)."""
+    import copy
+
     from .spec import canonical_json
 
     doc = spec.public_dict() if hasattr(spec, "public_dict") else getattr(spec, "raw", spec)
+    doc = copy.deepcopy(doc)
+    (doc.get("privacy") or {}).pop("records", None)
     return hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
@@ -197,13 +203,8 @@ def load_narrowed(path: Path | str, spec=None) -> list[dict]:
     Raises ``ValueError`` (naming the file and entry) if the file is malformed, an id does not
     match its configuration, or (with ``spec``) a configuration is not in the spec's space.
     """
-    import yaml
-
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read the narrowed configuration list: {exc}") from None
+    doc = read_list_document(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("configurations"), list):
         raise ValueError(f"{path}: expected a mapping with a 'configurations:' list")
     _validate(doc, "narrowed", str(path))  # SchemaValidationError (a ValueError) naming the JSON path
@@ -229,6 +230,27 @@ def load_narrowed(path: Path | str, spec=None) -> list[dict]:
     return out
 
 
+MAX_LIST_BYTES = 20_000_000
+
+
+def read_list_document(path: Path) -> Any:
+    """A narrowed list parsed with the spec's hardened YAML reader (alias, depth, duplicate-key
+    and size limits): it is input too. ValueError naming the file, line and column."""
+    from .spec_yaml import SpecTextError, load_yaml
+
+    try:
+        if path.stat().st_size > MAX_LIST_BYTES:
+            raise ValueError(f"{path}: larger than {MAX_LIST_BYTES:,} bytes; not a narrowed list")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the narrowed configuration list: {exc}") from None
+    try:
+        return load_yaml(text)[0]
+    except SpecTextError as exc:
+        raise ValueError(f"{path}: cannot read the narrowed configuration list: "
+                         f"{str(exc).replace('(file): ', '')}") from None
+
+
 def read_config_list(path: Path | str, spec, spec_sha: str, space_ids: set[str], *,
                      allow_other_spec: bool = False) -> list[str]:
     """The configuration ids of a list to re-measure (``--configs``), in file order, duplicates dropped.
@@ -247,7 +269,7 @@ def read_config_list(path: Path | str, spec, spec_sha: str, space_ids: set[str],
         raise SweepError(f"--configs: {exc}") from None
     import yaml
 
-    listed_sha = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("spec_sha256")
+    listed_sha = (read_list_document(path) or {}).get("spec_sha256")
     if listed_sha is not None and listed_sha != spec_sha and not allow_other_spec:
         raise SweepError(
             f"{path}: this configuration list was written for another spec:\n"

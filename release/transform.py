@@ -162,9 +162,11 @@ def category_lookup(alt: dict, source_categories: list[str]) -> np.ndarray:
 def transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
     """T = transform(original, config): the integer-coded released columns of the prepared data."""
     cols = codings(spec, config)
-    codes = np.empty((prepared.n, len(cols)), dtype=np.int64)
+    codes = np.empty((prepared.rows, len(cols)), dtype=np.int64)
     for j, c in enumerate(cols):
         codes[:, j] = code_column(spec, c.name, config["columns"][c.name], prepared.table, c)
+    if prepared.resize is not None:  # dp_count: resized to the DP count (mechanisms/records.py)
+        codes = prepared.resize.apply(codes, [c.size for c in cols])
     return Coded(codes=codes, columns=cols)
 
 

@@ -16,6 +16,22 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_dir(tmp_path_factory):
+    """Default transcripts go to $DPBUNDLE_PRIVATE_DIR: a temporary one, never the real home
+    (session-scoped so that module-scoped release fixtures, subprocesses included, see it)."""
+    import os
+
+    old = os.environ.get("DPBUNDLE_PRIVATE_DIR")
+    path = tmp_path_factory.mktemp("private")
+    os.environ["DPBUNDLE_PRIVATE_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("DPBUNDLE_PRIVATE_DIR", None)
+    else:
+        os.environ["DPBUNDLE_PRIVATE_DIR"] = old
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The project's root directory (the folder holding pyproject.toml)."""

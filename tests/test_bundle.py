@@ -371,7 +371,10 @@ def test_transcript_inside_bundle_is_refused(tmp_path, signing_key):
         with pytest.raises(bundle.BundleError, match="inside the bundle"):
             bundle.write_bundle(tmp_path / "b", **rel, transcript_path=bad, private_key=signing_key[0])
     assert list(tmp_path.iterdir()) == []
-    assert bundle.default_transcript_path(tmp_path / "b") == tmp_path / "b.transcript.jsonl"
+    # the default is in the private directory, never beside the bundle (tests/test_enclave_private.py)
+    default = bundle.default_transcript_path(tmp_path / "b")
+    assert default.parent != tmp_path and not default.is_relative_to(tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_existing_directory_not_overwritten_without_force(tmp_path, signing_key):
@@ -383,7 +386,7 @@ def test_existing_directory_not_overwritten_without_force(tmp_path, signing_key)
         bundle.write_bundle(out, **rel, transcript_path=tmp_path / "t.jsonl", private_key=signing_key[0])
     assert (out / "keep.txt").read_text() == "mine"
     # --force never wipes a directory that is not a bundle
-    with pytest.raises(bundle.BundleError, match="does not look like a bundle"):
+    with pytest.raises(bundle.BundleError, match="not a dpbundle bundle"):
         bundle.write_bundle(out, **rel, transcript_path=tmp_path / "t.jsonl", private_key=signing_key[0], force=True)
     assert (out / "keep.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]

@@ -357,12 +357,12 @@ def reg_neighbours(draw):
 @settings(max_examples=150, deadline=None)
 @given(reg_neighbours())
 def test_one_hot_fm_and_ss_sensitivity_on_neighbours(tc):
-    """(1 + d)^2 and 2(d + d(d+1)/2 - 1) with d = design columns (indicators counted) + 1."""
+    """(1 + d)^2 and d(d+3)/2 with d = design columns (indicators counted) + 1."""
     t, t2, c = tc
     des = RegressionDesign.from_synth(c, "y", 0, 40)
     d = des.d
     for fit, bound, vec in (("functional_mechanism", (1 + d) ** 2, fm_vector),
-                            ("sufficient_statistics", 2 * (d + d * (d + 1) // 2 - 1), ss_vector)):
+                            ("sufficient_statistics", d * (d + 3) // 2, ss_vector)):
         crit = make_criterion({"id": "r", "type": "regression_coefficients", "target": "y", "bounds": [0, 40],
                                "fit": fit, "threshold": 1, "epsilon": 1})
         sens, inputs = crit.sensitivity(EvalContext(t, c, {}))

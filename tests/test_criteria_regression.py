@@ -1,9 +1,11 @@
 """regression_coefficients and regression_mae_difference: polynomial, sensitivities, fits."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from criteria_util import births_like, neighbours
@@ -110,6 +112,10 @@ def test_evaluate_regression_and_mae(fit, length):
     assert len(rec["true"]) == length(d) and rec["purpose"] == "criterion reg"
     assert res.mechanism == fit and res.noise_scale == rec["scale"]
     assert res.sensitivity == (fm_sensitivity(d) if fit == "functional_mechanism" else ss_sensitivity(d))
+    if fit == "sufficient_statistics":   # the tight d (d + 3)/2, not the old per-entry 52
+        assert res.sensitivity == rec["sensitivity"] == 27.0
+        assert res.sensitivity_inputs["formula"] == "d (d + 3) / 2"
+        assert 27.0 / 0.43 <= res.noise_scale < 27.0 / 0.43 * (1 + 1e-12)
     beta = ctx.released["reg"]["coefficients"]
     des = RegressionDesign.from_synth(c, "birth_weight", 1400, 4600)
     bc = ols(des.z(c), des.y(c))
@@ -240,3 +246,94 @@ def test_fm_true_sensitivity_is_attained(d):
     diff = np.abs(fm_vector(a, ya) - fm_vector(b, yb)).sum()
     assert diff == pytest.approx((1 + d) ** 2)
     assert diff <= fm_sensitivity(d) * (1 + 1e-12)
+
+
+# ------------------------------------------------------------- sufficient statistics: exact Delta
+
+
+def _ss_of(records: np.ndarray) -> np.ndarray:
+    """ss_vector of rows (y, x_1..x_p) with the intercept's constant feature 1 put first."""
+    records = np.atleast_2d(np.asarray(records, dtype=np.float64))
+    X = np.column_stack([np.ones(records.shape[0]), records[:, 1:]])
+    return ss_vector(X, records[:, 0])
+
+
+_EXTREME = st.sampled_from([-1.0, 0.0, 1.0, 0.5, -0.5])
+_COORD = st.one_of(_EXTREME, st.floats(-1.0, 1.0, allow_nan=False))
+
+
+@st.composite
+def ss_neighbours(draw):
+    """Two datasets of n records (y, x_1..x_{d-1}) in [-1, 1] that differ in one record; the
+    changed pair is drawn from extremes (corners, 0, 1/2) as well as from the whole box."""
+    d = draw(st.integers(1, 7))
+    n = draw(st.integers(1, 6))
+    row = st.lists(_COORD, min_size=d, max_size=d)
+    rows = np.array(draw(st.lists(row, min_size=n, max_size=n)), dtype=np.float64).reshape(n, d)
+    i = draw(st.integers(0, n - 1))
+    other = rows.copy()
+    other[i] = draw(row)
+    return d, rows, other
+
+
+@settings(max_examples=400, deadline=None)
+@given(ss_neighbours())
+@example((6, np.array([[1.0] * 6]), np.array([[-1.0] + [0.0] * 5])))     # the worst case
+@example((3, np.array([[1.0, 1.0, 1.0], [0.2, -0.3, 0.9]]),
+          np.array([[1.0, -1.0, 1.0], [0.2, -0.3, 0.9]])))
+def test_ss_vector_change_is_within_the_tight_bound(case):
+    """Property on neighbouring datasets: ||ss(D) - ss(D')||_1 <= d (d + 3)/2."""
+    d, rows, other = case
+    diff = np.abs(_ss_of(rows) - _ss_of(other)).sum()
+    assert diff <= ss_sensitivity(d) + 1e-9
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 6])
+def test_ss_bound_equals_an_exhaustive_worst_case_search(d):
+    """All pairs of records with coordinates in {-1, 0, 1} (corners and zeros of the box): the
+    largest L1 change of ss_vector is exactly ss_sensitivity(d); 27 at d = 6, where the old
+    per-entry bound 2 (d + d(d+1)/2 - 1) claimed 52 (about twice the noise)."""
+    grid = np.array(list(itertools.product([-1.0, 0.0, 1.0], repeat=d)))
+    V = np.array([_ss_of(r) for r in grid])
+    worst = max(float(np.abs(V - v).sum(axis=1).max()) for v in V)
+    assert worst == ss_sensitivity(d) == d * (d + 3) / 2
+    if d == 6:
+        assert worst == 27 < 2 * (d + d * (d + 1) // 2 - 1) == 52
+
+
+@pytest.mark.parametrize("d", [1, 2, 4, 6, 9, 15])
+def test_ss_bound_is_attained_by_ones_against_zeros(d):
+    """y = 1, x = (1, ..., 1) against y' = -1, x' = 0: the difference is d (d + 3)/2 exactly, so
+    no smaller sensitivity is sound."""
+    a = np.ones(d)
+    b = np.concatenate([[-1.0], np.zeros(d - 1)])
+    assert np.abs(_ss_of(a) - _ss_of(b)).sum() == ss_sensitivity(d)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 6), st.integers(0, 2**32 - 1))
+def test_ss_no_interior_pair_beats_the_bound(d, seed):
+    """A local search from random starts inside the box (the bound is derived for the whole
+    box, not only its corners) never exceeds d (d + 3)/2."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.uniform(-1, 1, d), rng.uniform(-1, 1, d)
+    best = np.abs(_ss_of(a) - _ss_of(b)).sum()
+    for _ in range(300):                          # coordinate-wise random hill climbing
+        a2, b2 = a.copy(), b.copy()
+        j = rng.integers(2 * d)
+        (a2 if j < d else b2)[j % d] = np.clip((a2 if j < d else b2)[j % d]
+                                               + rng.normal(scale=0.3), -1, 1)
+        v = np.abs(_ss_of(a2) - _ss_of(b2)).sum()
+        if v >= best:
+            a, b, best = a2, b2, v
+    assert best <= ss_sensitivity(d) + 1e-12
+
+
+def test_audit_recomputes_the_same_ss_sensitivity():
+    """The audit's own formula (no import of the criterion) agrees for every d."""
+    from dpbundle.audit.sensitivity import _ss_delta
+
+    for d in range(1, 60):
+        assert _ss_delta(d) == ss_sensitivity(d) == d * (d + 3) // 2
+    with pytest.raises(ValueError):
+        ss_sensitivity(0)

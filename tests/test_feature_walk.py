@@ -85,7 +85,8 @@ def feature_spec() -> dict:
              "by": [None, ["sex", "status"]], "threshold": 1000.0, "epsilon": 0.1},
         ],
         "face_privacy": {"quasi_identifiers": [["age", "sex", "region"]]},
-        "privacy": {"epsilon_generation": 2.0, "epsilon_cap": 10.0},
+        "privacy": {"epsilon_generation": 2.0, "epsilon_cap": 10.0,
+                    "records": {"policy": "dp_count", "epsilon": 1.0}},
     }
 
 
@@ -142,7 +143,13 @@ def walked(tmp_path_factory):
 def test_release_n_and_released_names(walked):
     tmp = walked["tmp"]
     manifest = json.loads((tmp / "B" / "manifest.json").read_text())
-    assert manifest["n"] == expected_n(walked["rows"])
+    # dp_count at epsilon 1: n = count + discrete Laplace(1); P(|noise| > 30) < 1e-12
+    assert abs(manifest["n"] - expected_n(walked["rows"])) <= 30
+    budget = json.loads((tmp / "B" / "budget.json").read_text())
+    assert budget["records"]["policy"] == "dp_count" and budget["records"]["released_n"] == manifest["n"]
+    from dpbundle.mechanisms.exact import dec
+
+    assert dec(budget["total_epsilon"]) == 1 + 2 * (2 + dec(budget["evaluation"]["epsilon"]))
     with open(tmp / "B" / "data.csv", newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader)

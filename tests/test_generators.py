@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -63,7 +64,7 @@ def test_protocol_and_budget(gtype):
     assert isinstance(g, Generator) and g.type == gtype and g.epsilon == 0.8
     assert g.privacy_map(1) == 0.8 and g.privacy_map(3) == pytest.approx(2.4)
     parts = g.budget_parts()
-    assert parts and math.fsum(p["epsilon"] for p in parts) <= 0.8
+    assert parts and sum(Fraction(p["epsilon"]) for p in parts) <= Fraction(4, 5)   # exactly
     assert math.fsum(p["epsilon"] for p in parts) == pytest.approx(0.8)
     hp = g.hyperparameters()
     assert make_generator(gtype, 0.8, **hp).hyperparameters() == hp
@@ -75,7 +76,7 @@ def test_explicit_marginals_budget_parts():
     g = make_generator("marginals", 1.0, marginals=[(0, 1), (1, 2), (0, 2)])
     parts = g.budget_parts()
     assert [p["purpose"] for p in parts] == ["marginal [0, 1]", "marginal [1, 2]", "marginal [0, 2]"]
-    assert math.fsum(p["epsilon"] for p in parts) <= 1.0
+    assert sum(Fraction(p["epsilon"]) for p in parts) <= 1          # exactly, 3 x 1/3
 
 
 def test_privbayes_is_resolved_lazily():
@@ -126,6 +127,9 @@ def test_check_codes():
 @settings(max_examples=300, deadline=None)
 @given(st.floats(1e-6, 1e3, allow_nan=False), st.integers(1, 200))
 def test_even_split_never_exceeds_budget(eps, k):
+    """Exactly (rationals, not fsum, which rounds 5 x fl(0.8) = 4 + 2.2e-16 back to 4.0): k
+    shares sum to at most the declared decimal (repr: the shortest decimal of the float)."""
     e = even_split(eps, k)
-    assert math.fsum([e] * k) <= eps
+    assert k * Fraction(e) <= Fraction(repr(eps))
     assert e == pytest.approx(eps / k, rel=1e-12)
+    assert 5 * Fraction(even_split(4.0, 5)) <= 4 < 5 * Fraction(0.8)

@@ -4,10 +4,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from fractions import Fraction
 
 import numpy as np
 import opendp.prelude as dp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from dpbundle.mechanisms.coding import Coded, ColumnCoding, mixed_radix_decode, mixed_radix_index
@@ -15,6 +18,8 @@ from dpbundle.mechanisms.measurements import ExponentialSelection, LaplaceReleas
 from dpbundle.mechanisms.noise import (
     Randomness,
     ReplayMismatch,
+    calibrated_exponential_scale,
+    calibrated_laplace_scale,
     Transcript,
     read_transcript_file,
     write_transcript_file,
@@ -126,6 +131,87 @@ def test_exponential_frequencies_match_report_noisy_max():
 def test_zero_sensitivity_is_exact():
     rand = Randomness()
     assert rand.laplace(1.25, sensitivity=0.0, epsilon=1.0, purpose="z") == 1.25
+
+
+# ------------------------------------------------- calibration in exact arithmetic (issue 11.5)
+
+AWKWARD_EPS = [0.1, 0.3, 1 / 3, 0.8, 1e-3, 9.98, 0.43, 0.01, 0.17, 0.7, 4.0, 0.05 / 3, 2.0 / 7]
+AWKWARD_SENS = [1.0, 2.0, 0.5, 3.0, 0.1, 1 / 3, 2 / 160_000, 3 / 4000 + 2 / 4000**2, 27.0, 36.0,
+                3200 / 6000, 1e-3, 9.98]
+
+
+def _spendable(e: float) -> Fraction:
+    """Independent of mechanisms/exact.py: the smaller of the float's value and its decimal."""
+    return min(Fraction(e), Fraction(repr(e)))
+
+
+def _opendp_laplace(scale: float, vector: bool, integer: bool):
+    T = "i64" if integer else float
+    atom = dp.atom_domain(T="i64") if integer else dp.atom_domain(T=float, nan=False)
+    if vector:
+        return dp.m.make_laplace(dp.vector_domain(atom), dp.l1_distance(T=T), scale)
+    return dp.m.make_laplace(atom, dp.absolute_distance(T=T), scale)
+
+
+def _opendp_noisy_max(scale: float):
+    return dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                               dp.linf_distance(T=float), dp.max_divergence(), scale)
+
+
+def _check_calibration(s: float, e: float) -> None:
+    target = _spendable(e)
+    up = math.nextafter(s, math.inf)          # the docstring's "next float up"
+    for vector in (False, True):
+        scale = calibrated_laplace_scale(s, e, vector=vector)
+        m = _opendp_laplace(scale, vector, False)
+        assert Fraction(m.map(up)) <= target, (s, e, vector, scale)
+        assert Fraction(m.map(s)) <= target
+        # rounded up no further than needed: one float lower breaks the exact budget
+        lower = _opendp_laplace(math.nextafter(scale, 0.0), vector, False)
+        assert Fraction(lower.map(up)) > target
+    if s == int(s):
+        scale = calibrated_laplace_scale(s, e, integer=True)
+        assert Fraction(_opendp_laplace(scale, False, True).map(int(s))) <= target
+        assert Fraction(_opendp_laplace(math.nextafter(scale, 0.0), False, True).map(int(s))) > target
+    scale = calibrated_exponential_scale(s, e)
+    assert Fraction(_opendp_noisy_max(scale).map(up)) <= target
+    assert Fraction(_opendp_noisy_max(math.nextafter(scale, 0.0)).map(up)) > target
+    assert Fraction(scale) >= 2 * Fraction(s) / target
+
+
+@pytest.mark.parametrize("e", AWKWARD_EPS)
+@pytest.mark.parametrize("s", AWKWARD_SENS)
+def test_calibrated_map_is_within_the_exact_epsilon(s, e):
+    """For every (sensitivity, epsilon) pair, OpenDP's own map at the calibrated scale, taken at
+    the next float above the sensitivity, is <= epsilon as a rational -- both <= the float and
+    <= the decimal the spec wrote (0.8 -> 4/5) -- and the scale is the smallest such float."""
+    _check_calibration(s, e)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.floats(1e-6, 1e3, allow_nan=False), st.floats(1e-4, 20.0, allow_nan=False))
+def test_calibrated_map_property(s, e):
+    _check_calibration(s, e)
+
+
+def test_the_old_calibration_spent_more_than_a_decimal_epsilon():
+    """The 0.8 case: scale = 1 / fl(0.8) = 1.25 gives OpenDP's map fl(0.8) =
+    0.8000000000000000444 > 4/5 at sensitivity 1 (the float check map <= 0.8 passed it); and a
+    map checked at the sensitivity itself misses a formula's rounding. The calibrated scale is
+    above 1.25 and its map at the next float above 1 is <= 4/5."""
+    old = _opendp_laplace(1.0 / 0.8, False, False)
+    assert old.map(1.0) <= 0.8 and Fraction(old.map(1.0)) > Fraction(4, 5)
+    rand = Randomness()
+    rand.laplace(0.0, sensitivity=1.0, epsilon=0.8, purpose="p")
+    rec = rand.transcript.records[0]
+    assert rec["scale"] > 1.25 and rec["epsilon"] == 0.8
+    assert Fraction(_opendp_laplace(rec["scale"], False, False).map(math.nextafter(1.0, 2.0))) \
+        <= Fraction(4, 5)
+    # the descriptors report the calibrated map, never above the exact epsilon
+    m = LaplaceRelease("x", sensitivity=1.0, epsilon=0.8)
+    assert Fraction(m.privacy_map(1)) <= Fraction(4, 5) and m.privacy_map(1) == pytest.approx(0.8)
+    x = ExponentialSelection("y", sensitivity=3 / 4000, epsilon=0.1)
+    assert Fraction(x.privacy_map(1)) <= Fraction(1, 10)
 
 
 # --------------------------------------------------------------------------- arguments

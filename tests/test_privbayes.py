@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -343,7 +344,14 @@ def test_transcript_budget_matches_epsilon():
                 assert r["sensitivity"] == 2.0
     assert spent["exponential"] == pytest.approx(0.4 * 3.0)
     assert spent["laplace"] == pytest.approx(0.6 * 3.0)
-    assert math.fsum([r["epsilon"] for r in rand.transcript.records if "epsilon" in r]) <= 3.0
+    # exactly (rationals): the floats handed to OpenDP add up to at most the declared 3.0, and
+    # each phase to at most its part, eps_1 = 6/5 and eps_2 = 9/5 (0.4 x 3.0 as decimals)
+    exact_spent = {k: sum(Fraction(r["epsilon"]) for r in rand.transcript.records if r["kind"] == k)
+                   for k in ("exponential", "laplace")}
+    assert exact_spent["exponential"] <= Fraction(pb.epsilon_1) <= Fraction(6, 5)
+    assert exact_spent["laplace"] <= Fraction(pb.epsilon_2)
+    assert Fraction(pb.epsilon_1) + Fraction(pb.epsilon_2) <= 3
+    assert sum(exact_spent.values()) <= 3
 
 
 # ----------------------------------------------------------------------------- protocol

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -58,9 +59,13 @@ def released(tmp_path_factory, shared_data_dir):
     assert runner.invoke(app, ["keygen", "--out", str(tmp / "k")]).exit_code == 0
     args = [str(spec), str(data), "--out", str(tmp / "B"), "--key", str(tmp / "k.key"),
             "--ledger", str(tmp / "ledger.jsonl"), "--configs", str(configs_path)]
+    private = Path(os.environ["DPBUNDLE_PRIVATE_DIR"])   # tests/conftest.py
+    before = set(private.iterdir())
     result = runner.invoke(app, ["release", *args])
     assert result.exit_code == 0, result.output
-    return {"tmp": tmp, "spec": spec, "data": data, "configs": configs, "args": args, "output": result.output}
+    transcripts = sorted(set(private.iterdir()) - before)
+    return {"tmp": tmp, "spec": spec, "data": data, "configs": configs, "args": args, "output": result.output,
+            "transcripts": transcripts}
 
 
 def _rows(bundle: Path) -> tuple[list[str], list[tuple[str, ...]]]:
@@ -97,8 +102,12 @@ def test_release_candidate_has_n_rows_face_privacy_constraints_and_passes(releas
 @pytest.mark.slow
 def test_transcript_stays_outside_and_records_every_attempt(released):
     tmp = released["tmp"]
-    transcript = tmp / "B.transcript.jsonl"
-    assert transcript.exists() and not (tmp / "B" / transcript.name).exists()
+    # by default in the private directory (mode 0700), not beside the bundle
+    assert len(released["transcripts"]) == 1, released["transcripts"]
+    transcript = released["transcripts"][0]
+    assert transcript.name.startswith("B.") and transcript.name.endswith(".transcript.jsonl")
+    assert not transcript.is_relative_to(tmp) and not list(tmp.glob("*transcript*"))
+    assert transcript.parent.stat().st_mode & 0o077 == 0
     assert transcript.stat().st_mode & 0o077 == 0
     lines = transcript.read_bytes().split(b"\n", 1)
     records = Transcript.from_jsonl(lines[1]).records

@@ -26,7 +26,8 @@ Composition (bounded neighbours). Groups of one grouping are disjoint: a changed
 at most two of them (it leaves one and joins another), the overall group once. So a grouping
 costs 2 eps_0 per level (1 eps_0 for ``null``), and the criterion's epsilon is split evenly:
 
-    eps_0 = epsilon / R,   R = (number of levels) * sum over groupings of (1 if null else 2).
+    eps_0 = epsilon / R (the largest float with R eps_0 <= epsilon exactly),
+    R = (number of levels) * sum over groupings of (1 if null else 2).
 
 Groups compared: those with at least one record of C (public); a group absent from C is left
 out of the metric (other criteria judge missing groups), and T's group is not released.
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..exact import even_split
 from .base import Criterion, CriterionError, EvalContext, register
 from .condmeans import _by_item_ok, by_name, group_ids
 
@@ -156,7 +158,7 @@ class Quantile(Criterion):
                    {labels[g]: float(cand[q_c[g]]) for g in compared}
                    for item, alpha, labels, compared, q_c in plan}
         return 1.0, {"n": ctx.n, "releases": self.releases,
-                     "epsilon_each": self.epsilon / self.releases, "levels": self.levels,
+                     "epsilon_each": even_split(self.epsilon, self.releases), "levels": self.levels,
                      "candidates": cand.tolist(), "synthetic_quantiles": synth_q,
                      "formula": "score sensitivity 1; R = levels x sum(1 per null, 2 per "
                                 "grouping) releases of report-noisy-max at epsilon / R"}
@@ -181,7 +183,7 @@ class Quantile(Criterion):
         self._check(ctx)
         sens, inputs = self.sensitivity(ctx)
         cand, of_code, plan = self._plan(ctx)
-        eps0 = self.epsilon / self.releases
+        eps0 = even_split(self.epsilon, self.releases)  # R x eps0 <= epsilon exactly
         err, dp_q = 0.0, {}
         for item, alpha, labels, compared, q_c in plan:
             h_t, _ = self._hist(ctx.real, item, ctx, of_code, cand.size)

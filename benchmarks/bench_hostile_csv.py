@@ -1,0 +1,165 @@
+"""Benchmark hostile CSV input (issue 12, "CSV input"): time and peak memory of preparation.
+
+    python benchmarks/bench_hostile_csv.py [--big-mib 64] [--huge-mib 512] [--data PATH] [--keep DIR]
+
+Builds inputs in a temporary directory from the births example (`dpbundle example births`) and
+prepares each in a fresh subprocess (examples/births.yaml, as `dpbundle spec validate` does),
+printing the wall time of prepare(), the process's peak resident memory (ru_maxrss), the
+resident memory after the imports (so the difference is what reading cost) and the first line of
+the error. Cases:
+
+* one --big-mib MiB cell (plain, gzip, and quoted with a line break every 80 characters);
+* one --huge-mib MiB cell (memory must not grow with the cell);
+* a 20 KB cell in 10,000 rows (accepted length; the echoed value is cut);
+* a trailing comma on every one of 1,000,000 rows (one grouped message, reading stops);
+* the 160k NVSS sample (--data), a normal file: median of 5 runs, to compare with the old reader.
+
+Goals: the 64 MiB cell in under 5 s with peak memory under 500 MB; normal files not slower.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "births.yaml"
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "nvss2019_singleton_160k.csv.gz"
+
+WORKER = r"""
+import json, resource, sys, time
+from dpbundle.release.prepare import InputError, prepare
+from dpbundle.release.spec import load_spec
+spec = load_spec(sys.argv[1])
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+times, message = [], ""
+for _ in range(int(sys.argv[3])):
+    t = time.perf_counter()
+    try:
+        prepare(sys.argv[2], spec)
+    except InputError as exc:
+        message = "\n".join(str(exc).splitlines()[1:2])
+    times.append(time.perf_counter() - t)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"times": times, "peak": peak, "base": base, "message": message}))
+"""
+
+CHUNK = 1 << 20
+
+
+def write_rows(path: Path, header: str, rows: list[str], opener=open) -> None:
+    with opener(path, "wt", encoding="utf-8", newline="") as f:
+        f.write(header + "\n")
+        for r in rows:
+            f.write(r + "\n")
+
+
+def write_big_cell(path: Path, header: str, rows: list[str], mib: int, *, quoted_lines: bool = False,
+                   opener=open) -> None:
+    """rows[:4], then row 5 with a `mib` MiB birth_weight cell, then the rest."""
+    with opener(path, "wt", encoding="utf-8", newline="") as f:
+        f.write(header + "\n")
+        for r in rows[:4]:
+            f.write(r + "\n")
+        cells = rows[4].split(",")
+        f.write(",".join(cells[:4]) + ",")
+        if quoted_lines:
+            f.write('"')
+            line = "9" * 79 + "\n"
+            for _ in range((mib << 20) // len(line)):
+                f.write(line)
+            f.write('"')
+        else:
+            block = "9" * CHUNK
+            for _ in range(mib):
+                f.write(block)
+        f.write("," + cells[5] + "\n")
+        for r in rows[5:]:
+            f.write(r + "\n")
+
+
+def run(path: Path, repeats: int = 1) -> dict:
+    out = subprocess.run([sys.executable, "-c", WORKER, str(SPEC), str(path), str(repeats)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def run_cli(path: Path) -> tuple[float, float, int]:
+    """(wall s, peak MB, exit code) of `dpbundle spec validate SPEC --data path` as a whole."""
+    exe = Path(sys.executable).with_name("dpbundle")
+    t = time.perf_counter()
+    proc = subprocess.Popen([str(exe), "spec", "validate", str(SPEC), "--data", str(path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss / 1024, proc.returncode
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--big-mib", type=int, default=64)
+    ap.add_argument("--huge-mib", type=int, default=512)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--keep", type=Path, help="write the inputs here instead of a temporary directory")
+    args = ap.parse_args()
+
+    from dpbundle.release.example import write_example
+
+    tmp = tempfile.TemporaryDirectory()
+    work = args.keep or Path(tmp.name)
+    work.mkdir(parents=True, exist_ok=True)
+    sample = work / "sample.csv"
+    write_example(sample, rows=10_000, force=True)   # = dpbundle example births --rows 10000
+    lines = sample.read_text("utf-8").splitlines()
+    header, rows = lines[0], lines[1:]
+
+    cases: list[tuple[str, Path, int]] = []
+    p = work / "big.csv"
+    write_big_cell(p, header, rows[:500], args.big_mib)
+    cases.append((f"one {args.big_mib} MiB cell", p, 1))
+    p = work / "big.csv.gz"
+    write_big_cell(p, header, rows[:500], args.big_mib, opener=lambda q, m, **kw: gzip.open(q, m, compresslevel=1, **kw))
+    cases.append((f"one {args.big_mib} MiB cell, gzip", p, 1))
+    p = work / "big_quoted.csv"
+    write_big_cell(p, header, rows[:500], args.big_mib, quoted_lines=True)
+    cases.append((f"one {args.big_mib} MiB quoted cell, 80-character lines", p, 1))
+    p = work / "huge.csv"
+    write_big_cell(p, header, rows[:500], args.huge_mib)
+    cases.append((f"one {args.huge_mib} MiB cell", p, 1))
+    p = work / "wide.csv"
+    wide = list(rows)
+    cells = wide[7].split(",")
+    cells[3] = "x" * 20_000
+    wide[7] = ",".join(cells)
+    write_rows(p, header, wide)
+    cases.append(("a 20 KB cell in 10,000 rows", p, 3))
+    p = work / "trailing.csv"
+    write_rows(p, header, [rows[i % len(rows)] + "," for i in range(1_000_000)])
+    cases.append(("trailing comma on 1,000,000 rows", p, 1))
+    if args.data.is_file():
+        cases.append((f"normal file: {args.data.name}", args.data, 5))
+
+    print(f"{'case':<48}{'file MB':>9}{'prepare s':>11}{'peak MB':>9}{'after imports MB':>18}")
+    for name, path, repeats in cases:
+        r = run(path, repeats)
+        size = os.path.getsize(path) / 1e6
+        t = statistics.median(r["times"])
+        print(f"{name:<48}{size:>9.1f}{t:>11.3f}{r['peak']:>9.0f}{r['base']:>18.0f}")
+        if r["message"]:
+            print(f"    {r['message'].strip()[:150]}")
+    wall, peak, code = run_cli(work / "big.csv")
+    print(f"\nwhole command `dpbundle spec validate` on the {args.big_mib} MiB cell: {wall:.2f} s, "
+          f"peak {peak:.0f} MB, exit code {code}")
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
