@@ -162,7 +162,8 @@ class _Trouble:
             if i >= 0 and not self.shown[i].endswith(" (and on other lines)"):
                 self.shown[i] += " (and on other lines)"
             return
-        where = f"line {line}" + (f", column {column!r}" if column is not None else "")
+        name = None if column is None else repr(column[:40]) + ("..." if len(column) > 40 else "")
+        where = f"line {line}" + (f", column {name}" if name is not None else "")
         if len(self.shown) < MAX_REPORTED:
             self.shown.append(f"{where}: {rule}")
             if fold:
@@ -224,7 +225,8 @@ def _records(path: Path, wanted: list[str], trouble: _Trouble):
         # A decompression or read error: which line, and the exception's type only (its text
         # may quote the data).
         trouble.add(reader.line_num + 1 if reader is not None else 1, None,
-                    f"the file cannot be read from here on ({type(e).__name__}: corrupt or truncated gzip data?)")
+                    f"the file cannot be read from here on ({'zlib.error' if isinstance(e, zlib.error) else type(e).__name__}: "
+                    "corrupt or truncated gzip data?)")
     finally:
         csv.field_size_limit(old_limit)
 
@@ -252,11 +254,12 @@ def _header(reader, lines: _Lines, wanted: list[str], trouble: _Trouble, cap: in
         lines.record.clear()
     text = "".join(lines.record).rstrip("\r\n")
     lines.record.clear()
+    first: dict[str, int] = {}
     for i, name in enumerate(header):
-        if name and name in header[:i]:
-            trouble.add(start, name, f"the header names this column twice (columns "
-                                     f"{header.index(name) + 1} and {i + 1})")
+        if name and name in first:
+            trouble.add(start, name, f"the header names this column twice (columns {first[name] + 1} and {i + 1})")
             return None
+        first.setdefault(name, i)
     absent = [h for h in wanted if h not in header]
     if absent:
         for sep, what in ((";", "';'"), ("\t", "a tab"), ("|", "'|'")):

@@ -44,8 +44,8 @@ MAX_REPORTED = 8           # problems shown in a message
 MAX_PROBLEMS = 1_000       # reading stops after the chunk in which this many problems were found
 BATCH_ROWS = 64            # rows per batch of the quick mode
 FAST_PIECE_CHARS = 1 << 16  # the quick mode reads lines in pieces of at most this many characters
-CHUNK_ROWS = 65_536        # rows per chunk ...
-CHUNK_CHARS = 1 << 24      # ... or characters per chunk, whichever comes first
+CHUNK_ROWS = 4_096         # rows per chunk ... (small chunks stay in the CPU caches: quicker)
+CHUNK_CHARS = 1 << 22      # ... or characters per chunk, whichever comes first
 HEADER_MAX_CHARS = 1 << 22  # the header line
 ECHO_CHARS = 40            # an echoed cell value is cut after this many characters
 MAX_GROUPS = 64            # distinct grouped rules kept (more are counted only)
@@ -53,8 +53,7 @@ MAX_GROUPS = 64            # distinct grouped rules kept (more are counted only)
 _SURROGATE = re.compile("[\udc80-\udcff]")   # undecodable bytes under errors="surrogateescape"
 _QUOTED = re.compile(r'"([^"]*(?:""[^"]*)*)("?)')
 _PLAIN = re.compile(r'[^,\r\n]*')
-_BREAK = re.compile(r"\r\n|\r|\n")
-_MAGIC = {b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"PK\x03\x04": "zip (or an Excel .xlsx workbook)",
+_MAGIC = {**{b"BZh" + bytes([d]): "bzip2" for d in b"123456789"}, b"\xfd7zXZ": "xz", b"PK\x03\x04": "zip (or an Excel .xlsx workbook)",
           b"\x28\xb5\x2f\xfd": "zstd", b"\xd0\xcf\x11\xe0": "an Excel .xls workbook"}
 _SEPARATORS = {";": "';' (semicolon)", "\t": "a tab", "|": "'|' (vertical bar)"}
 
@@ -126,7 +125,7 @@ class Problems:
             return
         if len(self._groups) >= MAX_GROUPS:
             return   # counted in total, reported in "... and N more"
-        where = f"line {line}" + (f", column {column!r}" if column is not None else "")
+        where = f"line {line}" + (f", column {echo(column)}" if column is not None else "")
         self._seq += 1
         self._groups[key] = [line, self._seq, 1, [], f"{where}: {rule}"]
 
@@ -146,8 +145,9 @@ class Problems:
             if count > 1:
                 listed = ", ".join(str(x) for x in others)
                 rest = count - 1 - len(others)
+                more = (f" and {rest:,} more line(s))" if self.show_values else " and more lines)")
                 text = f"{text} (the same on line{'s' if count > 2 else ''} {listed}" + \
-                       (f" and {rest:,} more line(s))" if rest else ")")
+                       (more if rest else ")")
             out.append((line, seq, text, count))
         out.sort()
         return out[:MAX_REPORTED]
@@ -212,6 +212,7 @@ def _scan_fields(text: str) -> list[tuple[int, int, str | None]]:
             if end < n and text[end] not in ",\r\n":
                 out.append((pos, length, "after quote"))
                 return out
+            out.append((pos, length, None))
         else:
             end = _PLAIN.match(text, pos).end()
             out.append((pos, end - pos, None))
@@ -452,7 +453,7 @@ class CsvReader:
         notes = []
         for h in missing:
             near = loose.get(h.strip().casefold())
-            notes.append(f"{h!r}" + (f" (the header has {near!r}: spaces or case differ)" if near is not None else ""))
+            notes.append(f"{h!r}" + (f" (the header has {echo(near)}: spaces or case differ)" if near is not None else ""))
         expected = ", ".join(repr(h) for h in wanted)
         label = "missing column" if len(missing) == 1 else "missing columns"
         self.problems.fatal(None, f"{where}: {label} {', '.join(notes)} (expected columns: {expected})")
@@ -562,7 +563,7 @@ class CsvReader:
         before = reader.line_num
         batch, error = None, None
         try:
-            batch = list(islice(reader, BATCH_ROWS))
+            batch = list(islice(reader, min(BATCH_ROWS, CHUNK_ROWS - len(rows.recs))))
         except csv.Error:
             error = "csv"
         except (OSError, EOFError, zlib.error) as exc:
@@ -581,15 +582,19 @@ class CsvReader:
             rows.chars += len(text)
             self._lines += consumed
             return False
-        # from this batch's first line on, carefully
+        # This batch's lines again, carefully; then quickly again, unless the last line goes on
+        # in the file (an overlong line: carefully to the end).
+        self._segment = True
         if error is not None and error != "csv":
-            self._stream_error = error
+            self._stream_error = error   # reported after the lines read before it
             pieces = iter(lines)
+        elif lines and lines[-1][-1] not in "\r\n" and len(lines[-1]) >= self._piece:
+            pieces, self._segment = chain(lines, self._kept), False
+            self._fast = None
         else:
-            pieces = chain(lines, self._kept)
+            pieces = iter(lines)
         self._careful(pieces, self._limit, self._piece, self._lines)
         self._mode = "careful"
-        self._fast = None
         return False
 
     def _careful_rows(self, rows: _Rows) -> bool:
@@ -608,6 +613,10 @@ class CsvReader:
                     if self._stream_error is not None:
                         p.fatal(prev + 1, _describe_compression_error(self._stream_error) +
                                 "; the lines before it were read, nothing after it")
+                        return True
+                    if self._segment:     # the batch is done: on quickly
+                        self._mode = "fast"
+                        return False
                     return True
                 except csv.Error as exc:
                     self._csv_error(exc, prev + 1)

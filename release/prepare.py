@@ -11,7 +11,9 @@ Each input column is read from the CSV column whose header is its ``header`` (de
 ``missing`` markers.
 
 Bad input raises :class:`InputError` naming the file, line, column and rule (first few problems
-plus a count). Nothing is written anywhere.
+plus a count). Nothing is written anywhere. The file is read in chunks by
+:mod:`dpbundle.release.csv_read` (cell length limit, encoding, gzip, header and row structure,
+line numbers as a text editor counts them; reading stops after MAX_PROBLEMS problems).
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ class InputError(ValueError):
     """Unusable input data: ``problems`` are 'line L, column C: what is wrong' strings."""
 
     def __init__(self, source: str, problems: list[str], total: int | None = None, *,
-                 represented: int | None = None, stopped_at: int | None = None):
+                 represented: int | None = None, stopped_at: int | None = None,
+                 show_counts: bool = True):
         self.source = source
         self.problems = problems
         self.total = total if total is not None else len(problems)
@@ -48,13 +51,16 @@ class InputError(ValueError):
         shown = problems[:MAX_REPORTED]
         rest = self.total - (represented if represented is not None else len(shown))
         text = "\n".join(f"  {p}" for p in shown)
+        # counts of bad rows come from the private data: `release` (show_counts False) omits them
+        n_rest = f"{rest:,} " if show_counts else ""
         if stopped_at is not None:
-            more = (f"\n  ... {f'and {rest:,} more problem(s); ' if rest > 0 else ''}reading stopped at line "
-                    f"{stopped_at} after {self.total:,} problems: the rest of the file was not checked")
-            count = f"{self.total:,} or more problems"
+            more = (f"\n  ... {f'and {n_rest}more problem(s); ' if rest > 0 else ''}reading stopped at line "
+                    f"{stopped_at} after {f'{self.total:,}' if show_counts else 'too many'} problems: "
+                    "the rest of the file was not checked")
+            count = f"{self.total:,} or more problems" if show_counts else "many problems"
         else:
-            more = f"\n  ... and {rest:,} more problem(s)" if rest > 0 else ""
-            count = f"{self.total:,} problem(s)"
+            more = f"\n  ... and {n_rest}more problem(s)" if rest > 0 else ""
+            count = f"{self.total:,} problem(s)" if show_counts else "problems"
         hint = ("\n  (line numbers are the file's own lines, as a text editor counts them)"
                 if any(p.startswith("line ") for p in problems) else "")
         super().__init__(f"{source}: unusable input data ({count}):\n{text}{more}{hint}")
@@ -62,7 +68,7 @@ class InputError(ValueError):
     @classmethod
     def from_problems(cls, source: str, problems: "_Problems") -> "InputError":
         return cls(source, problems.messages(), problems.total, represented=problems.represented(),
-                   stopped_at=problems.stopped_at)
+                   stopped_at=problems.stopped_at, show_counts=problems.show_values)
 
 
 @dataclass
