@@ -13,6 +13,7 @@ integrity check should report (a link inside a directory bundle, say) are collec
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 __all__ = [
     "BundleError",
@@ -110,6 +112,9 @@ class Bundle:
     files: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     limits: Limits = LIMITS
+    # Progress of long reads: on_read(action, name, bytes done, bytes in all), action "hashing"
+    # (digest) or "reading" (open_text). Sizes of public bundle files only.
+    on_read: Callable[[str, str, int, int], None] | None = None
     _tmp: str | None = None
     _cache: dict = field(default_factory=dict)
 
@@ -156,7 +161,15 @@ class Bundle:
             return self._cache[key]
         f, limit = self._open(name)
         with f:
-            data = f.read(limit + 1)
+            # read in chunks: f.read(limit + 1) would allocate the whole limit (GBs) up front
+            parts, size = [], 0
+            while size <= limit:
+                chunk = f.read(min(4 * MB, limit + 1 - size))
+                if not chunk:
+                    break
+                parts.append(chunk)
+                size += len(chunk)
+            data = b"".join(parts)
         if len(data) > limit:
             raise BundleFileError(f"{name}: larger than the limit of {limit} bytes")
         if len(data) <= 64 * MB:
@@ -180,6 +193,8 @@ class Bundle:
                 if size > limit:
                     raise BundleFileError(f"{name}: larger than the limit of {limit} bytes")
                 h.update(chunk)
+                if self.on_read is not None:
+                    self.on_read("hashing", name, size, self.files[name])
         self._cache[key] = (h.hexdigest(), size)
         return self._cache[key]
 
@@ -207,9 +222,41 @@ class Bundle:
     def open_text(self, name: str):
         """A text stream (UTF-8, strict, newline='') over ``name`` (size-limited by the walk)."""
         f, _ = self._open(name)
-        import io
-
+        if self.on_read is not None:
+            report = self.on_read
+            total = self.files[name]
+            f = io.BufferedReader(_CountingReader(f.detach(), lambda done: report("reading", name, done, total)),
+                                  buffer_size=1 * MB)
         return io.TextIOWrapper(f, encoding="utf-8", errors="strict", newline="")
+
+
+class _CountingReader(io.RawIOBase):
+    """A raw reader that reports the bytes read so far (at most every 4 MB) to ``report``."""
+
+    STEP = 4 * MB
+
+    def __init__(self, raw, report: Callable[[int], None]):
+        super().__init__()
+        self._raw, self._report = raw, report
+        self._done = 0
+        self._last = -1        # bytes at the last report
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        n = self._raw.readinto(buf)
+        self._done += n or 0
+        if self._done - self._last >= self.STEP or (not n and self._done != self._last):
+            self._report(self._done)            # every STEP bytes, and once at the end
+            self._last = self._done
+        return n
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
 
 
 # -- opening ---------------------------------------------------------------------------

@@ -5,18 +5,45 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from dataclasses import dataclass
 
 from .bundle_io import BundleFileError, safe_name
 from .context import AuditContext, Missing
 from .report import CheckResult
 
-__all__ = ["check_integrity", "load_public_key", "PublicKeyError"]
+__all__ = ["check_integrity", "load_public_key", "PublicKeyError", "PinnedKey", "parse_pin", "HEX_PIN"]
 
 UNSIGNED = ("manifest.json", "manifest.sig")
+
+# 64 hex characters, optionally written "sha256:<hex>": a key's fingerprint (SHA-256 of the raw
+# 32-byte Ed25519 key, as `dpbundle keygen` prints it and manifest.json records it) or the raw key
+# itself in hex. Which one it is, is decided against the bundle's key (see PinnedKey).
+HEX_PIN = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
 
 
 class PublicKeyError(ValueError):
     """A --pubkey file that is not an Ed25519 public key."""
+
+
+@dataclass(frozen=True)
+class PinnedKey:
+    """What --pubkey pins: a whole public key (``key``), or 64 hex characters (``hex``, lowercase)
+    that are either the key's fingerprint or the raw key in hex. Either way the signature is then
+    verified with one definite key, never with whatever key the bundle carries."""
+
+    key: object | None = None
+    hex: str | None = None
+
+    def describe(self) -> str:
+        return "the pinned key" if self.key is not None else f"the pinned fingerprint {self.hex}"
+
+
+def parse_pin(data: bytes) -> PinnedKey:
+    """A :class:`PinnedKey` from the text of --pubkey (a fingerprint) or a key file's bytes."""
+    m = HEX_PIN.fullmatch(data.strip().decode("ascii", "replace"))
+    if m:
+        return PinnedKey(hex=m.group(1).lower())
+    return PinnedKey(key=load_public_key(data))
 
 
 def load_public_key(data: bytes):
@@ -59,9 +86,10 @@ def _raw(key) -> bytes:
 
 
 def check_integrity(ctx: AuditContext, pinned_key=None) -> CheckResult:
-    """``pinned_key``: an Ed25519PublicKey from --pubkey, or None (then the manifest's key is
-    used and a warning says the key was not pinned)."""
+    """``pinned_key``: a :class:`PinnedKey` (or an Ed25519PublicKey) from --pubkey, or None (then
+    the manifest's own key is used and a warning says the key was not pinned)."""
     r = CheckResult("integrity")
+    pin = pinned_key if pinned_key is None or isinstance(pinned_key, PinnedKey) else PinnedKey(key=pinned_key)
     b = ctx.bundle
     for p in b.problems:
         r.fail(p)
@@ -82,55 +110,11 @@ def check_integrity(ctx: AuditContext, pinned_key=None) -> CheckResult:
     except BundleFileError as e:
         sig = None
         r.fail(f"manifest.sig: {e}")
-    key = pinned_key
-    if key is None:
-        pem = None
-        if isinstance(manifest, dict) and isinstance(manifest.get("public_key"), dict):
-            pem = manifest["public_key"].get("pem")
-        if not isinstance(pem, str):
-            r.fail("manifest.json: no public_key.pem to verify the signature with (and no --pubkey)")
-        else:
-            try:
-                key = load_public_key(pem.encode("utf-8"))
-            except PublicKeyError as e:
-                r.fail(f"manifest.json: public_key.pem: {e}")
-        if key is not None:
-            r.warn("key not pinned: the signature was checked against the key inside the manifest; "
-                   "pass --pubkey with the publisher's key to pin it")
-            r.facts["key_pinned"] = False
-    else:
-        r.facts["key_pinned"] = True
-    sig_ok = False
-    if key is not None and sig is not None:
-        from cryptography.exceptions import InvalidSignature
-
-        if len(sig) != 64:
-            r.fail(f"manifest.sig: {len(sig)} bytes, an Ed25519 signature has 64")
-        else:
-            try:
-                key.verify(sig, manifest_bytes)
-                sig_ok = True
-            except InvalidSignature:
-                r.fail("manifest.sig: the signature of manifest.json is not valid"
-                       + (" for the pinned key" if pinned_key is not None else ""))
+    embedded = _embedded_key(manifest, r, required=pin is None)
+    key = _choose_key(pin, embedded, r)
+    sig_ok = _verify(key, sig, manifest_bytes, pin, r)
     if key is not None:
-        raw = _raw(key)
-        fp = hashlib.sha256(raw).hexdigest()
-        r.facts["key_fingerprint"] = fp
-        if isinstance(manifest, dict) and isinstance(manifest.get("public_key"), dict):
-            declared = manifest["public_key"].get("fingerprint")
-            pem = manifest["public_key"].get("pem")
-            if isinstance(declared, str) and declared.lower() != fp:
-                if pinned_key is not None:
-                    r.fail(f"manifest.json: public_key.fingerprint {declared} is not the pinned key's {fp}")
-                else:
-                    r.fail(f"manifest.json: public_key.fingerprint {declared} does not match its own pem ({fp})")
-            if pinned_key is not None and isinstance(pem, str):
-                try:
-                    if _raw(load_public_key(pem.encode())) != raw:
-                        r.fail("manifest.json: public_key.pem is not the pinned key")
-                except PublicKeyError as e:
-                    r.fail(f"manifest.json: public_key.pem: {e}")
+        _check_declared_key(manifest, key, pin, r)
     # -- files ---------------------------------------------------------------------------
     if not isinstance(manifest, dict):
         r.detail = "manifest unusable"
@@ -187,6 +171,98 @@ def check_integrity(ctx: AuditContext, pinned_key=None) -> CheckResult:
             r.fail(f"{name}: in the bundle but not listed in the manifest")
     r.facts.update({"files_checked": checked, "signature_valid": sig_ok})
     if not r.failed:
-        pinned = "pinned key" if pinned_key is not None else "key in the manifest (key not pinned)"
+        pinned = "pinned key" if pin is not None else "key in the manifest (key not pinned)"
         r.detail = f"signature valid ({pinned}); {checked} files match their SHA-256 and size"
     return r
+
+
+def _embedded_key(manifest, r: CheckResult, required: bool):
+    """The key written in manifest.json (public_key.pem), or None. A missing pem fails the
+    check only when nothing was pinned (the signature then has no key at all)."""
+    pem = None
+    if isinstance(manifest, dict) and isinstance(manifest.get("public_key"), dict):
+        pem = manifest["public_key"].get("pem")
+    if not isinstance(pem, str):
+        if required:
+            r.fail("manifest.json: no public_key.pem to verify the signature with (and no --pubkey)")
+        return None
+    try:
+        return load_public_key(pem.encode("utf-8"))
+    except PublicKeyError as e:
+        r.fail(f"manifest.json: public_key.pem: {e}")
+        return None
+
+
+def _choose_key(pin: PinnedKey | None, embedded, r: CheckResult):
+    """The key the signature is verified with: the pinned one, or (not pinned) the manifest's."""
+    if pin is None:
+        if embedded is not None:
+            r.warn("key not pinned: the signature was checked against the key inside the manifest, "
+                   "which anyone could have re-signed the bundle with; pass --pubkey with the "
+                   "publisher's key (or its fingerprint) to pin it")
+        r.facts["key_pinned"] = False
+        return embedded
+    r.facts["key_pinned"] = True
+    if pin.key is not None:
+        r.facts["pinned_by"] = "key"
+        return pin.key
+    if embedded is not None:
+        raw = _raw(embedded)
+        fp = hashlib.sha256(raw).hexdigest()
+        if pin.hex == fp:
+            r.facts["pinned_by"] = "fingerprint"
+            return embedded
+        if pin.hex == raw.hex():
+            r.facts["pinned_by"] = "raw key (hex)"
+            return embedded
+        r.fail(f"manifest.json: the bundle's public key (fingerprint {fp}) is not the pinned key "
+               f"{pin.hex} (neither its SHA-256 fingerprint nor its raw bytes in hex)")
+        return None
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    r.facts["pinned_by"] = "raw key (hex)"
+    try:   # no key in the manifest to compare a fingerprint with: the hex can only be the key
+        return Ed25519PublicKey.from_public_bytes(bytes.fromhex(pin.hex))
+    except ValueError:
+        r.fail(f"--pubkey {pin.hex}: the manifest has no public key to compare this fingerprint with")
+        return None
+
+
+def _verify(key, sig: bytes | None, manifest_bytes: bytes, pin: PinnedKey | None, r: CheckResult) -> bool:
+    """Verify the Ed25519 signature of the manifest's exact bytes."""
+    if key is None or sig is None:
+        return False
+    from cryptography.exceptions import InvalidSignature
+
+    if len(sig) != 64:
+        r.fail(f"manifest.sig: {len(sig)} bytes, an Ed25519 signature has 64")
+        return False
+    try:
+        key.verify(sig, manifest_bytes)
+        return True
+    except InvalidSignature:
+        r.fail("manifest.sig: the signature of manifest.json is not valid"
+               + (f" for {pin.describe()}" if pin is not None else ""))
+        return False
+
+
+def _check_declared_key(manifest, key, pin: PinnedKey | None, r: CheckResult) -> None:
+    """manifest.json's public_key (fingerprint, pem) agrees with the key that verified it."""
+    raw = _raw(key)
+    fp = hashlib.sha256(raw).hexdigest()
+    r.facts["key_fingerprint"] = fp
+    if not (isinstance(manifest, dict) and isinstance(manifest.get("public_key"), dict)):
+        return
+    declared = manifest["public_key"].get("fingerprint")
+    pem = manifest["public_key"].get("pem")
+    if isinstance(declared, str) and declared.lower() != fp:
+        if pin is not None:
+            r.fail(f"manifest.json: public_key.fingerprint {declared} is not the pinned key's {fp}")
+        else:
+            r.fail(f"manifest.json: public_key.fingerprint {declared} does not match its own pem ({fp})")
+    if pin is not None and isinstance(pem, str):
+        try:
+            if _raw(load_public_key(pem.encode())) != raw:
+                r.fail("manifest.json: public_key.pem is not the pinned key")
+        except PublicKeyError:
+            pass   # already reported by _embedded_key

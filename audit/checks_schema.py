@@ -16,6 +16,10 @@ JSON_SCHEMAS = {
     "budget.json": "budget",
     "spec.json": "spec-json",
     "datapackage.json": "datapackage",
+    # optional: pre-registration (preregistration.json, seeds.json), publish: model (model.json)
+    "preregistration.json": "preregistration",
+    "seeds.json": "seeds",
+    "model.json": "model",
 }
 REQUIRED = ("manifest.json", "metrics.json", "budget.json", "spec.json", "datapackage.json", "data.csv")
 
@@ -96,6 +100,18 @@ def check_schema(ctx: AuditContext) -> CheckResult:
     return r
 
 
+def _categories(field: dict, col, r: CheckResult) -> None:
+    """Table Schema v2 ``categories`` / ``categoriesOrdered`` (optional: bundles before 0.2
+    lack them) must give the spec's labels in code order and the column's order."""
+    if "categories" in field and list(field["categories"]) != list(col.labels):
+        r.fail(f"datapackage.json: field {col.name} categories {field['categories']} differ from "
+               f"the spec's {list(col.labels)}")
+    if "categoriesOrdered" in field and field["categoriesOrdered"] is not bool(col.ordered):
+        r.fail(f"datapackage.json: field {col.name} categoriesOrdered is "
+               f"{field['categoriesOrdered']}, but the column is "
+               f"{'ordered' if col.ordered else 'not ordered'} in the spec")
+
+
 def _datapackage(ctx: AuditContext, view, r: CheckResult) -> None:
     dp = ctx.json("datapackage.json")
     resources = dp.get("resources") if isinstance(dp, dict) else None
@@ -120,6 +136,7 @@ def _datapackage(ctx: AuditContext, view, r: CheckResult) -> None:
             r.fail(f"datapackage.json: field {col.name} declares no labels (constraints.enum)")
         elif list(enum) != list(col.labels):
             r.fail(f"datapackage.json: field {col.name} labels {enum} differ from the spec's {list(col.labels)}")
+        _categories(f, col, r)
     if "bytes" in res and ctx.bundle.has("data.csv"):
         if res["bytes"] != ctx.bundle.files["data.csv"]:
             r.fail(f"datapackage.json: bytes {res['bytes']} differs from data.csv's size {ctx.bundle.files['data.csv']}")

@@ -36,12 +36,21 @@ def _write_private(path: Path, text: str, private: bool = False) -> None:
 
 
 def cli_audit(
-    bundle: Annotated[Path, typer.Argument(help="The bundle: a directory or a .zip file (untrusted input).")],
-    pubkey: Annotated[Optional[Path], typer.Option(
-        "--pubkey", help="The publisher's Ed25519 public key (PEM) to pin; without it the key inside "
-                         "the manifest is used and the report says 'key not pinned'.")] = None,
-    json_report: Annotated[Optional[Path], typer.Option(
-        "--json", help="Write the report as JSON (schema: schemas/audit-report.schema.json).")] = None,
+    bundle: Annotated[Path, typer.Argument(metavar="BUNDLE",
+                                           help="The bundle: a directory or a .zip file (untrusted input).")],
+    pubkey: Annotated[Optional[str], typer.Option(
+        "--pubkey", metavar="<file|fingerprint>",
+        help="The publisher's public key file (PEM or OpenSSH) or its fingerprint (64 hex), "
+             "obtained from the publisher, never from the bundle. Without it the verdict is at best "
+             "NOT VERIFIED (exit code 3).")] = None,
+    spec: Annotated[Optional[str], typer.Option(
+        "--spec", metavar="<file|sha256>",
+        help="The pre-registered spec file (YAML or JSON) or its SHA-256 (64 hex): the bundle's "
+             "spec must be this one.")] = None,
+    json_report: Annotated[Optional[str], typer.Option(
+        "--json", metavar="<file|->",
+        help="Write the report as JSON (schemas/audit-report.schema.json) to this file, or to "
+             "standard output with '-' (the table then goes to standard error).")] = None,
     html_report: Annotated[Optional[Path], typer.Option(
         "--html", help="Write the report as a standalone HTML page.")] = None,
     transcript: Annotated[Optional[Path], typer.Option(
@@ -51,54 +60,111 @@ def cli_audit(
     data: Annotated[Optional[Path], typer.Option(
         "--data", help="The private input CSV(.gz) (enclave only); with --transcript.")] = None,
 ) -> None:
-    """Verify a release bundle independently of the code that produced it.
+    r"""Verify a release bundle independently of the code that produced it.
 
-    Checks: integrity and signature, schemas, size, face privacy, synthetic constraints, budget
-    arithmetic (sensitivities and thresholds recomputed from the public bundle), acceptance,
-    the datasheet's numbers, and (with --transcript and --data, inside the enclave) a byte-for-byte
-    replay of the selected iteration. An enclave audit's output is private: the console says
-    PRIVATE, the JSON report's first key is "PRIVATE", the HTML's first line too, and both are
-    written with mode 0600. Replay problems say where (record, mechanism, purpose, field),
-    never a true value, a count or n.
+    Checks, in order: integrity (the manifest's Ed25519 signature, every file's SHA-256 and
+    size), schemas, size, face privacy, synthetic constraints, budget arithmetic (sensitivities
+    and thresholds recomputed from the public bundle), acceptance, the datasheet's numbers, the
+    pre-registered spec (with --spec) and, inside the enclave with --transcript and --data, a
+    byte-for-byte replay of the selected iteration.
 
-    Exit code 0 if every check passed, 1 if any failed, 2 for unusable input.
+    Pin the publisher's key with --pubkey: its key file or its fingerprint, obtained from the
+    publisher, not from the bundle. Without it every check runs against the key embedded in the
+    bundle, which anyone could have re-signed the bundle with: even if every check passes, the
+    verdict is NOT VERIFIED (key not pinned) and the exit code is 3.
 
-    Example: dpbundle audit births-bundle.zip --pubkey publisher.pub --json audit.json
+    With --spec the bundle's spec must be the pre-registered one: a spec file (thresholds,
+    epsilons, cap and total compared field by field) or the SHA-256 of its canonical JSON, as
+    printed by `python -m dpbundle.audit.preregistration SPEC.yaml`.
+
+    Exit codes: 0 verified (every check passed and the key was pinned); 1 a check failed; 2
+    unusable input or usage (the message names the file and the rule); 3 not verified (every
+    check passed, but the key was not pinned). The JSON report's `verdict` is `verified`,
+    `failed` or `not_verified_key_not_pinned`.
+
+    With `--json -` the JSON report goes to standard output, and the table and the verdict to
+    standard error. On a terminal (and not with `--json -`), a progress display on standard error
+    shows the running check and the bytes of data.csv hashed or read: public numbers only.
+
+    An enclave audit's output is private: the console says PRIVATE, the JSON report's first key
+    is "PRIVATE", the HTML's first line too, and report files are written with mode 0600.
+    Replay problems say where (record, mechanism, purpose, field), never a true value, a count
+    or n.
+
+    Examples:
+
+        dpbundle audit births-bundle --pubkey births-bundle.demo-key.pub
+
+        dpbundle audit bundle.zip --pubkey publisher.pub --spec spec.yaml
+
+        dpbundle audit bundle.zip --pubkey FINGERPRINT --spec SPEC_SHA256 \
+            --json audit.json
+
+        dpbundle audit bundle --pubkey publisher.pub --json - > audit.json
+
+        dpbundle audit bundle --pubkey publisher.pub --transcript T.jsonl \
+            --data registry.csv.gz --json private-audit.json
     """
     from rich.console import Console
 
     from .runner import AuditInputError, run_audit
 
-    console = Console()
+    to_stdout = json_report == "-"
     err = Console(stderr=True)
+    console = err if to_stdout else Console()
+    progress = _progress(err, to_stdout)
     try:
-        report = run_audit(bundle, pubkey=pubkey, transcript=transcript, data=data)
+        report = run_audit(bundle, pubkey=pubkey, transcript=transcript, data=data, spec=spec,
+                           progress=progress)
     except AuditInputError as e:
         err.print(f"[red]error[/red]: {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(code=2)
     report.render(console)
+    _write_reports(report, json_report, html_report, console, err)
+    raise typer.Exit(code=report.exit_code())
+
+
+def _progress(err, json_to_stdout: bool):
+    """A progress display on stderr: only on a real terminal, never with --json -."""
+    if json_to_stdout or not err.is_terminal or err.is_dumb_terminal:
+        return None
+    from .progress import RichProgress
+
+    return RichProgress(err)
+
+
+def _write_reports(report, json_report: str | None, html_report: Path | None, console, err) -> None:
+    """--json (a file, or '-' for stdout) and --html; exit 2 if one cannot be written."""
     try:
         if json_report is not None:
             report.validate()
-            _write_private(json_report, report.to_json(), report.private)
+            if json_report == "-":
+                typer.echo(report.to_json(), nl=False)
+            else:
+                _write_private(Path(json_report), report.to_json(), report.private)
         if html_report is not None:
             _write_private(html_report, report.to_html(), report.private)
         if report.private:
             for p in (json_report, html_report):
                 if p is not None:
-                    console.print(f"[bold red]PRIVATE[/bold red] report (mode 0600): {escape(str(p))}",
-                                  highlight=False, soft_wrap=True)
+                    where = "on standard output" if p is json_report and p == "-" \
+                        else f"(mode 0600): {escape(str(p))}"
+                    console.print(f"[bold red]PRIVATE[/bold red] report {where}", highlight=False,
+                                  soft_wrap=True)
     except (OSError, ValueError) as e:
-        err.print(f"[red]error[/red]: cannot write the report: {e}", highlight=False)
+        err.print(f"[red]error[/red]: cannot write the report: {escape(str(e))}", highlight=False)
         raise typer.Exit(code=2)
-    raise typer.Exit(code=report.exit_code())
 
 
-def main(argv: list[str] | None = None) -> int:  # pragma: no cover - convenience entry point
-    app = typer.Typer(add_completion=False)
+def main(argv: list[str] | None = None) -> int:
+    """Run the audit command on its own (``python -m dpbundle.audit``), without the release's
+    commands; returns the exit code (0, 1, 2 or 3)."""
+    app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                      pretty_exceptions_show_locals=False,
+                      context_settings={"help_option_names": ["-h", "--help"]})
     app.command("audit")(cli_audit)
     try:
-        app(args=argv if argv is not None else sys.argv[1:], standalone_mode=False)
-    except typer.Exit as e:
-        return e.exit_code
+        app(args=argv if argv is not None else sys.argv[1:], prog_name="dpbundle audit")
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     return 0

@@ -68,10 +68,30 @@ def _open(path: Path):
     """The file as text: gunzipped when it starts with the gzip magic; UTF-8 (a byte-order mark
     is skipped), undecodable bytes kept as U+DC80..U+DCFF so that their line and column can be
     named."""
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    raw = gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    from .safe_read import InputFileError, open_regular_file
+
+    try:   # one open of a regular file (never a FIFO or a device)
+        fh = open_regular_file(path, "private data", MAX_PRIVATE_BYTES)
+    except InputFileError as e:
+        raise PrivateDataError(str(e)) from None
+    magic = fh.read(2)
+    fh.seek(0)
+    raw = _OwnedGzip(fh) if magic == b"\x1f\x8b" else fh
     return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
+
+
+class _OwnedGzip(gzip.GzipFile):
+    """A gzip reader that closes the file it reads when it is closed."""
+
+    def __init__(self, fh) -> None:
+        super().__init__(fileobj=fh, mode="rb")
+        self._owned = fh
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._owned.close()
 
 
 def _cell_limit() -> int:

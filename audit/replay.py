@@ -11,8 +11,9 @@ The steps mirror ``release/iteration.py`` (read, not imported) in order and purp
     T  <- the audit's own loading + raw constraints + binning (audit/private_data.py)
     model <- make_generator(type, eps_gen, **hyperparameters).fit(T.codes, T.domain, rand)
     S  <- sample rounds k = 0..7: m = max(ceil(1.1 * need / max(rate, 0.05)), 16) rows with
-          rand.rng("sample round k"), drop rows matching a synthetic constraint (the audit's own
-          evaluation), until n rows are kept; keep the first n
+          rand.rng("sample round k") (a raking model, ``accepts_keep``, gets the audit's
+          constraint filter as ``keep``), drop rows matching a synthetic constraint (the audit's
+          own evaluation), until n rows are kept; keep the first n
     C  <- project(S, min_count, rand.rng("projection"))
     every acceptance criterion in spec order: make_criterion(entry).evaluate(ctx, rand)
     mark "iteration end" (index, passed)
@@ -37,7 +38,7 @@ from .private_data import PrivateDataError, bin_private, load_private
 from .report import CheckResult
 
 __all__ = ["check_replay", "read_transcript", "check_records", "commitment_of", "TranscriptError",
-           "selected_slice", "replay_iteration", "config_id"]
+           "selected_slice", "replay_iteration", "config_id", "sample_and_project", "csv_bytes"]
 
 MAX_TRANSCRIPT_BYTES = 2 * 1024**3
 OVERSAMPLE = 1.1
@@ -60,13 +61,12 @@ def config_id(config: dict) -> str:
 
 def read_transcript(path: Path) -> tuple[bytes, bytes, list[dict]]:
     """(salt, record bytes as in the file, parsed records)."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_TRANSCRIPT_BYTES:
-            raise TranscriptError(f"{path}: {size} bytes, more than {MAX_TRANSCRIPT_BYTES}")
-        data = path.read_bytes()
-    except OSError as e:
-        raise TranscriptError(f"{path}: cannot read ({e.strerror})") from None
+    from .safe_read import InputFileError, read_small_file
+
+    try:   # a regular file only (never a FIFO or a device), read with a byte limit
+        data = read_small_file(path, "transcript", MAX_TRANSCRIPT_BYTES)
+    except InputFileError as e:
+        raise TranscriptError(str(e)) from None
     first, sep, rest = data.partition(b"\n")
     try:
         header = json.loads(first.decode("utf-8"))
@@ -207,7 +207,8 @@ def _violations(constraints: list, codes: np.ndarray, view) -> np.ndarray:
     return bad
 
 
-def _csv_bytes(view, codes: np.ndarray) -> bytes:
+def csv_bytes(view, codes: np.ndarray) -> bytes:
+    """data.csv as the release writes it: header, then labels, \\n line ends."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(view.names)
@@ -223,7 +224,6 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     from dpbundle.mechanisms.criteria import EvalContext, make_criterion
     from dpbundle.mechanisms.generators import make_generator
     from dpbundle.mechanisms.noise import Randomness
-    from dpbundle.mechanisms.projection import project
 
     config = mark.get("config")
     if not isinstance(config, dict):
@@ -239,14 +239,35 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     params = {k: v for k, v in gen.items() if k not in ("type", "flavour")}
     generator = make_generator(gen["type"], float(spec["privacy"]["epsilon_generation"]), **params)
     model = generator.fit(real.codes, real.domain, rand)
-    n = real.n
-    constraints = spec.get("synthetic_constraints", []) or []
+    cand = real.with_codes(sample_and_project(model, real.n, config, view, rand.rng))
+    ctx = EvalContext(real=real, synth=cand, spec=spec, alternatives={c.name: c.alternative for c in view.columns})
+    results = [make_criterion(entry).evaluate(ctx, rand) for entry in spec["acceptance"]]
+    rand.mark("iteration end", index=index, passed=all(r.passed for r in results))
+    rand.check_finished()
+    return csv_bytes(view, cand.codes), results
+
+
+def sample_and_project(model, n: int, config: dict, view, rng_for) -> np.ndarray:
+    """The post-processing of a fitted model, as ``release/iteration.py`` does it (read, not
+    imported): sample rounds k = 0..7 of m = max(ceil(1.1 * need / max(rate, 0.05)), 16) rows
+    with ``rng_for("sample round k")`` (a raking model, ``accepts_keep``, gets the constraint
+    filter as ``keep``), drop rows matching a synthetic constraint, keep the first n, then
+    ``project(S, min_count, rng_for("projection"))``. Shared by the enclave replay (seeds from
+    the transcript) and the public re-derivation (seeds from the published secret and beacon).
+    """
+    from dpbundle.mechanisms.projection import project
+
+    constraints = view.spec.get("synthetic_constraints", []) or []
     kept, have, rate = [], 0, 1.0
     sampled = None
     for k in range(MAX_SAMPLE_ROUNDS):
         need = n - have
         m = max(int(math.ceil(OVERSAMPLE * need / max(rate, 0.05))), 16)
-        rows = model.sample(m, rand.rng(f"sample round {k}"))
+        rng = rng_for(f"sample round {k}")
+        if constraints and getattr(model, "accepts_keep", False):  # a raking model (oneway)
+            rows = model.sample(m, rng, keep=lambda r: ~_violations(constraints, r, view))
+        else:
+            rows = model.sample(m, rng)
         if constraints:
             rows = rows[~_violations(constraints, rows, view)]
             rate = max(len(rows) / m, 1e-6)
@@ -256,14 +277,8 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
             sampled = np.concatenate(kept)[:n]
             break
     if sampled is None:
-        raise TranscriptError("the replayed sampling could not keep n rows (the recorded run would have failed)")
-    min_count = int(config["projection"]["min_count"])
-    cand = real.with_codes(project(sampled, min_count, rand.rng("projection")))
-    ctx = EvalContext(real=real, synth=cand, spec=spec, alternatives={c.name: c.alternative for c in view.columns})
-    results = [make_criterion(entry).evaluate(ctx, rand) for entry in spec["acceptance"]]
-    rand.mark("iteration end", index=index, passed=all(r.passed for r in results))
-    rand.check_finished()
-    return _csv_bytes(view, cand.codes), results
+        raise TranscriptError("the sampling could not keep n rows (the recorded run would have failed)")
+    return project(sampled, int(config["projection"]["min_count"]), rng_for("projection"))
 
 
 def _first_differing_line(a: bytes, b: bytes) -> int:

@@ -7,9 +7,23 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-__all__ = ["CheckResult", "AuditReport", "CHECK_NAMES", "PASS", "FAIL", "SKIP", "PRIVATE_NOTE"]
+__all__ = ["CheckResult", "AuditReport", "CHECK_NAMES", "PASS", "FAIL", "SKIP", "PRIVATE_NOTE",
+           "VERIFIED", "NOT_PINNED", "FAILED", "EXIT_CODES", "VERDICT_TEXT"]
 
 PASS, FAIL, SKIP = "pass", "fail", "skipped"
+
+# The verdict of an audit (the JSON report's "verdict") and its exit code. Exit code 2 (unusable
+# input or usage) has no report. Not pinned is not "passed": a bundle re-signed with anyone's key
+# passes every check against the key it carries.
+VERIFIED, NOT_PINNED, FAILED = "verified", "not_verified_key_not_pinned", "failed"
+EXIT_CODES = {VERIFIED: 0, FAILED: 1, NOT_PINNED: 3}
+VERDICT_TEXT = {
+    VERIFIED: "VERIFIED: all checks passed; the bundle is signed by the pinned key",
+    NOT_PINNED: ("NOT VERIFIED (key not pinned): every check passed against the key embedded in the "
+                 "bundle, which anyone could have re-signed with; pass --pubkey FILE (the "
+                 "publisher's published key) to verify"),
+    FAILED: "audit FAILED",
+}
 
 # An enclave audit (--transcript/--data) read confidential data: its report is private. The JSON
 # report's first key is "PRIVATE" with this text, the HTML's first line says so, the console too.
@@ -25,6 +39,9 @@ CHECK_NAMES = (
     "budget",
     "acceptance",
     "documentation",
+    "preregistration",
+    "seeds",
+    "rederivation",
     "replay",
 )
 
@@ -116,8 +133,24 @@ class AuditReport:
     def passed(self) -> bool:
         return not any(c.failed for c in self.checks)
 
+    @property
+    def verdict(self) -> str:
+        """``failed`` if any check failed, else ``verified`` with a pinned key, else
+        ``not_verified_key_not_pinned``."""
+        if not self.passed:
+            return FAILED
+        return VERIFIED if self.key_pinned else NOT_PINNED
+
+    def verdict_text(self) -> str:
+        """The verdict as one line of plain text (names the failed checks)."""
+        if self.verdict != FAILED:
+            return VERDICT_TEXT[self.verdict]
+        names = [c.check for c in self.checks if c.failed]
+        return f"{VERDICT_TEXT[FAILED]}: failed checks: {', '.join(names)}"
+
     def exit_code(self) -> int:
-        return 0 if self.passed else 1
+        """0 verified, 1 a check failed, 3 every check passed but the key was not pinned."""
+        return EXIT_CODES[self.verdict]
 
     def get(self, name: str) -> CheckResult | None:
         for c in self.checks:
@@ -134,6 +167,7 @@ class AuditReport:
             "bundle": self.bundle,
             "passed": self.passed,
             "key_pinned": self.key_pinned,
+            "verdict": self.verdict,
             "checks": [c.to_dict() for c in self.checks],
         }
 
@@ -171,8 +205,8 @@ class AuditReport:
         for c in self.checks:
             for w in c.warnings:
                 console.print(f"[yellow]warning[/yellow] ({c.check}): {escape(w)}")
-        verdict = "[green]all checks passed[/green]" if self.passed else "[red]audit FAILED[/red]"
-        console.print(verdict)
+        colour = {VERIFIED: "bold green", NOT_PINNED: "bold yellow", FAILED: "bold red"}[self.verdict]
+        console.print(f"[{colour}]{escape(self.verdict_text())}[/{colour}]", highlight=False, soft_wrap=True)
         if self.private:
             console.print("[bold red]PRIVATE[/bold red]: do not copy this output or its reports out of "
                           "the enclave", highlight=False, soft_wrap=True)
@@ -200,7 +234,7 @@ class AuditReport:
 
             text = files("dpbundle.templates").joinpath("audit_report.html.j2").read_text("utf-8")
             env = jinja2.Environment(autoescape=True)
-            return env.from_string(text).render(report=self.to_dict())
+            return env.from_string(text).render(report=self.to_dict(), verdict_text=self.verdict_text())
         except (FileNotFoundError, ModuleNotFoundError, OSError):
             rows = "".join(
                 f"<tr><td>{html.escape(c.check)}</td><td>{html.escape(c.result)}</td>"
@@ -210,6 +244,7 @@ class AuditReport:
             return (
                 "<!doctype html><html><head><meta charset='utf-8'><title>dpbundle audit</title>"
                 f"</head><body><h1>dpbundle audit: {html.escape(self.bundle)}</h1>"
+                f"<p>Verdict: {html.escape(self.verdict_text())}</p>"
                 f"<table><tr><th>check</th><th>result</th><th>detail</th></tr>{rows}</table>"
                 "</body></html>"
             )

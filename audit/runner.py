@@ -7,15 +7,20 @@ from pathlib import Path
 from .bundle_io import BundleError, open_bundle
 from .checks_budget import check_acceptance, check_budget
 from .checks_docs import check_documentation
-from .checks_integrity import PublicKeyError, check_integrity, load_public_key
+from .checks_integrity import HEX_PIN, PinnedKey, PublicKeyError, check_integrity, parse_pin
 from .checks_schema import check_schema
+from .checks_seeds import check_seeds
+from .rederive import check_rederivation
 from .checks_table import check_constraints, check_face_privacy, check_size
 from .context import AuditContext
-from .report import FAIL, AuditReport, CheckResult
+from .preregistration import Preregistered, PreregistrationError, check_preregistration, load_preregistered
+from .progress import AuditProgress
+from .report import CHECK_NAMES, FAIL, AuditReport, CheckResult
+from .safe_read import InputFileError, read_small_file, require_regular_file
 
-__all__ = ["run_audit", "AuditInputError"]
+__all__ = ["run_audit", "AuditInputError", "read_pin", "MAX_KEY_BYTES"]
 
-MAX_KEY_BYTES = 64 * 1024
+MAX_KEY_BYTES = 64 * 1024   # a public key file is under 1 KB
 
 
 class AuditInputError(Exception):
@@ -63,30 +68,54 @@ def _raised_in(e: BaseException) -> str:
     return f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
 
 
-def read_public_key(path: str | os.PathLike):
-    p = Path(path)
+def read_pin(pubkey: str | os.PathLike) -> PinnedKey:
+    """--pubkey: a string of 64 hex characters (optionally ``sha256:``) is the key's fingerprint
+    (or the raw key in hex); anything else is a key file (PEM, OpenSSH, raw 32 bytes, hex or
+    base64), read only if it is a regular file, at most MAX_KEY_BYTES. AuditInputError otherwise."""
+    if isinstance(pubkey, str) and HEX_PIN.fullmatch(pubkey.strip()):
+        return parse_pin(pubkey.encode("ascii"))
     try:
-        if p.stat().st_size > MAX_KEY_BYTES:
-            raise AuditInputError(f"{path}: too large to be a public key")
-        data = p.read_bytes()
-    except OSError as e:
-        raise AuditInputError(f"{path}: cannot read the public key ({e.strerror})") from None
-    try:
-        return load_public_key(data)
+        data = read_small_file(pubkey, "public key (--pubkey)", MAX_KEY_BYTES)
+        return parse_pin(data)
+    except InputFileError as e:
+        raise AuditInputError(str(e)) from None
     except PublicKeyError as e:
-        raise AuditInputError(f"{path}: {e}") from None
+        raise AuditInputError(f"{pubkey}: the public key (--pubkey) is {e}; rule: an Ed25519 public "
+                              f"key (PEM as written by dpbundle keygen, OpenSSH, or its 64-hex "
+                              f"fingerprint)") from None
+
+
+def _check_inputs(transcript, data, spec) -> Preregistered | None:
+    """The enclave files must be regular files; --spec is read and parsed (AuditInputError)."""
+    if (transcript is None) != (data is None):
+        raise AuditInputError("--transcript and --data must be given together (the replay needs both)")
+    for p, what in ((transcript, "transcript (--transcript)"), (data, "private data (--data)")):
+        if p is not None:
+            try:
+                require_regular_file(p, what)
+            except InputFileError as e:
+                raise AuditInputError(str(e)) from None
+    if spec is None:
+        return None
+    try:
+        if isinstance(spec, str):
+            return load_preregistered(spec)
+        return load_preregistered(os.fspath(spec), path_only=True)
+    except PreregistrationError as e:
+        raise AuditInputError(str(e)) from None
 
 
 def run_audit(bundle_path: str | os.PathLike, pubkey: str | os.PathLike | None = None,
               transcript: str | os.PathLike | None = None,
-              data: str | os.PathLike | None = None) -> AuditReport:
-    """Audit a bundle; AuditInputError for unusable input (exit 2)."""
-    if (transcript is None) != (data is None):
-        raise AuditInputError("--transcript and --data must be given together (the replay needs both)")
-    key = read_public_key(pubkey) if pubkey is not None else None
-    for p, what in ((transcript, "transcript"), (data, "private data")):
-        if p is not None and not Path(p).is_file():
-            raise AuditInputError(f"{p}: the {what} file does not exist or is not a file")
+              data: str | os.PathLike | None = None,
+              spec: str | os.PathLike | None = None,
+              progress: AuditProgress | None = None) -> AuditReport:
+    """Audit a bundle; AuditInputError for unusable input (exit 2).
+
+    ``pubkey``: the publisher's key file, or (a str) its fingerprint; ``spec``: a pre-registered
+    spec file or (a str of 64 hex) its SHA-256; ``progress``: shown while the checks run."""
+    pre = _check_inputs(transcript, data, spec)
+    pin = read_pin(pubkey) if pubkey is not None else None
     try:
         bundle = open_bundle(bundle_path)
     except BundleError as e:
@@ -95,19 +124,37 @@ def run_audit(bundle_path: str | os.PathLike, pubkey: str | os.PathLike | None =
         bundle.close()
         raise AuditInputError(f"{bundle_path}: not a dpbundle bundle (no manifest.json, manifest.sig, "
                               f"data.csv or spec.json)")
-    report = AuditReport(bundle=str(bundle_path), key_pinned=key is not None, tool_version=_version(),
+    report = AuditReport(bundle=str(bundle_path), key_pinned=pin is not None, tool_version=_version(),
                          private=transcript is not None or data is not None)
-    with bundle:
-        ctx = AuditContext(bundle)
-        report.checks.append(_guard("integrity", check_integrity, ctx, key))
-        report.checks.append(_guard("schema", check_schema, ctx))
-        report.checks.append(_guard("size", check_size, ctx))
-        report.checks.append(_guard("face_privacy", check_face_privacy, ctx))
-        report.checks.append(_guard("constraints", check_constraints, ctx))
-        report.checks.append(_guard("budget", check_budget, ctx))
-        report.checks.append(_guard("acceptance", check_acceptance, ctx))
-        report.checks.append(_guard("documentation", check_documentation, ctx))
-        if transcript is not None:
+    progress = progress or AuditProgress()
+    bundle.on_read = progress.file_bytes
+    progress.start(len(CHECK_NAMES))
+    try:
+        with bundle:
+            _run_checks(report, AuditContext(bundle), pin, pre, transcript, data, progress)
+    finally:
+        progress.close()
+    for c in report.checks:
+        if c.result == FAIL and not c.problems:  # pragma: no cover - defensive
+            c.problems.append("failed")
+    return report
+
+
+def _run_checks(report: AuditReport, ctx: AuditContext, pin, pre, transcript, data,
+                progress: AuditProgress) -> None:
+    """Every named check, in the order of CHECK_NAMES."""
+    public = {"integrity": (check_integrity, ctx, pin), "schema": (check_schema, ctx),
+              "size": (check_size, ctx), "face_privacy": (check_face_privacy, ctx),
+              "constraints": (check_constraints, ctx), "budget": (check_budget, ctx),
+              "acceptance": (check_acceptance, ctx), "documentation": (check_documentation, ctx),
+              "preregistration": (check_preregistration, ctx, pre),
+              "seeds": (check_seeds, ctx), "rederivation": (check_rederivation, ctx)}
+    for name in CHECK_NAMES:
+        progress.step(name)
+        if name in public:
+            fn, *args = public[name]
+            report.checks.append(_guard(name, fn, *args))
+        elif transcript is not None:
             from .replay import check_replay
 
             report.checks.append(_guard("replay", check_replay, ctx, Path(transcript), Path(data),
@@ -116,7 +163,3 @@ def run_audit(bundle_path: str | os.PathLike, pubkey: str | os.PathLike | None =
             r = CheckResult("replay")
             r.skip("not requested (needs --transcript and --data, inside the enclave)")
             report.checks.append(r)
-    for c in report.checks:
-        if c.result == FAIL and not c.problems:  # pragma: no cover - defensive
-            c.problems.append("failed")
-    return report

@@ -1,7 +1,7 @@
 """Time every acceptance criterion of the births spec on the 160k NVSS sample.
 
 T = the births transformation (first alternative of every column) of
-../shared/data/nvss2019_singleton_160k.csv.gz; C = T with a share of rows (default 5%)
+examples/data/nvss2019_singleton_160k.csv.gz; C = T with a share of rows (default 5%)
 perturbed: each chosen row moves one random column by +-1 code (clipped to the domain) and then
 C is shuffled. Prints one row per criterion: exact value (the transcript's true value; for the
 regression the non-private OLS-vs-OLS distance), DP value, threshold, sensitivity, noise std,
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "nvss2019_singleton_160k.csv.gz"
+DEFAULT_DATA = ROOT / "examples" / "data" / "nvss2019_singleton_160k.csv.gz"
 
 
 def load_coded(data: Path, which: int = 0):

@@ -89,6 +89,12 @@ def generators(epsilon: float, which: set[str]) -> list[tuple[str, Callable[[], 
     if "privbayes-degree" in which:
         out.append(("privbayes degree=2 split=0.25",
                     lambda: PrivBayes(epsilon, epsilon_split=0.25, degree=2)))
+    if "mst_pure" in which:
+        from dpbundle.mechanisms.mst import PureMST
+        out.append(("mst_pure splits=1/3,1/3", lambda: PureMST(epsilon)))
+    if "privsyn" in which:
+        from dpbundle.mechanisms.privsyn import PrivSyn
+        out.append(("privsyn split=0.1 densemarg", lambda: PrivSyn(epsilon)))
     try:
         from dpbundle.mechanisms import marginals  # type: ignore
     except ImportError:
@@ -122,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epsilon", type=float, default=4.0)
     ap.add_argument("--alternatives", choices=["first", "finest"], default="first",
                     help="births column alternatives: the first of each column (default) or the last (finest)")
-    ap.add_argument("--generators", default="privbayes,privbayes-degree,marginals,crosstab",
-                    help="comma-separated subset of privbayes,privbayes-degree,marginals,crosstab")
+    ap.add_argument("--generators", default="privbayes,privbayes-degree,mst_pure,privsyn,marginals,crosstab",
+                    help="comma-separated subset of privbayes,privbayes-degree,mst_pure,privsyn,marginals,crosstab")
     args = ap.parse_args(argv)
 
     codes, domain, how = load_codes(args.data, args.alternatives)

@@ -11,7 +11,7 @@ of the throughput). Prints one line per setting, e.g.
 counts from the first finished run to the last.
 
 Usage:
-    python benchmarks/bench_sweep.py [--data ../shared/data/nvss2019_singleton_10k.csv]
+    python benchmarks/bench_sweep.py [--data examples/data/nvss2019_singleton_10k.csv]
         [--spec examples/births.yaml] [--sample 12] [--reps 3] [--workers 1 2] [--scheduler tcp://...]
         [--local-cluster]   # also start a Dask LocalCluster with 2 single-threaded workers and time it
 """
@@ -54,7 +54,7 @@ def bench(spec: Path, data: Path, *, sample: int, reps: int, seed: int, workers:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "births.yaml")
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "nvss2019_singleton_10k.csv")
+    ap.add_argument("--data", type=Path, default=ROOT / "examples" / "data" / "nvss2019_singleton_10k.csv")
     ap.add_argument("--sample", type=int, default=12)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20240501)

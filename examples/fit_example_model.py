@@ -1,7 +1,7 @@
 """One-off script: estimate the parameters of `dpbundle example births` from public data.
 
 Source: the US NVSS 2019 public-use natality data (singleton births), as the 160,000-row sample
-in ../shared/data/nvss2019_singleton_160k.csv.gz. Only aggregated counts and summary figures are
+in examples/data/nvss2019_singleton_160k.csv.gz. Only aggregated counts and summary figures are
 written (release/data/births_example_model.json); no row of the sample is shipped.
 
 Model (a small Bayesian network):
@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "nvss2019_singleton_160k.csv.gz"
+DEFAULT_DATA = HERE / "data" / "nvss2019_singleton_160k.csv.gz"
 DEFAULT_OUT = HERE.parent / "release" / "data" / "births_example_model.json"
 
 AGE_BANDS = [10, 20, 25, 30, 35, 40, 71]  # left-closed bands [10,20), [20,25), ..., [40,71)

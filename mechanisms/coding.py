@@ -143,6 +143,18 @@ class Coded:
         object.__setattr__(self, "codes", codes)
         object.__setattr__(self, "columns", columns)
 
+    @classmethod
+    def unchecked(cls, codes: np.ndarray, columns: tuple[ColumnCoding, ...]) -> "Coded":
+        """A Coded of C-contiguous int64 ``codes`` already known to lie in the domain (built from
+        validated codes): skips the O(n d) check of the constructor."""
+        if codes.dtype != np.int64 or codes.ndim != 2 or codes.shape[1] != len(columns) \
+                or not codes.flags.c_contiguous:
+            raise ValueError("Coded.unchecked: codes must be C-contiguous int64 of shape (n, d)")
+        obj = cls.__new__(cls)
+        object.__setattr__(obj, "codes", codes)
+        object.__setattr__(obj, "columns", tuple(columns))
+        return obj
+
     @property
     def domain(self) -> tuple[int, ...]:
         """Sizes of the columns' code ranges (public)."""

@@ -61,6 +61,8 @@ _REGISTRY: dict[str, str | type] = {
     "marginals": "dpbundle.mechanisms.marginals:NoisyMarginals",
     "aim": "dpbundle.mechanisms.mbi:AIM",
     "mst": "dpbundle.mechanisms.mbi:MST",
+    "privsyn": "dpbundle.mechanisms.privsyn:PrivSyn",
+    "mst_pure": "dpbundle.mechanisms.mst:PureMST",
 }
 
 

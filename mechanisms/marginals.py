@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -224,15 +224,20 @@ def _project(table: np.ndarray, attrs: tuple[int, ...], sub: tuple[int, ...]) ->
 
 
 def make_consistent(tables: list[np.ndarray], attrs: list[tuple[int, ...]], total: float,
-                    rounds: int = 10) -> list[np.ndarray]:
+                    rounds: int = 10, *, cell_variances: Sequence[float] | None = None,
+                    nonnegative: Callable[[np.ndarray, float], np.ndarray] | None = None,
+                    ) -> list[np.ndarray]:
     """Post-process noisy marginals into non-negative, (nearly) mutually consistent tables.
 
     For every intersection S of marginal column sets (the empty set first, whose target is the
     public ``total`` = n), each table's projection on S is replaced by the inverse-variance
     weighted average of all projections on S (a projection summing ``k`` noisy cells has
-    variance proportional to ``k``) by adding the difference evenly over the summed cells;
-    then negative cells are set to 0 and each table rescaled to ``total``. Repeated ``rounds``
-    times. Pure post-processing.
+    variance ``k v``, ``v`` the table's per-cell noise variance: ``cell_variances[i]``, equal
+    for all tables when not given) by adding the difference evenly over the summed cells;
+    then each table is made non-negative: ``nonnegative(table, total)`` if given (e.g.
+    ``privbayes.norm_sub``), else negative cells are set to 0 and the table rescaled to
+    ``total``. Repeated ``rounds`` times. Pure post-processing (the variances must be public:
+    functions of the noise scales, never of the data).
     """
     tabs = [np.array(t, dtype=np.float64) for t in tables]
     subsets = _intersection_closure(attrs)
@@ -248,7 +253,7 @@ def make_consistent(tables: list[np.ndarray], attrs: list[tuple[int, ...]], tota
                 p = _project(tabs[i], attrs[i], s)
                 k = tabs[i].size / max(p.size, 1)
                 projs.append(p.reshape([tabs[i].shape[ax] for ax, a in enumerate(attrs[i]) if a in s]))
-                weights.append(1.0 / k)
+                weights.append(1.0 / (k * (1.0 if cell_variances is None else cell_variances[i])))
             if s:
                 w = np.asarray(weights) / np.sum(weights)
                 target = sum(wi * pi for wi, pi in zip(w, projs))
@@ -258,6 +263,9 @@ def make_consistent(tables: list[np.ndarray], attrs: list[tuple[int, ...]], tota
                 shape = [tabs[i].shape[ax] if a in s else 1 for ax, a in enumerate(attrs[i])]
                 tabs[i] = tabs[i] + ((goal - proj) / k).reshape(shape)
         for i in range(len(tabs)):
+            if nonnegative is not None:
+                tabs[i] = np.asarray(nonnegative(tabs[i], float(total)), dtype=np.float64)
+                continue
             t = np.clip(tabs[i], 0.0, None)
             ssum = t.sum()
             tabs[i] = t * (total / ssum) if ssum > 0 else np.full(t.shape, total / t.size)

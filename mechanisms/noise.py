@@ -372,10 +372,14 @@ class Randomness:
     transcript once the replay has consumed it.
     """
 
-    def __init__(self, transcript: Transcript | None = None) -> None:
+    def __init__(self, transcript: Transcript | None = None, seeds: Any = None) -> None:
+        """``seeds``: an optional :class:`dpbundle.mechanisms.seeds.SeedBinding`; the seeds of
+        bound post-processing steps are then derived from it instead of drawn from ``secrets``."""
         self.transcript: Transcript = transcript if transcript is not None else Transcript()
         self._replay: list[dict] | None = None
         self._cursor: int = 0
+        self._seeds = seeds
+        self._seed_uses: dict[str, int] = {}
 
     @classmethod
     def replay(cls, records: Iterable[dict] | Transcript, start: int = 0) -> "Randomness":
@@ -648,9 +652,20 @@ class Randomness:
                     index=i, purpose=purpose, field="seed") from None
             self._emit(rec)
         else:
-            seed = secrets.randbits(256)
+            seed = self._fresh_seed(purpose)
             self._emit({"kind": "seed", "purpose": purpose, "seed": f"{seed:064x}"})
         return np.random.Generator(np.random.PCG64(seed))
+
+    def _fresh_seed(self, purpose: str) -> int:
+        """A bound seed (pre-registered secret + beacon) for the steps that may be bound, else
+        256 bits from ``secrets``."""
+        from .seeds import is_bound_purpose
+
+        if self._seeds is None or not is_bound_purpose(purpose):
+            return secrets.randbits(256)
+        k = self._seed_uses.get(purpose, 0)
+        self._seed_uses[purpose] = k + 1
+        return self._seeds.seed(purpose, k)
 
     def mark(self, kind: str, **fields: Any) -> None:
         """Structural record ``{"kind": "mark", "mark": kind, **fields}``; replay checks equality."""

@@ -32,6 +32,24 @@ single value carry no information and are never used.
 Flavours: ``theta`` (theta-usefulness bounds the size of every table, the original PrivBayes
 rule, see :func:`theta_max_cells`) or ``degree`` (parent sets of ``min(degree, #chosen)``
 attributes at level 0).
+
+Accurate one-way shares (hyperparameter ``oneway``, :mod:`mechanisms.oneway`). The marginal a
+sample of the model implies for a rare value is biased: the value's mass is spread over many
+noisy cells, and norm-sub + normalising each table row moves it. But the *raw* noisy table of
+(X, Pi) summed over Pi is an unbiased noisy count of X's one-way histogram, with per-cell variance
+``|dom(Pi)| var(DLap(2 d / eps_2))``. So:
+
+* ``oneway="tables"`` (no extra budget): the model's samples are raked to those sums (after
+  norm-sub to n); pure post-processing of the tables.
+* ``oneway="measure"``: a third part ``eps_0 = float_down(dec(oneway_split) dec(eps))``
+  measures the ``d`` one-way histograms (discrete Laplace, sensitivity 2 and ``eps_0 / d`` each:
+  the ``d`` concatenated histograms have L1 sensitivity ``2 d``); ``eps_1``/``eps_2`` split the
+  rest ``dec(eps) - binary(eps_0)`` as above. Each measured histogram is combined with the table
+  sum by inverse-variance weighting (independent unbiased estimates), norm-sub'ed to n, and the
+  samples are raked to it. Total: ``eps_0 + eps_1 + eps_2 <= eps`` exactly.
+
+With ``oneway="none"`` (the default) ``eps_0 = 0`` and everything, transcripts included, is as
+without the option.
 """
 from __future__ import annotations
 
@@ -48,6 +66,8 @@ from . import exact
 __all__ = [
     "PrivBayes",
     "PrivBayesModel",
+    "ONEWAY_METHODS",
+    "oneway_grid_problems",
     "r_score",
     "r_score_sensitivity",
     "mi_score",
@@ -293,6 +313,31 @@ class PrivBayesModel:
 # generator
 # --------------------------------------------------------------------------------------------
 
+#: values of the ``oneway`` hyperparameter: "none" (PrivBayes as published), "tables" (rake every
+#: sample to the one-way marginals of the noisy conditional tables; no extra budget) or "measure"
+#: (also measure the one-way marginals with ``oneway_split`` of epsilon, combine, rake).
+ONEWAY_METHODS = ("none", "tables", "measure")
+
+
+def oneway_grid_problems(grid: dict) -> list[str]:
+    """Problems of the ``oneway``/``oneway_split`` entries of a privbayes grid (spec validation),
+    each as ``".key[j]: message"`` or ``": message"``."""
+    out: list[str] = []
+    methods = grid.get("oneway", ["none"])
+    methods = methods if isinstance(methods, list) else [methods]
+    for j, v in enumerate(methods):
+        if not isinstance(v, str) or v not in ONEWAY_METHODS:
+            out.append(f".oneway[{j}]: must be one of {', '.join(ONEWAY_METHODS)} (got {v!r})")
+    splits = grid.get("oneway_split", [])
+    for j, v in enumerate(splits if isinstance(splits, list) else [splits]):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+            out.append(f".oneway_split[{j}]: must be a number > 0 and < 1 (got {v!r})")
+    if "oneway_split" in grid and "measure" not in methods:
+        out.append(".oneway_split: only oneway 'measure' spends it; add measure to the oneway "
+                   "values or drop oneway_split")
+    return out
+
+
 def _check_positive_finite(name: str, v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise ValueError(f"PrivBayes: {name} must be a number, got {v!r}")
@@ -306,10 +351,11 @@ class PrivBayes:
     """PrivBayes generator (pure DP, change-one neighbours, n public); see the module docstring."""
 
     type = "privbayes"
-    HYPERPARAMETERS = ("epsilon_split", "theta", "degree", "score")
+    HYPERPARAMETERS = ("epsilon_split", "theta", "degree", "score", "oneway", "oneway_split")
 
     def __init__(self, epsilon: float, *, epsilon_split: float, theta: float | None = None,
-                 degree: int | None = None, score: str = "R") -> None:
+                 degree: int | None = None, score: str = "R", oneway: str = "none",
+                 oneway_split: float = 0.2) -> None:
         self.epsilon = _check_positive_finite("epsilon", epsilon)
         split = _check_positive_finite("epsilon_split", epsilon_split)
         if not split < 1.0:
@@ -331,6 +377,14 @@ class PrivBayes:
             raise ValueError(f"PrivBayes: score must be 'R' (the TODS 2017 score R(X, Pi)) or "
                              f"'MI' (mutual information), got {score!r}")
         self.score = score
+        if oneway not in ONEWAY_METHODS:
+            raise ValueError(f"PrivBayes: oneway must be one of {', '.join(ONEWAY_METHODS)}, "
+                             f"got {oneway!r}")
+        self.oneway = oneway
+        osplit = _check_positive_finite("oneway_split", oneway_split)
+        if not osplit < 1.0:
+            raise ValueError(f"PrivBayes: oneway_split must be in (0, 1), got {oneway_split!r}")
+        self.oneway_split = osplit
         self.network: list[dict[str, Any]] | None = None  # set by fit (last fitted network)
 
     # -- protocol -------------------------------------------------------------------------
@@ -339,17 +393,31 @@ class PrivBayes:
         return "theta" if self.theta is not None else "degree"
 
     @property
+    def epsilon_oneway(self) -> float:
+        """One-way marginals budget (``oneway="measure"``), exactly: the largest float <=
+        dec(oneway_split) x dec(epsilon); 0.0 otherwise."""
+        if self.oneway != "measure":
+            return 0.0
+        return exact.float_down(exact.dec(self.oneway_split) * exact.dec(self.epsilon))
+
+    def _rest(self) -> exact.Fraction:
+        """What the network and the tables share: dec(epsilon) - binary(epsilon_oneway)
+        (= dec(epsilon) unless ``oneway="measure"``)."""
+        return exact.dec(self.epsilon) - exact.binary(self.epsilon_oneway)
+
+    @property
     def epsilon_1(self) -> float:
-        """Structure budget, exactly: the largest float <= dec(epsilon_split) x dec(epsilon)
-        (both the spec's decimals: 0.1 x 4.0 = 2/5 -> 0.39999999999999997, not fl(0.4))."""
-        return exact.float_down(exact.dec(self.epsilon_split) * exact.dec(self.epsilon))
+        """Structure budget, exactly: the largest float <= dec(epsilon_split) x rest, rest =
+        dec(epsilon) - binary(epsilon_oneway) (both the spec's decimals without oneway: 0.1 x 4.0
+        = 2/5 -> 0.39999999999999997, not fl(0.4))."""
+        return exact.float_down(exact.dec(self.epsilon_split) * self._rest())
 
     @property
     def epsilon_2(self) -> float:
-        """Conditional-tables budget, exactly: the largest float <= dec(epsilon) -
-        binary(epsilon_1), so binary(eps_1) + binary(eps_2) <= dec(epsilon) in exact arithmetic
+        """Conditional-tables budget, exactly: the largest float <= rest - binary(epsilon_1),
+        so binary(eps_0) + binary(eps_1) + binary(eps_2) <= dec(epsilon) in exact arithmetic
         (float arithmetic can exceed eps by an ulp)."""
-        return exact.float_down(exact.dec(self.epsilon) - exact.binary(self.epsilon_1))
+        return exact.float_down(self._rest() - exact.binary(self.epsilon_1))
 
     def hyperparameters(self) -> dict[str, Any]:
         """Constructor keyword arguments (round-trip: ``PrivBayes(eps, **hyperparameters())``)."""
@@ -358,6 +426,10 @@ class PrivBayes:
             h["theta"] = self.theta
         else:
             h["degree"] = self.degree
+        if self.oneway != "none":  # absent when off: as before the option existed
+            h["oneway"] = self.oneway
+        if self.oneway == "measure":
+            h["oneway_split"] = self.oneway_split
         return h
 
     def privacy_map(self, d_in: int) -> float:
@@ -367,8 +439,11 @@ class PrivBayes:
         return float(d_in) * self.epsilon
 
     def budget_parts(self) -> list[dict[str, Any]]:
-        return [{"purpose": "network structure", "epsilon": self.epsilon_1},
-                {"purpose": "conditional tables", "epsilon": self.epsilon_2}]
+        parts = [{"purpose": "network structure", "epsilon": self.epsilon_1},
+                 {"purpose": "conditional tables", "epsilon": self.epsilon_2}]
+        if self.oneway == "measure":
+            parts.append({"purpose": "one-way marginals", "epsilon": self.epsilon_oneway})
+        return parts
 
     def max_table_cells(self, n: int, d: int) -> float:
         """theta flavour: theta_max_cells(n, eps_2, d, theta); degree flavour: inf."""
@@ -452,8 +527,12 @@ class PrivBayes:
         return cands
 
     # -- fit ------------------------------------------------------------------------------
-    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Any) -> PrivBayesModel:
-        """Learn the network (eps_1) and the noisy conditional tables (eps_2); see module doc."""
+    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Any) -> Any:
+        """Learn the network (eps_1) and the noisy conditional tables (eps_2); see module doc.
+
+        Returns a :class:`PrivBayesModel`, or with ``oneway`` "tables"/"measure" a
+        :class:`~dpbundle.mechanisms.oneway.RakedModel` wrapping it; "measure" measures the
+        one-way histograms last (eps_0, purposes "privbayes: one-way marginal of column j")."""
         codes = np.asarray(codes)
         if codes.ndim != 2:
             raise ValueError(f"PrivBayes.fit: codes must be a 2-d array, got shape {codes.shape}")
@@ -510,6 +589,7 @@ class PrivBayes:
         eps_table = _even_split(self.epsilon_2, d)
         sens = count_table_sensitivity()
         conditionals: list[np.ndarray] = []
+        table_sums: dict[int, tuple[np.ndarray, int]] = {}  # X -> (raw noisy counts of X, |dom(Pi)|)
         for node in network:
             counts = count_table(data, domain, node.attribute, node.parents, weights)
             # integer counts -> OpenDP's discrete Laplace (exact, same scale 2 d / eps_2)
@@ -517,10 +597,37 @@ class PrivBayes:
                                             epsilon=eps_table, integer=True,
                                             purpose=f"privbayes: conditional table of column {node.attribute}"),
                                dtype=np.float64).reshape(counts.shape)
+            if self.oneway != "none":
+                table_sums[node.attribute] = (noisy.sum(axis=0), noisy.shape[0])
             conditionals.append(_normalise(norm_sub(noisy, float(n))))
         model = PrivBayesModel(domain, network, conditionals)
         self.network = model.network_description()
-        return model
+        if self.oneway == "none":
+            return model
+        return self._oneway_model(model, codes, domain, table_sums, eps_table, rand)
+
+    def _oneway_model(self, model: PrivBayesModel, codes: np.ndarray, domain: tuple[int, ...],
+                      table_sums: dict[int, tuple[np.ndarray, int]], eps_table: float,
+                      rand: Any) -> Any:
+        """The RakedModel of ``oneway`` "tables"/"measure" (see the module docstring).
+
+        Per column X: the raw noisy table of (X, Pi) summed over Pi (unbiased, per-cell variance
+        ``|dom(Pi)| v_table``); with "measure" also the measured one-way histogram (eps_0 / d,
+        variance ``v_oneway``), combined by inverse-variance weighting. Then norm-sub to n and
+        shares. All post-processing except the "measure" draws."""
+        from . import oneway as ow  # oneway imports norm_sub from here
+
+        n, d = codes.shape
+        v_table = ow.oneway_noise_variance(eps_table, 1, sensitivity=count_table_sensitivity())
+        estimates = [[(table_sums[j][0], table_sums[j][1] * v_table)] for j in range(d)]
+        if self.oneway == "measure":
+            measured = ow.measure_oneway(codes, domain, self.epsilon_oneway, rand,
+                                         purpose="privbayes: one-way marginal")
+            v_one = ow.oneway_noise_variance(self.epsilon_oneway, d)
+            for j in range(d):
+                estimates[j].append((measured[j], v_one))
+        counts = [ow.inverse_variance(e) for e in estimates]
+        return ow.RakedModel(model, ow.shares_from_noisy(counts, float(n)), method="rake")
 
 
 class _Columns:

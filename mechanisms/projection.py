@@ -23,13 +23,18 @@ Algorithm (m = min_count; "type" = a distinct full record, with count c in the i
 
 Types are found with a mixed-radix integer key (np.unique on one int64 column) when the domain
 fits in 63 bits, else np.unique(axis=0); the output is np.repeat of the types, then
-rng.permutation.
+rng.permutation. :func:`project_types` does steps 1-5 on record types (sorted distinct rows and
+counts, e.g. from one np.bincount of cell indices) and :func:`arrange` the final shuffle:
+``arrange(project_types(types of codes, m, rng), rng)`` is ``project(codes, m, rng)`` exactly
+(same types in the same order, the same draws in the same order).
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ProjectionError", "project", "record_types"]
+from .cells import RecordTypes
+
+__all__ = ["ProjectionError", "project", "record_types", "project_types", "arrange"]
 
 
 class ProjectionError(ValueError):
@@ -111,6 +116,34 @@ def project(codes: np.ndarray, min_count: int, rng: np.random.Generator) -> np.n
             f"project: impossible: {n} records cannot all appear at least min_count={m} times")
     codes = codes.astype(np.int64, copy=False)
     types, counts = record_types(codes)
-    out_counts = _out_counts(counts, m, rng)
-    result = np.repeat(types, out_counts, axis=0)
-    return result[rng.permutation(n)]
+    return _shuffled(types, _out_counts(counts, m, rng), rng)
+
+
+def _shuffled(types: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """np.repeat(types, counts, axis=0)[rng.permutation(n)], gathering rows of the small types
+    table once (the same array, the same single draw)."""
+    k = types.shape[0]
+    which = np.repeat(np.arange(k, dtype=np.int32 if k < 2**31 else np.int64), counts)
+    return np.take(types, which[rng.permutation(which.size)], axis=0)
+
+
+def project_types(types: RecordTypes, min_count: int, rng: np.random.Generator) -> RecordTypes:
+    """Steps 1-5 of the projection on record types (sorted, as :func:`record_types` gives them):
+    the output's record types (those with a count > 0), drawing from ``rng`` as :func:`project`
+    does before its shuffle."""
+    m = int(min_count)
+    if isinstance(min_count, bool) or m != min_count or m < 1:
+        raise ProjectionError(f"project: min_count must be an integer >= 1, got {min_count!r}")
+    if types.n < m:
+        raise ProjectionError(
+            f"project: impossible: {types.n} records cannot all appear at least min_count={m} times")
+    out = _out_counts(types.counts, m, rng)
+    keep = np.flatnonzero(out)
+    table = types.table.with_codes(types.table.codes[keep])
+    return RecordTypes(table, out[keep], None if types.cells is None else types.cells[keep])
+
+
+def arrange(types: RecordTypes, rng: np.random.Generator) -> np.ndarray:
+    """The records of ``types`` in a uniformly random order (int64 (n, d)): the last step of
+    :func:`project`, continuing the same ``rng``."""
+    return _shuffled(types.table.codes, types.counts, rng)

@@ -35,6 +35,14 @@ def records_block(spec: Spec, released_n: int) -> dict:
     return block
 
 
+PUBLISHED_MODEL_NOTE = {
+    "file": "model.json",
+    "extra_epsilon": 0,
+    "why": "the model is the output of the generator's DP measurement (the generation part above), "
+           "which the selection already accounts for; publishing it is post-processing",
+}
+
+
 def build_budget(spec: Spec, generator: Generator, total_opendp: float, released_n: int) -> dict:
     """Every epsilon spent and how the total is composed: total = eps_count (dp_count policy)
     + SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons."""
@@ -61,4 +69,4 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
         "total_epsilon_opendp": float(total_opendp),
         "epsilon_cap": spec.epsilon_cap,
         "opendp_version": opendp_version(),
-    }
+    } | ({"published_model": PUBLISHED_MODEL_NOTE} if spec.publish_model else {})

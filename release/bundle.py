@@ -43,7 +43,7 @@ import numpy as np
 
 from dpbundle.mechanisms import exact, noise
 
-from . import datasheet, jsonschemas, keys
+from . import datasheet, jsonschemas, keys, value_noise
 from .prepare import file_sha256
 
 __all__ = [
@@ -70,7 +70,11 @@ NEIGHBOURING_DEFAULT = "change one record (bounded; n public)"
 METRICS_FIELDS = ["id", "type", "description", "threshold", "stakeholder_threshold", "threshold_inputs", "dp_value",
                   "passed", "epsilon", "sensitivity", "sensitivity_inputs", "mechanism", "noise_scale", "noise_std"]
 METRICS_CSV_COLUMNS = ["id", "type", "description", "threshold", "stakeholder_threshold", "dp_value", "passed",
-                       "epsilon", "sensitivity", "mechanism", "noise_scale", "noise_std"]
+                       "epsilon", "sensitivity", "mechanism", "noise_scale", "noise_std",
+                       "noise_on", "value_noise_std", "value_noise_mean"]
+# noise_std is the std of the noise the mechanism draws; noise_on says where it goes ("value",
+# "inside_fit", "selection_scores"); value_noise_std / value_noise_mean: the noise of the reported
+# dp_value (estimated for a fit, empty when unknown; see value_noise.py and the datasheet).
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 # Keys that would publish how many candidates the private selection tried (DESIGN: never).
@@ -267,36 +271,77 @@ def write_transcript(path: Path, records_jsonl: bytes, salt: bytes, *, force: bo
     return commitment
 
 
+SHA256SUMS = "SHA256SUMS"
+# optional public files -> their JSON Schema (None: not JSON)
+OPTIONAL_FILES = {"preregistration.json": "preregistration", "preregistration.json.sig": None,
+                  "seeds.json": "seeds", "model.json": "model"}
+
+
+def _check_public_files(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The optional public files in a fixed order; BundleError for an unknown name or a JSON
+    file that does not match its schema."""
+    out: dict[str, bytes] = {}
+    for name in OPTIONAL_FILES:
+        if name not in files:
+            continue
+        content = bytes(files[name])
+        schema = OPTIONAL_FILES[name]
+        if schema is not None:
+            try:
+                jsonschemas.validate(json.loads(content.decode("utf-8")), schema, document=name)
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise BundleError(f"{name}: {exc}") from None
+        out[name] = content
+    unknown = sorted(set(files) - set(OPTIONAL_FILES))
+    if unknown:
+        raise BundleError(f"unknown optional bundle file(s) {unknown}; allowed: {sorted(OPTIONAL_FILES)}")
+    return out
+
+
+def sha256sums_bytes(directory: Path, files: Sequence[str]) -> bytes:
+    """``SHA256SUMS`` in the format ``sha256sum -c`` reads: ``<hex>  <name>`` per line, sorted
+    by name (the manifest and its signature are not listed: the manifest lists this file)."""
+    lines = [f"{file_digest(Path(directory) / f)[0]}  {f}\n" for f in sorted(files)]
+    return "".join(lines).encode("utf-8")
+
+
 def write_zip(directory: Path, zip_path: Path, *, root: str | None = None) -> Path:
     """A deterministic zip of ``directory``: entries sorted, under ``root/`` (default: the directory's
-    name), timestamps 1980-01-01 00:00, mode 0644, stored (no compression: byte-identical with any
-    zlib), no extra fields, no comment. Byte-identical for identical directory contents."""
+    name), timestamps 1980-01-01 00:00, mode 0644, deflated at level 9, no extra fields, no
+    comment. Byte-identical for identical directory contents with the same zlib (the signature
+    covers the files inside, not the zip: a different zlib may give other zip bytes but the same
+    verified files)."""
     directory, zip_path = Path(directory), Path(zip_path)
     root = directory.name if root is None else root
     files = sorted(p for p in directory.rglob("*") if p.is_file())
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9,
+                         allowZip64=True) as zf:
         for p in files:
             rel = p.relative_to(directory).as_posix()
             info = zipfile.ZipInfo(f"{root}/{rel}" if root else rel, date_time=ZIP_DATE)
-            info.compress_type = zipfile.ZIP_STORED
+            info.compress_type = zipfile.ZIP_DEFLATED
             info.create_system = 3  # unix, so that external_attr is a unix mode everywhere
             info.external_attr = (0o100644 & 0xFFFF) << 16
             info.extra = b""
             info.comment = b""
-            zf.writestr(info, p.read_bytes())
+            zf.writestr(info, p.read_bytes(), compresslevel=9)
         zf.comment = b""
     zip_path.write_bytes(buf.getvalue())
     return zip_path
 
 
-def metrics_csv_bytes(criteria: list[dict]) -> bytes:
-    """metrics.csv: one row per criterion, numbers printed with the datasheet's format."""
+def metrics_csv_bytes(criteria: list[dict], noise_estimates: dict | None = None) -> bytes:
+    """metrics.csv: one row per criterion, numbers printed with the datasheet's format;
+    ``noise_estimates``: value_noise.estimate(...) for the value-noise columns of fits."""
+    vnoise = value_noise.value_noise_rows(criteria, noise_estimates)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(METRICS_CSV_COLUMNS)
     for c in criteria:
-        w.writerow([c[k] if isinstance(c[k], str) else datasheet.format_number(c[k]) for k in METRICS_CSV_COLUMNS])
+        row = dict(c, **vnoise[c["id"]])
+        w.writerow([row[k] if isinstance(row[k], str) else datasheet.format_number(row[k])
+                    for k in METRICS_CSV_COLUMNS])
     return buf.getvalue().encode("utf-8")
 
 
@@ -358,7 +403,12 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, data_sh
         desc = descriptions.get(col.name)
         if desc:
             f["description"] = desc
-        f["constraints"] = {"required": True, "enum": [str(x) for x in col.labels]}
+        labels = [str(x) for x in col.labels]
+        # Table Schema v2 categories (readers give factors / categoricals, ordered when bins are);
+        # constraints.enum keeps v1 validators checking the same labels.
+        f["categories"] = labels
+        f["categoriesOrdered"] = bool(getattr(col, "ordered", False))
+        f["constraints"] = {"required": True, "enum": labels}
         fields.append(f)
     pkg["resources"] = [{
         "name": "data",
@@ -481,6 +531,7 @@ def write_bundle(
     force: bool = False,
     make_zip: bool = False,
     extra: dict | None = None,
+    public_files: dict[str, bytes] | None = None,
 ) -> Path:
     """Write the signed bundle directory ``out`` (and ``out.zip`` if ``make_zip``); return ``out``.
 
@@ -490,7 +541,10 @@ def write_bundle(
     ``transcript_records_jsonl``: ``Transcript.to_jsonl()``, written with a fresh salt to
     ``transcript_path`` (private, mode 0600, outside the bundle); ``private_key``: an
     Ed25519PrivateKey (see keys.load_private_key); ``extra``: more public information for the
-    manifest and the datasheet. Every JSON file is validated against its schema before writing.
+    manifest and the datasheet; ``public_files``: optional public files by name (the
+    pre-registration record and its signature, ``seeds.json``, a published model; names from
+    :data:`OPTIONAL_FILES`, JSON ones validated against their schemas here). Every JSON file is
+    validated against its schema before writing; a ``SHA256SUMS`` file lists every file's hash.
     Raises :class:`BundleError` (nothing written) on bad input or an existing output without ``force``.
     """
     from . import __version__
@@ -542,6 +596,7 @@ def write_bundle(
     spec_doc = {"spec": public_spec(spec), "configuration": _jsonable(configuration, "configuration"),
                 "configuration_id": str(configuration_id)}
     extra_doc = _jsonable(extra, "extra") if extra else None
+    optional = _check_public_files(public_files or {})
     for where, doc in (("metrics.json", metrics_doc), ("budget.json", budget_doc), ("spec.json", spec_doc),
                        ("extra", extra_doc)):
         _check_no_attempt_count(doc, where)
@@ -574,7 +629,8 @@ def write_bundle(
         os.chmod(tmp, 0o755)
         data = _data_csv_bytes(columns, codes)
         _write_bytes(tmp / "data.csv", data)
-        _write_bytes(tmp / "metrics.csv", metrics_csv_bytes(criteria))
+        value_noise_est = value_noise.estimate(spec, columns, codes, criteria)  # noise of the reported values
+        _write_bytes(tmp / "metrics.csv", metrics_csv_bytes(criteria, value_noise_est))
         _write_json(tmp, "metrics.json", metrics_doc, "metrics")
         _write_json(tmp, "budget.json", budget_doc, "budget")
         _write_json(tmp, "spec.json", spec_doc, "spec-json")
@@ -582,17 +638,21 @@ def write_bundle(
         package = _datapackage(spec, columns, descriptions, data_sha, data_size, created, __version__)
         _write_json(tmp, "datapackage.json", package, "datapackage")
 
+        for name, content in optional.items():
+            _write_bytes(tmp / name, content)
         files = ["data.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json", "datapackage.json",
-                 "README.html", "README.pdf"]
+                 *optional, "README.html", "README.pdf"]
         context = datasheet.build_context(
             spec=spec, configuration=spec_doc["configuration"], configuration_id=spec_doc["configuration_id"],
             columns=columns, codes=codes, metrics=criteria, budget=budget_doc, created=created,
             dpbundle_version=__version__, fingerprint=fingerprint, public_key_pem=public_pem,
-            commitment=commitment, files=files, extra=extra_doc)
+            commitment=commitment, files=files, extra=extra_doc, noise_estimates=value_noise_est)
         html = datasheet.render_html(context)
         _write_bytes(tmp / "README.html", html.encode("utf-8"))
         datasheet.render_pdf(html, tmp / "README.pdf")
         os.chmod(tmp / "README.pdf", 0o644)
+        _write_bytes(tmp / SHA256SUMS, sha256sums_bytes(tmp, files))
+        files.append(SHA256SUMS)
 
         manifest = {
             "format": BUNDLE_FORMAT,

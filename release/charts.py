@@ -105,9 +105,10 @@ def distribution_chart(labels: Sequence[str], counts: Sequence[int], *, title: s
 def criteria_chart(criteria: Sequence[dict], *, width: int = 640, z: float = NOISE_Z) -> str:
     """An SVG dot plot: for each criterion, dp_value / threshold with a +-z*noise_std/threshold bar.
 
-    ``criteria`` are metrics.json rows (id, dp_value, threshold, noise_std, passed, mechanism). A
-    criterion passes when its point is left of the line at 1 (the threshold). Criteria whose noise
-    is inside a fit (mechanism other than "laplace") get no bar.
+    ``criteria`` are metrics.json rows (id, dp_value, threshold, noise_std, passed, mechanism), with
+    optionally ``value_noise_std``: the noise of the reported value (None: unknown, no bar). A
+    criterion passes when its point is left of the line at 1 (the threshold). Without
+    ``value_noise_std``, criteria whose noise is inside a fit (mechanism other than "laplace") get no bar.
     """
     rows = []
     for c in criteria:
@@ -115,9 +116,14 @@ def criteria_chart(criteria: Sequence[dict], *, width: int = 640, z: float = NOI
         if t > 0 and math.isfinite(t):
             v = float(c["dp_value"]) / t
             # Only an additive mechanism puts its noise on the released value itself; for a fit
-            # with noise inside (functional mechanism) the value has no additive noise bar.
-            additive = str(c.get("mechanism", "laplace")) == "laplace"
-            e = z * float(c["noise_std"]) / t if additive else 0.0
+            # with noise inside (functional mechanism) the bar uses the estimated noise of the
+            # value (``value_noise_std``, see value_noise.py) when there is one, else no bar.
+            if "value_noise_std" in c:
+                vstd = c["value_noise_std"]
+                e = z * float(vstd) / t if vstd is not None else 0.0
+            else:
+                additive = str(c.get("mechanism", "laplace")) == "laplace"
+                e = z * float(c["noise_std"]) / t if additive else 0.0
         else:  # cannot normalise; plot nothing but keep the row
             v = e = float("nan")
         rows.append((str(c["id"]), v, e, bool(c["passed"])))

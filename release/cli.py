@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from .cli_style import StyledCommand, add_command
 
 app = typer.Typer(
     name="dpbundle",
@@ -17,8 +18,9 @@ app = typer.Typer(
         "Auditable differentially private open-data releases.\n\n"
         "Produce a signed release bundle from a confidential registry (`release`), verify one "
         "independently (`audit`), and study which configurations pass on public data (`sweep`).\n\n"
-        "Quick start:  dpbundle release --example births --out births-bundle && "
-        "dpbundle audit births-bundle --pubkey births-bundle.demo-key.pub"
+        "Quick start:\n\n"
+        "    dpbundle release --example births --out births-bundle\n"
+        "    dpbundle audit births-bundle --pubkey births-bundle.demo-key.pub"
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -28,7 +30,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 spec_app = typer.Typer(help="Check a release spec and inspect its configuration space.\n\n"
-                       "Example: dpbundle spec validate examples/births.yaml", no_args_is_help=True)
+                       "Example:\n\n    dpbundle spec validate examples/births.yaml",
+                       no_args_is_help=True)
 app.add_typer(spec_app, name="spec")
 
 console = Console()
@@ -66,7 +69,7 @@ def load_spec_or_exit(path: Path):
         fail_input(str(exc).replace("[", r"\["))
 
 
-@spec_app.command("validate")
+@spec_app.command("validate", cls=StyledCommand)
 def spec_validate(
     spec: Annotated[Path, typer.Argument(help="Release spec (YAML or JSON).")],
     data: Annotated[Optional[Path], typer.Option("--data", help="Also load this CSV/CSV.gz, validate it and apply the raw constraints (run inside the enclave: the per-constraint counts are private).")] = None,
@@ -78,7 +81,9 @@ def spec_validate(
     release would: types, ranges, missing values, then the raw-data constraints, and prints the
     rows read, the rows each raw constraint drops and the resulting n.
 
-    Example: dpbundle spec validate examples/births.yaml --data registry.csv.gz
+    Example:
+
+        dpbundle spec validate examples/births.yaml --data registry.csv.gz
     """
     s = load_spec_or_exit(spec)
     from .spec import budget_formula
@@ -94,6 +99,7 @@ def spec_validate(
 
     for line in criteria_warnings(s.raw):
         console.print(f"[yellow]warning[/] {line}", markup=True, highlight=False)
+    _warn_missing_generators(s)
     if data is None:
         return
     from .prepare import InputError, prepare
@@ -119,7 +125,22 @@ def spec_validate(
                                            " plausible records (private; run inside the enclave)"))
 
 
-@spec_app.command("space")
+def _warn_missing_generators(s) -> None:
+    """A valid spec may name a generator whose optional extra is not installed here: say so now
+    (a release on this machine would refuse it before reading the data)."""
+    from rich.markup import escape
+
+    from dpbundle.mechanisms.generators import generator_types
+
+    available = generator_types()
+    for gtype in sorted({g["type"] for g in s.raw["generators"]}):
+        if not available[gtype]["available"]:
+            console.print(f"[yellow]warning[/] generator {gtype!r} is not installed here: "
+                          f"{escape(available[gtype]['reason'])}; a release on this machine would refuse "
+                          "the spec", markup=True, highlight=False)
+
+
+@spec_app.command("space", cls=StyledCommand)
 def spec_space(
     spec: Annotated[Path, typer.Argument(help="Release spec (YAML or JSON).")],
 ) -> None:
@@ -129,7 +150,9 @@ def spec_space(
     hyperparameter grid and the projection's min_count values. Private selection draws from it
     uniformly (or from a narrowed list produced by `dpbundle sweep`).
 
-    Example: dpbundle spec space examples/births.yaml
+    Example:
+
+        dpbundle spec space examples/births.yaml
     """
     from .space import dimensions, space_size
 
@@ -156,29 +179,35 @@ def _short(value) -> str:
 def _register() -> None:
     from .release_cmd import cli_release
 
-    app.command("release")(cli_release)
+    add_command(app, "release", cli_release)
     from dpbundle.audit.cli import cli_audit
 
-    app.command("audit")(cli_audit)
+    add_command(app, "audit", cli_audit)
     from .sweep import cli_sweep
 
-    app.command("sweep")(cli_sweep)
+    add_command(app, "sweep", cli_sweep)
     from .ledger import cli_ledger_list, cli_ledger_mark
 
     ledger_app = typer.Typer(help="The private budget ledger: what was spent on which data.",
                              no_args_is_help=True)
-    ledger_app.command("list")(cli_ledger_list)
-    ledger_app.command("mark")(cli_ledger_mark)
+    add_command(ledger_app, "list", cli_ledger_list)
+    add_command(ledger_app, "mark", cli_ledger_mark)
     app.add_typer(ledger_app, name="ledger")
+    from .preregister import cli_preregister
+    from .sample_cmd import cli_sample
+
+    add_command(app, "sample", cli_sample)
+
+    add_command(app, "preregister", cli_preregister)
     from .keys import cli_keygen
 
-    app.command("keygen")(cli_keygen)
+    add_command(app, "keygen", cli_keygen)
     from .example import cli_example
 
-    app.command("example")(cli_example)
+    add_command(app, "example", cli_example)
     from .spec_docs import cli_spec_explain
 
-    spec_app.command("explain")(cli_spec_explain)
+    add_command(spec_app, "explain", cli_spec_explain)
 
 
 _register()

@@ -183,3 +183,23 @@ def synthetic_violations(constraints: list[dict], coded: Coded) -> np.ndarray:
             mask &= bin_condition(coded.columns[j], op, value)[coded.codes[:, j]]
         bad |= mask
     return bad
+
+
+def violation_table(constraints: list[dict], columns: tuple[ColumnCoding, ...]) -> np.ndarray:
+    """bad[cell] for every cell of the full domain (mixed-radix index, C order): the value of
+    :func:`synthetic_violations` on the record of that cell. Each condition is one table over its
+    column's codes, broadcast along the other axes (public: the spec and the codings only)."""
+    names = [c.name for c in columns]
+    shape = tuple(c.size for c in columns)
+    bad = np.zeros(shape, dtype=bool)
+    for constraint in constraints:
+        mask = np.ones((1,) * len(shape), dtype=bool)
+        for column, op, value in constraint["when"]:
+            if column not in names:
+                raise KeyError(f"no column {column!r}; columns are {names}")
+            j = names.index(column)
+            axis = [1] * len(shape)
+            axis[j] = shape[j]
+            mask = mask & bin_condition(columns[j], op, value).reshape(axis)
+        bad |= mask
+    return bad.reshape(-1)

@@ -22,11 +22,27 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import charts
+from . import charts, glyphs, value_noise
 from .spec import WEAK_GUARANTEE_EPSILON
 
 __all__ = ["NUMBER_FORMAT", "NUMBER_FORMAT_DOC", "format_number", "build_context", "render_html", "render_pdf",
-           "openssl_verify_command", "query_family"]
+           "openssl_verify_command", "query_family", "PUBLISHED_EPSILONS", "PDF_OPTIONS", "epsilon_scale"]
+
+# Published privacy budgets, for the datasheet's comparison (facts with their sources, printed
+# with the source named). The US figure is (epsilon, delta)-DP with delta = 1e-10, converted by the
+# Census Bureau from zero-concentrated DP (rho = 2.56 for the persons file; the standard
+# conversion rho + 2 sqrt(rho ln(1/delta)) tightened as in Canonne et al. gives 17.16, checked
+# here). The housing-units figure is left out until it is checked against the primary source.
+PUBLISHED_EPSILONS = (
+    {"name": "Israel's 2024 release of its national birth registry", "epsilon": 9.98,
+     "kind": "pure differential privacy, as here", "source": "Hod & Canetti 2024, arXiv:2405.00267"},
+    {"name": "US 2020 Census redistricting data (P.L. 94-171), persons", "epsilon": 17.14,
+     "kind": "with \u03b4 = 10\u207b\u00b9\u2070, converted from zero-concentrated DP (\u03c1 = 2.56)",
+     "source": "US Census Bureau production settings, 2021; Abowd et al. 2022, Harvard Data Science Review"},
+)
+# Tagged PDF (PDF/UA-1: structure tree, /MarkInfo, document language and title from the HTML).
+PDF_OPTIONS = {"pdf_variant": "pdf/ua-1", "pdf_tags": True}
+PRIOR_SUSPICION = 0.01  # the 1-in-100 prior of the datasheet's worked example
 
 NUMBER_FORMAT = ".6g"
 NUMBER_FORMAT_DOC = "format(x, '.6g')"
@@ -49,6 +65,64 @@ def openssl_verify_command(pubkey: str = "KEY.pub") -> str:
 
 def _pct(x: float) -> str:
     return format(100 * float(x), ".3g")
+
+
+def approx_number(x: float) -> str:
+    """A large factor in words a reader can take in: 1.6, 12, 21,590, 27.7 million, about 10^40."""
+    x = float(x)
+    if not math.isfinite(x):
+        return "too large to print"
+    if x < 10:
+        return format(x, ".2g")
+    if x < 1e6:
+        digits = int(math.floor(math.log10(x))) + 1
+        return f"{round(x, -(digits - 4)) if digits > 4 else round(x):,.0f}"
+    for word, unit in (("trillion", 1e12), ("billion", 1e9), ("million", 1e6)):
+        if x >= unit and (x < unit * 1000 or word == "trillion"):
+            if x < 1e15:
+                return f"{x / unit:.3g} {word}"
+    return f"about 10^{math.log10(x):.0f}"
+
+
+def _exp(eps: float) -> float:
+    return math.exp(eps) if eps < 700 else float("inf")
+
+
+def _posterior_text(eps: float, prior: float = PRIOR_SUSPICION) -> str:
+    """Largest belief, in percent, that a prior ``prior`` can become after the release (pure DP:
+    posterior odds <= e^eps x prior odds)."""
+    q = _exp(eps)
+    post = 1.0 if not math.isfinite(q) else q * prior / (q * prior + 1 - prior)
+    pct = 100 * post
+    if pct >= 99.95:
+        return "more than 99.9%"
+    return f"{pct:.3g}%"
+
+
+def epsilon_scale(total: float) -> dict:
+    """Part 1's reading aid: e^epsilon, the 1-in-100 example, and the published releases (with
+    this release among them, sorted by epsilon), all computed from ``total``."""
+    rows = [{"name": "This release", "epsilon": format_number(total), "factor": approx_number(_exp(total)),
+             "posterior": _posterior_text(total), "kind": "pure differential privacy", "source": "",
+             "this": True, "value": float(total)}]
+    for p in PUBLISHED_EPSILONS:
+        rows.append({"name": p["name"], "epsilon": format_number(p["epsilon"]),
+                     "factor": approx_number(_exp(p["epsilon"])), "posterior": _posterior_text(p["epsilon"]),
+                     "kind": p["kind"], "source": p["source"], "this": False, "value": p["epsilon"]})
+    rows.sort(key=lambda r: (r["value"], not r["this"]))
+    comparisons = []
+    for p in PUBLISHED_EPSILONS:
+        diff = float(total) - p["epsilon"]
+        if abs(diff) < 0.005:
+            word, factor = "the same as", ""
+        elif diff < 0:
+            word, factor = "smaller than", f"a bound {approx_number(_exp(-diff))} times tighter"
+        else:
+            word, factor = "larger than", f"a bound {approx_number(_exp(diff))} times looser"
+        comparisons.append({"name": p["name"], "epsilon": format_number(p["epsilon"]), "word": word,
+                            "factor": factor, "source": p["source"]})
+    return {"factor": approx_number(_exp(total)), "prior_pct": format(100 * PRIOR_SUSPICION, "g"),
+            "posterior": _posterior_text(total), "rows": rows, "comparisons": comparisons}
 
 
 def _column_text(col: str | None, spec_columns: dict) -> str:
@@ -226,8 +300,10 @@ def _pattern_example(spec: dict) -> str:
 def build_context(*, spec: dict, configuration: dict, configuration_id: str, columns: Sequence[Any],
                   codes: np.ndarray, metrics: list[dict], budget: dict, created: str, dpbundle_version: str,
                   fingerprint: str, public_key_pem: str, commitment: str, files: Sequence[str],
-                  extra: dict | None = None) -> dict:
-    """Everything the template needs, as plain strings/lists (numbers already formatted)."""
+                  extra: dict | None = None, noise_estimates: dict | None = None) -> dict:
+    """Everything the template needs, as plain strings/lists (numbers already formatted).
+
+    ``noise_estimates``: :func:`value_noise.estimate` of the criteria (computed here when None)."""
     release = spec.get("release") or {}
     n, d = codes.shape
     spec_cols = {c.get("name"): c for c in spec.get("columns") or []}
@@ -258,12 +334,24 @@ def build_context(*, spec: dict, configuration: dict, configuration_id: str, col
             "chart": charts.distribution_chart(labels, counts, title=f"{col.name}: records per value"),
         })
 
+    if noise_estimates is None:
+        noise_estimates = value_noise.estimate(spec, columns, codes, metrics)
+    vnoise = value_noise.value_noise_rows(metrics, noise_estimates)
     crit_rows, uses = [], []
     for m in metrics:
         entry = acceptance.get(m["id"])
         fam = query_family(m, entry, spec, d)
+        vn = vnoise[m["id"]]
+        vstd = vn["value_noise_std"]
+        margin = float(m["threshold"]) - float(m["dp_value"])
+        # a DP value within 2 noise standard deviations of its threshold: the real value may lie on the other side
+        close = vstd is not None and vstd > 0 and abs(margin) < 2 * vstd
         if fam:
-            uses.append({"id": m["id"], "text": fam})
+            vmean = vn["value_noise_mean"]
+            uses.append({"id": m["id"], "text": fam, "dp_value": fmt(m["dp_value"]), "threshold": fmt(m["threshold"]),
+                         "value_noise_std": format(vstd, ".3g") if vstd is not None else "",
+                         "value_noise_mean": format(vmean, ".3g") if vmean else "",
+                         "noise_on": vn["noise_on"], "close": close, "passed": bool(m["passed"])})
         crit_rows.append({
             "id": m["id"],
             "type": m["type"],
@@ -278,7 +366,13 @@ def build_context(*, spec: dict, configuration: dict, configuration_id: str, col
             "sensitivity": fmt(m["sensitivity"]),
             "mechanism": m["mechanism"],
             "passed": bool(m["passed"]),
+            "noise_on": vn["noise_on"],
+            "value_noise_std": fmt(vstd) if vstd is not None else "",
+            "value_noise_mean": fmt(vn["value_noise_mean"]) if vn["value_noise_mean"] is not None else "",
+            "noise_draws": (noise_estimates.get(m["id"]) or {}).get("draws"),
+            "close": close,
         })
+    chart_rows = [dict(m, value_noise_std=vnoise[m["id"]]["value_noise_std"]) for m in metrics]
     all_passed = all(m["passed"] for m in metrics)
     faith = [m for m in metrics if m["type"] == "faithfulness"]
     faithfulness = None
@@ -325,6 +419,8 @@ def build_context(*, spec: dict, configuration: dict, configuration_id: str, col
     n_fmt = f"{n:,}"
     period = release.get("period") or {}
     context = {
+        # the document language (HTML lang, PDF /Lang): the spec's release.language when it has one
+        "lang": str(release.get("language") or "en"),
         "title": release.get("title") or "Differentially private synthetic data",
         "publisher": release.get("publisher") or "",
         "contact": release.get("contact") or "",
@@ -343,7 +439,10 @@ def build_context(*, spec: dict, configuration: dict, configuration_id: str, col
         "criteria": crit_rows,
         "all_passed": all_passed,
         "uses": uses,
-        "criteria_chart": charts.criteria_chart(metrics),
+        "criteria_chart": charts.criteria_chart(chart_rows),
+        "fit_criteria": [c for c in crit_rows if c["noise_on"] == value_noise.ON_FIT],
+        "selection_criteria": [c for c in crit_rows if c["noise_on"] == value_noise.ON_SCORES],
+        "any_close": any(u["close"] for u in uses),
         "noise_z": fmt(charts.NOISE_Z),
         "faithfulness": faithfulness,
         "faithfulness_rules": {
@@ -357,6 +456,7 @@ def build_context(*, spec: dict, configuration: dict, configuration_id: str, col
         "budget_rows": budget_rows,
         "total_epsilon": fmt(total),
         "exp_total_epsilon": fmt(exp_total) if math.isfinite(exp_total) else "very large",
+        "epsilon_scale": epsilon_scale(total),
         # above WEAK_GUARANTEE_EPSILON the datasheet says plainly that the protection is weak
         "weak_guarantee": total > WEAK_GUARANTEE_EPSILON,
         "weak_guarantee_epsilon": fmt(WEAK_GUARANTEE_EPSILON),
@@ -403,6 +503,18 @@ def _read_resource(name: str) -> str:
     return resources.files("dpbundle.templates").joinpath(name).read_text(encoding="utf-8")
 
 
+def _nobreak_ids(text: str):
+    """Escape ``text`` and keep each token with a digit in it (arXiv:2405.00267, 94-171, 10^-10)
+    on one line, so that no identifier is broken at a line end."""
+    import re
+
+    from markupsafe import Markup, escape
+
+    parts = re.split(r"(\S*\d\S*)", str(text))
+    return Markup("").join(Markup('<span class="nowrap">') + escape(p) + Markup("</span>") if i % 2 else escape(p)
+                           for i, p in enumerate(parts))
+
+
 def render_html(context: dict) -> str:
     """The datasheet as one self-contained HTML page (CSS and SVG inline)."""
     import jinja2
@@ -410,6 +522,7 @@ def render_html(context: dict) -> str:
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)
+    env.filters["nobreak_ids"] = _nobreak_ids
     template = env.from_string(_read_resource("datasheet.html.j2"))
     ctx = dict(context)
     ctx["css"] = Markup(_read_resource("datasheet.css"))
@@ -441,14 +554,29 @@ def _document(html: str):
     return weasyprint.HTML(string=html, base_url=None, url_fetcher=_url_fetcher())
 
 
+def _visible_text(html: str) -> str:
+    """The text of an HTML page that will be drawn (markup, CSS and character references resolved)."""
+    import html as html_mod
+    import re
+
+    text = re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", html)
+    return html_mod.unescape(re.sub(r"(?s)<[^>]*>", " ", text))
+
+
+def _write_pdf(html: str, target=None):
+    glyphs.check_text(_visible_text(html), "the datasheet")  # empty boxes are an error, not a PDF
+    return _document(html).write_pdf(target, **PDF_OPTIONS)
+
+
 def render_pdf(html: str, path: Path) -> None:
-    """Render the HTML datasheet to an A4 PDF with WeasyPrint (offline)."""
-    _document(html).write_pdf(str(path))
+    """Render the HTML datasheet to an A4 tagged PDF (PDF/UA-1) with WeasyPrint, offline. Raises
+    :class:`glyphs.MissingGlyphs` when no installed font has some character of the text."""
+    _write_pdf(html, str(path))
 
 
 def render_pdf_bytes(html: str) -> bytes:
     """The same, in memory (used by the pre-flight check of ``release``)."""
-    return _document(html).write_pdf()
+    return _write_pdf(html)
 
 
 def check_templates() -> None:

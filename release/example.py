@@ -183,7 +183,9 @@ def cli_example(
     conditional tables built from approximate published BLS/Census aggregates. Like a real
     registry, each has rows outside the clipping ranges and rows that fail the raw constraints.
 
-    Example: dpbundle example births --out births.csv --rows 167000 --seed 2014
+    Example:
+
+        dpbundle example births --out births.csv --rows 167000 --seed 2014
     """
     if name not in EXAMPLES:
         typer.echo(f"example: unknown example {name!r}; choices: {', '.join(EXAMPLES)}", err=True)

@@ -230,9 +230,24 @@ def verify(pub: PublicKeyLike, data: bytes, sig: bytes) -> bool:
     return True
 
 
+def _make_key_directory(folder: Path) -> Path | None:
+    """Create the missing folder for a new key pair (0700: it will hold a private key);
+    returns the folder it created, or None if it existed. KeyFileError if it cannot."""
+    if folder.is_dir():
+        return None
+    if folder.exists():
+        raise KeyFileError(f"{folder}: exists and is not a directory")
+    try:
+        folder.mkdir(parents=True, mode=0o700)
+    except OSError as exc:
+        raise KeyFileError(f"{folder}: cannot create the directory for the keys: {exc.strerror}") from exc
+    return folder
+
+
 def cli_keygen(
     out: Annotated[Path, typer.Option(
-        "--out", help="Path prefix: writes PATH.key (private key, mode 0600) and PATH.pub (public key).")],
+        "--out", help="Path prefix: writes PATH.key (private key, mode 0600) and PATH.pub (public key); "
+        "a missing folder is created (mode 0700).")],
     passphrase_file: Annotated[Optional[Path], typer.Option(
         "--passphrase-file",
         help=f"Encrypt the private key with the first line of this file (else with ${PASSPHRASE_ENV} if set).")] = None,
@@ -244,15 +259,20 @@ def cli_keygen(
     The passphrase is never taken as a command-line value: use --passphrase-file or the
     environment variable DPBUNDLE_KEY_PASSPHRASE.
 
-    Example: dpbundle keygen --out keys/births-2024 --passphrase-file ~/.secrets/births-key-pass
+    Example:
+
+        dpbundle keygen --out keys/births-2024 --passphrase-file births.pass
     """
     try:
         passphrase = read_passphrase(passphrase_file)
+        created = _make_key_directory(Path(out).parent)
         key_path, pub_path = write_keypair(out, passphrase)
     except KeyFileError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     fingerprint = public_key_fingerprint(load_public_key(pub_path))
+    if created:
+        typer.echo(f"created directory {created} (mode 0700)")
     typer.echo(f"private key: {key_path} ({'passphrase-protected' if passphrase else 'NOT passphrase-protected'}; keep it secret)")
     typer.echo(f"public key:  {pub_path}")
     typer.echo(f"fingerprint: {fingerprint}  (SHA-256 of the raw Ed25519 public key)")

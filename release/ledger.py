@@ -405,7 +405,9 @@ def cli_ledger_list(
     before it could record an outcome keeps the status 'started'; mark it with `dpbundle ledger
     mark`.
 
-    Example: dpbundle ledger list --unfinished
+    Example:
+
+        dpbundle ledger list --unfinished
     """
     from rich.console import Console
     from rich.table import Table
@@ -436,7 +438,9 @@ def cli_ledger_mark(
     """Record the outcome of a run that never finished (appends a status line; the spend still
     counts: history is never rewritten).
 
-    Example: dpbundle ledger mark 3f9a1c2b7d4e --status "spent, never released"
+    Example:
+
+        dpbundle ledger mark 3f9a1c2b7d4e --status "spent, never released"
     """
     from rich.console import Console
 

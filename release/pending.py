@@ -10,6 +10,7 @@ KEY`` writes the bundle from it.
 """
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import json
 import os
@@ -49,7 +50,8 @@ def _coding(doc: dict) -> ColumnCoding:
 def save_pending(directory: Path, out: Path, *, spec: dict, configuration: dict,
                  configuration_id: str, columns: list[ColumnCoding], codes: np.ndarray,
                  metrics: list[dict], budget: dict, transcript_jsonl: bytes, transcript_path: Path,
-                 ledger_path: Path, ledger_entry: str) -> Path:
+                 ledger_path: Path, ledger_entry: str,
+                 public_files: dict[str, bytes] | None = None) -> Path:
     """Write the pending result (0600, never overwriting) and return its path."""
     from .bundle import _jsonable
 
@@ -58,7 +60,9 @@ def save_pending(directory: Path, out: Path, *, spec: dict, configuration: dict,
             "metrics": _jsonable(metrics, "metrics"), "budget": _jsonable(budget, "budget"),
             "transcript_jsonl": bytes(transcript_jsonl).decode("utf-8"),
             "transcript_path": str(transcript_path), "ledger_path": str(ledger_path),
-            "ledger_entry": ledger_entry}
+            "ledger_entry": ledger_entry,
+            "public_files": {k: base64.b64encode(bytes(v)).decode("ascii")
+                             for k, v in (public_files or {}).items()}}
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = Path(directory) / f"{Path(out).name}.{stamp}-{secrets.token_hex(3)}.pending.npz"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
@@ -88,5 +92,10 @@ def load_pending(path: Path) -> dict[str, Any]:
         meta["columns"] = [_coding(c) for c in meta["columns"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise PendingError(f"{path}: unusable column codings ({exc})") from None
+    try:
+        meta["public_files"] = {k: base64.b64decode(v, validate=True)
+                                for k, v in (meta.get("public_files") or {}).items()}
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise PendingError(f"{path}: unusable public files ({exc})") from None
     meta["codes"] = codes
     return meta

@@ -6,7 +6,8 @@ untouched; the same problem found after the selection would waste the whole budg
   lists exactly its files and their hashes verify); its folder writable with room for the
   bundle (estimated from n and the longest labels, plus the datasheet);
 * the private locations: the transcript's and the ledger's folders writable;
-* the datasheet: templates present and WeasyPrint able to render a page with a font;
+* the datasheet: templates present and WeasyPrint able to render a page with a font, and an
+  installed font for every character of the spec's texts and labels (else empty boxes);
 * leftovers of killed runs: hidden ``.OUT.tmp-PID-*`` folders of dead processes are removed.
 """
 from __future__ import annotations
@@ -110,13 +111,15 @@ def room_problem(directory: Path, need: int, what: str) -> str | None:
     return None
 
 
-def renderer_problem() -> str | None:
-    """None when the datasheet templates load and WeasyPrint renders a page with text."""
+def renderer_problem(spec: dict | None = None) -> str | None:
+    """None when the datasheet templates load and WeasyPrint renders a page with text, and (given
+    the release ``spec``) some installed font has every character of the spec's texts and labels
+    and of the datasheet template."""
     try:
         from . import datasheet
 
         datasheet.check_templates()
-        pdf = datasheet.render_pdf_bytes("<html><body><p>dpbundle renderer check 0123</p></body></html>")
+        pdf = datasheet.render_pdf_bytes("<html lang=\"en\"><head><title>check</title></head><body><p>dpbundle renderer check 0123</p></body></html>")
     except Exception as exc:  # noqa: BLE001 - any failure means the bundle could not be written
         return f"the datasheet cannot be rendered here: {type(exc).__name__}: {exc}"
     try:
@@ -132,6 +135,14 @@ def renderer_problem() -> str | None:
     if not fonts or "renderer check" not in text:
         return ("the datasheet cannot be rendered here: WeasyPrint produced a page without text "
                 "(install fonts, e.g. the Debian package fonts-dejavu-core)")
+    if spec is not None:
+        from .glyphs import glyph_problem, spec_texts
+
+        template = [("the datasheet template", datasheet._read_resource("datasheet.html.j2")),
+                    ("the datasheet's comparison table", repr(datasheet.PUBLISHED_EPSILONS))]
+        problem = glyph_problem(spec_texts(spec) + template)
+        if problem:
+            return f"the datasheet cannot be rendered here: {problem}"
     return None
 
 

@@ -1,6 +1,7 @@
 """`dpbundle release`: prepare the private data, run the private selection, write the signed bundle."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -82,6 +83,9 @@ def cli_release(
     stop_probability: Annotated[Optional[str], typer.Option("--stop-probability", help="Chance of stopping (releasing nothing) after each failed attempt: a number in [0, 1), or 'auto' to derive it from the --configs list's sweep estimates so that the chance of releasing nothing is 5% (the arithmetic is printed). Default: the spec's privacy.selection.stop_probability. It does not change the epsilon.", show_default=False)] = None,
     allow_other_spec: Annotated[bool, typer.Option("--allow-other-spec", help="Use a --configs list whose spec_sha256 (the spec it was swept on) differs from this spec's.")] = False,
     resume: Annotated[Optional[Path], typer.Option("--resume", help="Write the bundle of a selected result kept by a run whose bundle could not be written (the PRIVATE .pending.npz file it named): no new selection, no new spend. Needs --out and --key.", show_default=False)] = None,
+    preregistration: Annotated[Optional[Path], typer.Option("--preregistration", help="The signed record from `dpbundle preregister` (REC, with REC.sig beside it): the spec, --configs list and key must be the registered ones (refused before anything is read), and the sampling and projection seeds are derived from its committed secret and --beacon.", show_default=False)] = None,
+    beacon: Annotated[Optional[str], typer.Option("--beacon", help="The public value the pre-registration record names (its beacon_source), taken after the record was published.", show_default=False)] = None,
+    preregistration_secret: Annotated[Optional[Path], typer.Option("--preregistration-secret", help="The PRIVATE secret file `dpbundle preregister` wrote (default: its place in the private directory).", show_default=False)] = None,
     example_rows: Annotated[Optional[int], typer.Option("--example-rows", help="Rows of the simulated registry for --example (default: births 167000, persons 45000).", min=1000, show_default=False)] = None,
 ) -> None:
     """Produce a signed, differentially private release bundle.
@@ -101,24 +105,30 @@ def cli_release(
 
     Examples:
 
-      dpbundle release --example births --out births-bundle
-
-      dpbundle release --example persons --out persons-bundle
-
-      dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key --configs sweep/narrowed.yaml
-
-      dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key --configs sweep/narrowed.yaml --stop-probability auto
+        dpbundle release --example births --out births-bundle
+        dpbundle release --example persons --out persons-bundle
+        dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key \\
+            --configs sweep/narrowed.yaml
+        dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key \\
+            --configs sweep/narrowed.yaml --stop-probability auto
     """
     with _signals_as_interrupt(), _interrupt_before_spend():
+        prereg = (preregistration, beacon, preregistration_secret)
         _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger, configs,
                   allow_additional_spend, force, make_zip, stop_probability, resume, example_rows,
-                  allow_other_spec)
+                  allow_other_spec, prereg)
 
 
 def _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger, configs,
               allow_additional_spend, force, make_zip, stop_probability, resume, example_rows,
-              allow_other_spec=False) -> None:
+              allow_other_spec=False, prereg=(None, None, None)) -> None:
+    if (prereg[0] is None) != (prereg[1] is None):
+        _fail("--preregistration and --beacon go together: the record fixes the release, the "
+              "beacon value (public, taken after the record was published) binds its seeds")
     if resume is not None:
+        if prereg[0] is not None:
+            _fail("--resume writes a kept result, which keeps its pre-registration: do not give "
+                  "--preregistration again")
         if spec is not None or data is not None or example is not None:
             _fail("--resume writes a kept result: give it with --out and --key only")
         if key is None:
@@ -148,14 +158,16 @@ def _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger
                 console.print(f"simulated {example} registry: {example_rows:,} rows (SIMULATED, no real person)")
                 _release(spec_path, data_path, out, demo_key, passphrase_file, transcript,
                          ledger or Path(tmp) / "ledger.jsonl", configs, allow_additional_spend, force, make_zip,
-                         example_note=True, stop_option=stop_probability, allow_other_spec=allow_other_spec)
+                         example_note=True, stop_option=stop_probability, allow_other_spec=allow_other_spec,
+                         prereg=prereg)
         return
     if spec is None or data is None:
         _fail("give SPEC and DATA (or --example births); see `dpbundle release --help`")
     if key is None:
         _fail("--key is required to sign the bundle; create one with `dpbundle keygen --out steward`")
     _release(spec, data, out, key, passphrase_file, transcript, ledger, configs, allow_additional_spend, force,
-             make_zip, example_note=False, stop_option=stop_probability, allow_other_spec=allow_other_spec)
+             make_zip, example_note=False, stop_option=stop_probability, allow_other_spec=allow_other_spec,
+             prereg=prereg)
 
 
 class Terminated(KeyboardInterrupt):
@@ -245,7 +257,7 @@ def _preflight_after_prepare(out: Path, spec, n: int, make_zip: bool, ledger_pat
     if ledger_path.exists() and not os.access(ledger_path, os.W_OK):
         problems.append(f"{ledger_path}: the ledger is not writable")
     with console.status("checking the datasheet renderer"):
-        problems.append(renderer_problem())
+        problems.append(renderer_problem(spec.raw))
     problems = [p for p in problems if p]
     if problems:
         _fail("; ".join(problems) + "\nnothing was spent (checked before the ledger entry)")
@@ -262,7 +274,8 @@ def _inside(path: Path, directory: Path) -> bool:
 def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passphrase_file: Optional[Path],
              transcript_path: Optional[Path], ledger_path: Optional[Path], configs_path: Optional[Path],
              allow_additional_spend: bool, force: bool, make_zip: bool, example_note: bool,
-             stop_option: Optional[str] = None, allow_other_spec: bool = False) -> None:
+             stop_option: Optional[str] = None, allow_other_spec: bool = False,
+             prereg: tuple = (None, None, None)) -> None:
     from dpbundle.mechanisms.noise import Randomness, Transcript
 
     from .bundle import BundleError, default_transcript_path, write_bundle
@@ -305,6 +318,7 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
     configs, estimates = None, None
     if configs_path is not None:
         configs, estimates = _load_configs(configs_path, spec, check_config, allow_other_spec)
+    binding, public_files = _bind_preregistration(prereg, spec, private_key, configs_path)
     _choose_stop(spec, stop_option, estimates)
     from dpbundle.mechanisms.generators import generator_types
 
@@ -358,7 +372,7 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
             console.print(f"n = {released.n:,} records (DP count; the table is resized to it)")
         with Live(_Phase.TEXT, console=console, transient=True, refresh_per_second=4) as live:
             phase = _Phase(live, started)
-            selection = select(released, spec, transcript, configs, phase=phase)
+            selection = select(released, spec, transcript, configs, phase=phase, seeds=binding)
     except NothingSelected as exc:
         ledger.mark_finished(entry, "nothing released")
         kept = _keep_private_transcript(transcript, transcript_path)
@@ -390,13 +404,15 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
 
     # 5. The bundle (atomic) and the private transcript.
     budget = build_budget(spec, result.generator, selection.total_epsilon_opendp, released.n)
+    if spec.publish_model:
+        public_files = public_files | {"model.json": _model_file(spec, result)}
     try:
         with console.status("writing the bundle: data.csv, metrics, datasheet (HTML and PDF), signature"):
             bundle = write_bundle(
                 out, spec=spec.raw, configuration=result.config, configuration_id=result.config_id,
                 columns=list(result.candidate.columns), codes=result.candidate.codes, metrics=result.metrics(),
                 budget=budget, transcript_records_jsonl=transcript.to_jsonl(), transcript_path=transcript_path,
-                private_key=private_key, force=force, make_zip=make_zip)
+                private_key=private_key, force=force, make_zip=make_zip, public_files=public_files)
     except (KeyboardInterrupt, BundleError, Exception) as exc:  # noqa: BLE001
         # the budget is spent and a candidate passed: keep it, privately, to write it again
         ledger.mark_finished(entry, "interrupted while writing the bundle"
@@ -409,7 +425,8 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
                                 configuration_id=result.config_id, columns=list(result.candidate.columns),
                                 codes=result.candidate.codes, metrics=result.metrics(), budget=budget,
                                 transcript_jsonl=transcript.to_jsonl(), transcript_path=transcript_path,
-                                ledger_path=Path(ledger_path), ledger_entry=entry)
+                                ledger_path=Path(ledger_path), ledger_entry=entry,
+                                public_files=public_files)
             how = (f"\nthe selected result is kept in the PRIVATE file {kept} (mode 0600); write the "
                    f"bundle again, without a new selection or a new spend, with:\n  dpbundle release "
                    f"--resume {kept} --out {out} --key {key_path}")
@@ -423,6 +440,50 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
               if isinstance(exc, BundleError) else 1)
     ledger.mark_finished(entry, "released")
     _summary(bundle, result, budget, transcript_path, key_path)
+
+
+def _model_file(spec, result) -> bytes:
+    """model.json of ``publish: model``: the selected candidate's fitted DP model."""
+    from dpbundle.mechanisms.published import model_document
+
+    doc = model_document(result.model, generator=result.config["generator"],
+                         epsilon=float(spec.raw["privacy"]["epsilon_generation"]),
+                         columns=list(spec.column_names))
+    return (json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+
+
+def _bind_preregistration(prereg: tuple, spec, private_key, configs_path: Optional[Path]):
+    """(SeedBinding, public files for the bundle) of ``--preregistration REC --beacon VALUE``, or
+    (None, {}). Everything is checked here, before the data are read or anything is spent."""
+    rec_path, beacon, secret_path = prereg
+    if rec_path is None:
+        return None, {}
+    from dpbundle.mechanisms.seeds import SeedBinding
+
+    from .preregister import (PreregistrationError, check_against, default_secret_path,
+                              load_preregistration, load_secret, seeds_document)
+
+    try:
+        rec = load_preregistration(rec_path)
+        problems = check_against(rec, spec, private_key, configs_path)
+        if problems:
+            _fail(f"{rec_path}: this release is not the pre-registered one: " + "; ".join(problems)
+                  + "; nothing was read or spent")
+        secret, salt = load_secret(secret_path or default_secret_path(rec_path), rec)
+        binding = SeedBinding(secret, beacon)
+    except (PreregistrationError, ValueError) as exc:
+        _fail(f"{exc}; nothing was read or spent")
+    from . import __version__
+
+    if rec.doc["dpbundle_version"] != __version__:
+        console.print(f"[yellow]warning:[/] the record was made with dpbundle "
+                      f"{rec.doc['dpbundle_version']}, this is {__version__}", highlight=False)
+    seeds = seeds_document(rec, secret, salt, beacon)
+    files = {"preregistration.json": rec.raw, "preregistration.json.sig": rec.signature,
+             "seeds.json": (json.dumps(seeds, indent=2) + "\n").encode("utf-8")}
+    console.print(f"pre-registered ({rec_path.name}): spec, list and key match; seeds bound to the "
+                  f"beacon value {beacon!r}", highlight=False)
+    return binding, files
 
 
 def _resume(pending_path: Path, out: Path, key_path: Path, passphrase_file: Optional[Path], force: bool,
@@ -449,7 +510,8 @@ def _resume(pending_path: Path, out: Path, key_path: Path, passphrase_file: Opti
                 out, spec=p["spec"], configuration=p["configuration"],
                 configuration_id=p["configuration_id"], columns=p["columns"], codes=p["codes"],
                 metrics=p["metrics"], budget=p["budget"], transcript_records_jsonl=p["transcript_jsonl"].encode(),
-                transcript_path=transcript_path, private_key=private_key, force=force, make_zip=make_zip)
+                transcript_path=transcript_path, private_key=private_key, force=force, make_zip=make_zip,
+                public_files=p.get("public_files") or {})
         except BundleError as exc:
             _fail(f"the bundle could not be written: {exc}; the pending result {pending_path} is kept")
     try:
@@ -539,13 +601,20 @@ def _choose_stop(spec, option: Optional[str], estimates) -> None:
 
 
 def _summary(bundle: Path, result, budget: dict, transcript_path: Path, key_path: Path | None = None) -> None:
+    from .value_noise import value_noise_text
+
     table = Table(title="Acceptance criteria (DP values)")
-    for col in ("criterion", "DP value", "threshold", "epsilon", "noise std", "pass"):
+    for col in ("criterion", "DP value", "threshold", "epsilon", "noise std of the value", "pass"):
         table.add_column(col, justify="right" if col not in ("criterion",) else "left")
+    noise_text = value_noise_text(bundle / "metrics.csv")
     for r in result.results:
-        table.add_row(r.id, f"{r.dp_value:.6g}", f"{r.threshold:.6g}", f"{r.epsilon:g}", f"{r.noise_std:.3g}",
-                      "[green]yes[/]" if r.passed else "[red]no[/]")
+        table.add_row(r.id, f"{r.dp_value:.6g}", f"{r.threshold:.6g}", f"{r.epsilon:g}",
+                      noise_text.get(r.id, f"{r.noise_std:.3g}"), "[green]yes[/]" if r.passed else "[red]no[/]")
     console.print(table)
+    if any("fit" in t or "choice" in t for t in noise_text.values()):
+        console.print("fit: the noise was added inside a model fit, not to the value (≈: its estimated effect "
+                      "on the value); choice: added to the scores of a choice. See README.pdf, section 6.",
+                      highlight=False)
     console.print(f"n = {result.candidate.n:,} records; total epsilon {budget['total_epsilon']:.6g} "
                   f"(OpenDP: {budget['total_epsilon_opendp']:.6g}; cap {budget['epsilon_cap']:g})")
     console.print(f"[bold green]bundle written:[/] {bundle}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import traceback
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.failures import AttemptFailure
@@ -99,8 +99,10 @@ def check_accounting(spec: Spec) -> tuple[float, float]:
 
 
 def select(prepared: Prepared, spec: Spec, transcript: Transcript, configs: list[dict] | None = None,
-           phase: Callable[[str], None] | None = None) -> Selection:
-    """Run the private selection; every attempt is recorded into ``transcript`` (private)."""
+           phase: Callable[[str], None] | None = None, seeds: Any = None) -> Selection:
+    """Run the private selection; every attempt is recorded into ``transcript`` (private).
+    ``seeds``: a :class:`dpbundle.mechanisms.seeds.SeedBinding` of a pre-registered release (the
+    post-processing seeds of every attempt are then derived from it), or None."""
     theirs, ours = check_accounting(spec)
     counter = {"next": 0}
     raised: list[BaseException] = []
@@ -110,7 +112,7 @@ def select(prepared: Prepared, spec: Spec, transcript: Transcript, configs: list
         # interpreter): keep it, end the loop with a score at the threshold, re-raise below.
         index = counter["next"]
         counter["next"] += 1
-        rand = Randomness(transcript)
+        rand = Randomness(transcript, seeds=seeds)
         try:
             config = draw_config(spec, configs)
             rand.mark("iteration", index=index, config=config, config_id=config_id(config))

@@ -36,7 +36,15 @@ def generator_configs(spec: Spec) -> list[dict]:
         if "flavour" in gen:
             base["flavour"] = gen["flavour"]
         for combo in itertools.product(*(grid[k] for k in keys)):
-            out.append({**base, **dict(zip(keys, combo))})
+            setting = {**base, **dict(zip(keys, combo))}
+            if gen["type"] == "privbayes" and setting.get("oneway", "none") != "measure" \
+                    and "oneway_split" in setting:
+                # only oneway "measure" spends oneway_split: one setting for none/tables, not one
+                # per oneway_split value
+                del setting["oneway_split"]
+                if setting in out:
+                    continue
+            out.append(setting)
     return out
 
 

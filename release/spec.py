@@ -162,6 +162,11 @@ class Spec:
         return list(self.raw["privacy"].get("pre_selection", []))
 
     @property
+    def publish_model(self) -> bool:
+        """``publish: model``: the bundle carries the selected DP model (model.json)."""
+        return "model" in _publish_items(self.raw)
+
+    @property
     def records_policy(self) -> str:
         """How n is released: ``dp_count`` (default) or ``declared_public``."""
         return records_settings(self.raw)[0]
@@ -576,9 +581,25 @@ def _check_inputs(doc: dict, problems: list[str]) -> None:
                 problems.append(f"input.columns[{i}]: {both[0]!r} is both a declared category and a missing-value marker")
 
 
+def _publish_items(doc: dict) -> list[str]:
+    value = doc.get("publish") or []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _publish_problems(doc: dict) -> list[str]:
+    """``publish: model`` needs generators whose models can be written and rebuilt."""
+    if "model" not in _publish_items(doc):
+        return []
+    from dpbundle.mechanisms.published import PUBLISHABLE_GENERATORS
+
+    return [f"generators[{i}].type: publish: model needs a generator whose model can be "
+            f"published ({', '.join(sorted(PUBLISHABLE_GENERATORS))}); {g['type']!r} cannot"
+            for i, g in enumerate(doc["generators"]) if g["type"] not in PUBLISHABLE_GENERATORS]
+
+
 def semantic_problems(doc: dict) -> list[str]:
     """Everything the JSON Schema cannot check. Returns ``path: message`` lines."""
-    problems: list[str] = []
+    problems: list[str] = _publish_problems(doc)
     inputs = {c["name"]: c for c in doc["input"]["columns"]}
     for key, names in (("input.columns", [c["name"] for c in doc["input"]["columns"]]),
                        ("columns", [c["name"] for c in doc["columns"]]),
@@ -661,6 +682,17 @@ def semantic_problems(doc: dict) -> list[str]:
             for j, t in enumerate(grid.get("degree", [])):
                 if not isinstance(t, int) or isinstance(t, bool) or not t >= 1:
                     problems.append(f"generators[{i}].grid.degree[{j}]: must be an integer >= 1 (got {t!r})")
+            from dpbundle.mechanisms.privbayes import oneway_grid_problems
+
+            problems.extend(f"generators[{i}].grid{p}" for p in oneway_grid_problems(grid))
+        if gen["type"] == "mst_pure":
+            from dpbundle.mechanisms.mst import grid_problems as mst_grid_problems
+
+            problems.extend(f"generators[{i}].grid{p}" for p in mst_grid_problems(grid))
+        if gen["type"] == "privsyn":
+            from dpbundle.mechanisms.privsyn import grid_problems as privsyn_grid_problems
+
+            problems.extend(f"generators[{i}].grid{p}" for p in privsyn_grid_problems(grid))
 
     priv = doc["privacy"]
     total = budget_total(doc)

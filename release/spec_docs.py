@@ -195,7 +195,7 @@ CRITERIA: dict[str, TypeDoc] = {
 
 #: keys of a generator entry besides its hyperparameters
 GENERATOR_KEYS: tuple[Param, ...] = (
-    Param("type", "generator type: privbayes, crosstab, marginals, aim, mst", required=True),
+    Param("type", "generator type: privbayes, crosstab, marginals, aim, mst, mst_pure, privsyn", required=True),
     Param("flavour", "privbayes only: theta (theta-usefulness bounds each table) or degree "
           "(fixed number of parents)", default_text="privbayes: required; others: not used"),
     Param("grid", "hyperparameter -> list of values; the configuration space takes their "
@@ -220,6 +220,13 @@ GENERATORS: dict[str, TypeDoc] = {
             Param("degree", "degree flavour: number of parents per attribute (integer >= 1)",
                   default_text="required in the degree flavour"),
             Param("score", "network score: R (TODS 2017) or MI (mutual information)", default="R"),
+            Param("oneway", "accurate one-way shares (rare values in proportion): none (as "
+                  "published); tables (rake every sample to the one-way marginals of the noisy "
+                  "conditional tables, no extra budget); measure (also measure every one-way "
+                  "marginal with oneway_split of the epsilon, combine, rake)", default="none"),
+            Param("oneway_split", "oneway measure only: share in (0, 1) of the generation "
+                  "epsilon spent on the one-way marginals; epsilon_split divides the rest",
+                  default=0.2),
         )),
     "crosstab": TypeDoc(
         "Laplace noise on every cell of the full cross-tabulation; only for small domains.",
@@ -257,6 +264,36 @@ GENERATORS: dict[str, TypeDoc] = {
             Param("measure_split", "share in (0, 1] spent on measuring", default=0.9),
             Param("num_selections", "number of 2-way marginals selected", default=None,
                   default_text="number of columns - 1"),
+        )),
+    "privsyn": TypeDoc(
+        "PrivSyn-style (Zhang et al. 2021), pure DP with Laplace noise: noisy InDif scores of all "
+        "pairs (one vector draw), DenseMarg selection, noisy 1-way and selected 2-way marginals "
+        "(budget split by sqrt(cells)), made consistent (weighted averaging, norm-sub), then "
+        "records synthesised by GUM; replayable by the audit.",
+        (
+            Param("split_select", "share in (0, 1) of the generation epsilon spent on the noisy "
+                  "InDif scores; the rest pays the marginals", default=0.1),
+            Param("max_pairs", "at most this many 2-way marginals (integer >= 0; null: no cap)",
+                  default=None, default_text="no cap"),
+            Param("select_rule", "densemarg (keep a pair while its noisy InDif exceeds the noise "
+                  "error its measurement adds) or top (the max_pairs largest noisy scores)",
+                  default="densemarg"),
+            Param("gum_rounds", "GUM rounds over all marginals (post-processing)", default=6),
+            Param("gum_alpha", "GUM's first step in (0, 1] (halved every 2 rounds)",
+                  default=1.0),
+            Param("consistency_rounds", "rounds of consistency and norm-sub", default=10),
+        )),
+    "mst_pure": TypeDoc(
+        "Native pure-DP MST (McKenna, Miklau & Sheldon 2021, with Laplace noise): noisy 1-way "
+        "marginals, a maximum spanning tree of pairs chosen with the exponential mechanism, "
+        "their noisy 2-way marginals, made consistent and sampled exactly; replayable by the "
+        "audit.",
+        (
+            Param("split_1way", "share in (0, 1) of the generation epsilon spent on the 1-way "
+                  "marginals", default=1 / 3, default_text="1/3"),
+            Param("split_select", "share in (0, 1) spent on choosing the tree's pairs; the rest "
+                  "(split_1way + split_select < 1) pays the 2-way marginals",
+                  default=1 / 3, default_text="1/3"),
         )),
 }
 
@@ -694,9 +731,8 @@ def cli_spec_explain(
 
     Examples:
 
-    dpbundle spec explain examples/births.yaml
-
-    dpbundle spec explain --type conditional_means
+        dpbundle spec explain examples/births.yaml
+        dpbundle spec explain --type conditional_means
     """
     console = Console()
     if type_ is not None and type_ not in known_types():

@@ -1024,15 +1024,14 @@ def cli_sweep(
     NOT written (an old one in DIR is removed) and the criteria that fail most are printed, with
     the share of runs failing each and its median DP value against the threshold; 2 unusable input.
 
-    Examples:
+    Examples (the third resumes a sweep and decides its undecided configurations):
 
-      dpbundle sweep examples/births.yaml nvss2019_singleton_10k.csv --sample 8 --out sweep-births
-
-      dpbundle sweep examples/births.yaml public.csv --configs examples/births-narrowed-nvss160k.yaml --out remeasure
-
-      dpbundle sweep spec.yaml public.csv --out sweep --max-reps 80 (resume: decide the undecided ones)
-
-      dpbundle sweep spec.yaml public.csv --sample 64 --scheduler tcp://10.0.0.5:8786 --out sweep
+        dpbundle sweep examples/births.yaml public.csv --sample 8 --out sweep
+        dpbundle sweep examples/births.yaml public.csv --out remeasure \\
+            --configs examples/births-narrowed-nvss160k.yaml
+        dpbundle sweep spec.yaml public.csv --out sweep --max-reps 80
+        dpbundle sweep spec.yaml public.csv --sample 64 --out sweep \\
+            --scheduler tcp://10.0.0.5:8786
     """
     from rich.console import Console
 

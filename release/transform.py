@@ -21,8 +21,13 @@ bin. The rules (DESIGN.md, and the labels of the 2024 births release):
 """
 from __future__ import annotations
 
+import json
+import weakref
+from collections import OrderedDict
+
 import numpy as np
 
+from dpbundle.mechanisms.cells import compact_dtype, remember, types_from_rows
 from dpbundle.mechanisms.coding import Coded, ColumnCoding
 
 from .prepare import Prepared
@@ -168,6 +173,70 @@ def transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
     if prepared.resize is not None:  # dp_count: resized to the DP count (mechanisms/records.py)
         codes = prepared.resize.apply(codes, [c.size for c in cols])
     return Coded(codes=codes, columns=cols)
+
+
+#: Binnings whose T is kept per prepared table (compact codes: n x d bytes each for <= 256 bins).
+T_CACHE_SIZE = 4
+# id(prepared) -> OrderedDict[binning key, _Entry]; private: in this process's memory only, never
+# pickled or written anywhere; the entries go with their Prepared.
+_T_CACHE: dict[int, OrderedDict] = {}
+
+
+class _Entry:
+    """One cached binning: what it was computed from, T's compact codes and record types, and
+    (weakly) the int64 T last handed out, shared while some result still holds it."""
+
+    def __init__(self, prepared: Prepared, real: Coded) -> None:
+        self.table, self.resize = prepared.table, prepared.resize
+        self.compact = real.codes.astype(compact_dtype(real.domain))
+        self.types = types_from_rows(real.codes, real.columns)
+        self.shared = lambda: None
+
+    def fresh(self, prepared: Prepared) -> bool:
+        return self.table is prepared.table and self.resize is prepared.resize
+
+    def coded(self) -> Coded:
+        """T as an int64 Coded (read-only codes), its record types remembered."""
+        real = self.shared()
+        if real is None:
+            codes = self.compact.astype(np.int64)
+            codes.setflags(write=False)  # shared between iterations: nobody may write into it
+            real = remember(Coded.unchecked(codes, self.types.table.columns), self.types)
+            self.shared = weakref.ref(real)
+        return real
+
+
+def binning_key(spec: Spec, config: dict) -> str:
+    """What determines T besides the prepared data: the released and input column definitions
+    of the spec and the configuration's alternative of every column (canonical JSON)."""
+    part = {"columns": spec.columns, "input": spec.raw["input"]["columns"],
+            "chosen": {name: config["columns"][name] for name in spec.column_names}}
+    return json.dumps(part, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _entries(prepared: Prepared) -> OrderedDict:
+    key = id(prepared)
+    if key not in _T_CACHE:
+        _T_CACHE[key] = OrderedDict()
+        weakref.finalize(prepared, _T_CACHE.pop, key, None)
+    return _T_CACHE[key]
+
+
+def cached_transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
+    """:func:`transform`, computed once per prepared table and binning: T's compact codes and
+    record types are kept (at most ``T_CACHE_SIZE`` binnings per table, in memory only). Returns
+    an int64 Coded with the rows of a fresh transform in the same order (read-only; the same
+    object while an earlier result still holds it), its record types remembered
+    (``dpbundle.mechanisms.cells``)."""
+    entries = _entries(prepared)
+    key = binning_key(spec, config)
+    entry = entries.get(key)
+    if entry is None or not entry.fresh(prepared):
+        entry = entries[key] = _Entry(prepared, transform(prepared, spec, config))
+        while len(entries) > T_CACHE_SIZE:
+            entries.popitem(last=False)
+    entries.move_to_end(key)
+    return entry.coded()
 
 
 def labels_to_codes(coding: ColumnCoding, labels) -> np.ndarray:

@@ -13,7 +13,7 @@ settings.register_profile("dpbundle", deadline=None)
 settings.load_profile("dpbundle")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+SHARED_DATA = REPO_ROOT / "examples" / "data"  # public NVSS samples, see its README.md
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -64,7 +64,7 @@ def births_doc(_births_doc_session) -> dict:
 
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
-    """../shared/data (public NVSS samples); tests needing it are skipped when it is absent."""
+    """examples/data: public NVSS samples shipped with the repository (skipped if absent)."""
     if not SHARED_DATA.is_dir():
         pytest.skip(f"public test data not available: {SHARED_DATA} does not exist")
     return SHARED_DATA

@@ -93,9 +93,10 @@ def test_cli_exit_codes_and_reports(bundle, tmp_path):
     assert doc["passed"] is True and doc["key_pinned"] is True
     assert [c["check"] for c in doc["checks"]] == list(CHECK_NAMES)
     assert "integrity" in rh.read_text()
-    res = cli(d)
-    assert res.exit_code == 0
+    res = cli(d)                                      # not pinned: not verified (exit 3)
+    assert res.exit_code == 3
     assert "key not pinned" in res.output
+    assert "all checks passed" not in res.output
     res = cli(tmp_path / "nope")
     assert res.exit_code == 2
     bad = tmp_path / "junk.txt"
@@ -108,8 +109,13 @@ def test_cli_exit_codes_and_reports(bundle, tmp_path):
 def test_cli_docstring_ends_with_example():
     from dpbundle.audit.cli import cli_audit
 
-    last = cli_audit.__doc__.strip().split("\n\n")[-1]
-    assert last.strip().startswith("Example:")
+    paras = [p.strip() for p in cli_audit.__doc__.strip().split("\n\n")]
+    examples = paras[paras.index("Examples:") + 1:]
+    assert examples and all(e.startswith("dpbundle audit ") for e in examples)
+    for e in examples:                     # copyable: short lines, continued with a backslash
+        lines = [line.strip() for line in e.splitlines()]
+        assert all(len(line) <= 76 for line in lines), e
+        assert all(line.endswith(" \\") for line in lines[:-1]), e
 
 
 def test_failed_check_exit_1(bundle, tmp_path):
@@ -155,7 +161,7 @@ def test_view_labels_match_spec_rules(bundle):
 
 # --------------------------------------------------------------------- end to end (real release)
 
-SAMPLE_10K = Path(__file__).resolve().parents[2] / "shared" / "data" / "nvss2019_singleton_10k.csv"
+SAMPLE_10K = Path(__file__).resolve().parents[1] / "examples" / "data" / "nvss2019_singleton_10k.csv"
 LOOSE = {"kway_marginals": 0.5, "smoothed_ratio": 10, "conditional_means": 1e6,
          "regression_coefficients": 1e12, "regression_mae_difference": 1e9, "faithfulness": 10}
 

@@ -150,7 +150,7 @@ def _manifest(out: Path) -> dict:
 
 
 FILES = ["data.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json", "datapackage.json",
-         "README.html", "README.pdf"]
+         "README.html", "README.pdf", "SHA256SUMS"]
 
 
 def test_every_file_exists_and_nothing_else(built):
@@ -443,6 +443,9 @@ def test_zip_is_deterministic(built, tmp_path):
         names = [i.filename for i in infos]
         assert names == sorted(names)
         assert set(names) == {f"births-dp/{f}" for f in FILES + ["manifest.json", "manifest.sig"]}
+        assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in infos)
+        data = next(i for i in infos if i.filename.endswith("/data.csv"))
+        assert data.compress_size < data.file_size / 3, "data.csv must be compressed in the zip"
         for i in infos:
             assert i.date_time == (1980, 1, 1, 0, 0, 0)
             assert i.external_attr >> 16 == 0o100644
@@ -490,3 +493,33 @@ def test_with_the_real_column_codings(tmp_path, signing_key, fast_pdf):
                               private_key=signing_key[0])
     rows = list(csv.reader(io.StringIO((out / "data.csv").read_text())))
     assert rows[1:] == [[c.labels[k] for c, k in zip(rel["columns"], r)] for r in rel["codes"]]
+
+
+def test_sha256sums_is_accepted_by_sha256sum(built):
+    """SHA256SUMS lets anyone check every file with coreutils (`sha256sum -c`), and it fails
+    when a file changes."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("sha256sum")
+    if exe is None:
+        pytest.skip("sha256sum is not installed")
+    out = built["out"]
+    names = [line.split("  ", 1)[1] for line in (out / "SHA256SUMS").read_text().splitlines()]
+    assert sorted(names) == sorted(FILES[:-1])  # every file but itself and the manifest pair
+    ok = subprocess.run([exe, "-c", "SHA256SUMS"], cwd=out, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_sha256sums_fails_on_a_changed_file(built, tmp_path):
+    import shutil
+    import subprocess
+
+    exe = shutil.which("sha256sum")
+    if exe is None:
+        pytest.skip("sha256sum is not installed")
+    copy = tmp_path / "b"
+    shutil.copytree(built["out"], copy)
+    (copy / "data.csv").write_bytes((copy / "data.csv").read_bytes() + b"x")
+    bad = subprocess.run([exe, "-c", "SHA256SUMS"], cwd=copy, capture_output=True, text=True)
+    assert bad.returncode != 0 and "data.csv: FAILED" in bad.stdout

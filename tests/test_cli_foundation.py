@@ -241,3 +241,25 @@ def test_release_bad_data_exits_2_and_writes_nothing(runner, app, tmp_path, birt
     assert expected in err
     assert not out.exists()
     assert list(work.iterdir()) == [], "nothing may be written for unusable input"
+
+
+def test_validate_warns_when_a_generator_is_not_installed(runner, app, tmp_path, births_doc, monkeypatch):
+    """A valid spec naming a generator whose extra is missing: 'ok' plus a warning naming it
+    and how to install it (a release here would refuse it)."""
+    from dpbundle.mechanisms import generators
+
+    real = generators.generator_types
+
+    def fake_types():
+        out = real()
+        out["privbayes"] = dict(out["privbayes"], available=False, reason="needs the optional "
+                                "packages ['x']: install dpbundle[x]")
+        return out
+
+    monkeypatch.setattr(generators, "generator_types", fake_types)
+    spec = _write_spec(tmp_path, births_doc)
+    result = _run(runner, app, "spec", "validate", spec)
+    assert result.exit_code == 0, result.output
+    out = _flat(result.stdout)
+    assert "generator 'privbayes' is not installed here" in out
+    assert "install dpbundle[x]" in out

@@ -229,19 +229,9 @@ def joint_case(draw):
     return t, t2, c, by, spec, alternatives, share
 
 
-@settings(max_examples=150, deadline=None)
-@given(joint_case(), st.integers(0, 2**32 - 1))
-def test_joint_groups_value_and_neighbour_sensitivity(cs, seed):
-    t, t2, c, by, spec, alts, share = cs
-    crit = make_criterion({"id": "m", "type": "conditional_means", "target": "y", "by": by,
-                           "bounds": [0, 30], "threshold": 1, "epsilon": 1, "margin_share": share})
-    ctx = EvalContext(t, c, spec, alternatives=alts)
-    ctx2 = EvalContext(t2, c, spec, alternatives=alts)
-    sens, inputs = crit.sensitivity(ctx)
-    v = crit.value(ctx, np.random.Generator(np.random.PCG64(seed)))
-    v2 = crit.value(ctx2, np.random.Generator(np.random.PCG64(seed)))
-    assert abs(v - v2) <= sens + 1e-9
-    # the expectation form against a brute-force reference of the joint groups
+def _joint_reference(t, c, by, spec, alts, share, keys=None):
+    """(value, group sizes) written out: with ``keys`` (a priority per row of T) each real group
+    keeps its m_g rows of smallest key (the resize); without, the expectation form."""
     margin = math.ceil(share * t.n) + 1
     y_t = np.clip(t.values_of("y"), 0, 30)
     y_c = np.clip(c.values_of("y"), 0, 30)
@@ -257,13 +247,50 @@ def test_joint_groups_value_and_neighbour_sensitivity(cs, seed):
                for col in cols]
         for g in itertools.product(*per):
             s = sum(k == g for k in kc)
-            r = [y for y, k in zip(y_t, kt) if k == g]
+            rows = [i for i, k in enumerate(kt) if k == g]
+            r = [y_t[i] for i in rows]
             m = max(s - margin, 1)
             sizes.append(m)
             mean_c = np.mean([y for y, k in zip(y_c, kc) if k == g]) if s else 15.0
-            kept = np.mean(r) * m if len(r) > m else sum(r)
+            if len(r) <= m:
+                kept = sum(r)
+            elif keys is None:
+                kept = np.mean(r) * m
+            else:
+                kept = sum(y_t[i] for i in sorted(rows, key=lambda i: keys[i])[:m])
             mean_t = (kept + max(m - len(r), 0) * 15.0) / m
             best = max(best, abs(mean_t - mean_c))
+    return best, sizes
+
+
+def _order_keys(crit, ctx, t, rng) -> np.ndarray:
+    """Position of every row of T in the criterion's random order drawn with ``rng``."""
+    from dpbundle.mechanisms.cells import types_of
+    from dpbundle.mechanisms.coding import mixed_radix_index
+
+    lazy, fine = crit.resize_order(ctx, rng)
+    row_type = np.searchsorted(types_of(t).cells, mixed_radix_index(t.codes, t.domain))
+    return lazy.positions(fine[row_type])
+
+
+@settings(max_examples=150, deadline=None)
+@given(joint_case(), st.integers(0, 2**32 - 1))
+def test_joint_groups_value_and_neighbour_sensitivity(cs, seed):
+    """The value is the keyed reference for the keys of the criterion's own random order; the
+    sensitivity holds under the proof's coupling (the same keys for T and its neighbour)."""
+    t, t2, c, by, spec, alts, share = cs
+    crit = make_criterion({"id": "m", "type": "conditional_means", "target": "y", "by": by,
+                           "bounds": [0, 30], "threshold": 1, "epsilon": 1, "margin_share": share})
+    ctx = EvalContext(t, c, spec, alternatives=alts)
+    sens, inputs = crit.sensitivity(ctx)
+    keys = _order_keys(crit, ctx, t, np.random.Generator(np.random.PCG64(seed)))
+    v = crit.value(ctx, np.random.Generator(np.random.PCG64(seed)))
+    ref, sizes = _joint_reference(t, c, by, spec, alts, share, keys)
+    assert v == pytest.approx(ref, abs=1e-9)
+    ref2, _ = _joint_reference(t2, c, by, spec, alts, share, keys)
+    assert abs(ref - ref2) <= sens + 1e-9
+    # the expectation form against the brute-force reference of the joint groups
+    best, sizes = _joint_reference(t, c, by, spec, alts, share)
     assert crit.value(ctx) == pytest.approx(best, abs=1e-9)
     assert inputs["min_group_size"] == min(sizes)
     assert sens == pytest.approx(30 / min(sizes))

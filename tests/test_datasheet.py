@@ -1,7 +1,9 @@
 """The datasheet: number formatting, content from the spec/metrics/budget, offline rendering, SVG charts."""
 from __future__ import annotations
 
+import csv
 import http.server
+import io
 import re
 import threading
 import xml.etree.ElementTree as ET
@@ -143,3 +145,254 @@ def test_pdf_rendering_never_fetches_urls(tmp_path):
         server.shutdown()
     assert _Counter.hits == 0
     assert (tmp_path / "x.pdf").read_bytes().startswith(b"%PDF")
+
+
+# --------------------------------------------------------------------------- issue 15, item 6: datasheet quality
+
+def _pdf(html: str):
+    import io
+
+    from pypdf import PdfReader
+
+    return PdfReader(io.BytesIO(datasheet.render_pdf_bytes(html)))
+
+
+def _context_with(context, **changes):
+    """A copy of the fake release's context, rebuilt with spec/metrics/budget changes."""
+    import copy
+
+    rel = copy.deepcopy(context[0])
+    for key, fn in changes.items():
+        fn(rel[key])
+    key = keys.generate_private_key()
+    return rel, datasheet.build_context(
+        spec=rel["spec"], configuration=rel["configuration"], configuration_id=rel["configuration_id"],
+        columns=rel["columns"], codes=rel["codes"], metrics=rel["metrics"], budget=rel["budget"],
+        created="2026-11-22T10:00:00Z", dpbundle_version="0.1.0", fingerprint=keys.public_key_fingerprint(key),
+        public_key_pem=keys.public_key_pem(key), commitment="c" * 64, files=["data.csv", "metrics.csv", "README.html",
+                                                                             "README.pdf", "datapackage.json"])
+
+
+@pytest.fixture(scope="module")
+def rendered(context):
+    _, ctx = _context_with(context)
+    html = datasheet.render_html(ctx)
+    return ctx, html, _pdf(html)
+
+
+def test_pdf_is_tagged_with_language_and_title(rendered):
+    ctx, html, reader = rendered
+    root = reader.trailer["/Root"]
+    assert bool(root["/MarkInfo"]["/Marked"])  # tagged PDF
+    assert "/StructTreeRoot" in root  # with a structure tree (PDF/UA-1)
+    assert root["/Lang"] == "en" and '<html lang="en">' in html
+    assert reader.metadata["/Title"].startswith(ctx["title"])
+    assert bool(root["/ViewerPreferences"]["/DisplayDocTitle"])
+
+
+def test_document_language_follows_the_spec(context):
+    _, ctx = _context_with(context, spec=lambda s: s["release"].update(language="he"))
+    assert ctx["lang"] == "he"
+    assert '<html lang="he">' in datasheet.render_html(ctx)
+
+
+def test_toc_links_to_every_section(rendered):
+    _, html, reader = rendered
+    toc = html[html.index('<nav class="toc"'):html.index("</nav>")]
+    targets = re.findall(r'<a href="#([\w-]+)">', toc)
+    assert len(targets) == 13
+    for t in targets:
+        assert f'id="{t}"' in html, t
+    # the links survive into the PDF: one link annotation per entry on the cover page
+    links = [a.get_object() for a in reader.pages[0].get("/Annots") or []]
+    assert sum(1 for a in links if a.get("/Subtype") == "/Link") == 13
+
+
+def test_file_names_are_never_broken(rendered):
+    _, html, reader = rendered
+    css = datasheet._read_resource("datasheet.css")
+    # only opaque hashes may break anywhere; nothing is hyphenated automatically
+    assert re.findall(r"([\w.# -]+)\{[^}]*break-all", css) == ["code.hash "]
+    assert "hyphens: manual" in css
+    for name in ("README.html", "README.pdf", "datapackage.json", "manifest.json", "manifest.sig"):
+        assert f'<code class="file">{name}</code>' in html
+    text = "\n".join(p.extract_text() for p in reader.pages)
+    for name in ("README.html", "README.pdf", "datapackage.json", "manifest.json", "manifest.sig"):
+        assert name in text, name  # on one line, not "RE" / "ADME.html"
+
+
+def test_epsilon_is_explained_on_a_readable_scale(rendered):
+    ctx, html, _ = rendered
+    import html as html_mod
+
+    text = re.sub(r"\s+", " ", html_mod.unescape(re.sub(r"<[^>]+>", "", html)))
+    assert "e\u03b5 = e9.98 \u2248 21,590" in text  # e^9.98 = 21,590.5
+    assert "1% chance" in text and "at most 99.5% certainty" in text
+    # the published releases, with their sources named
+    assert "Israel's 2024 release of its national birth registry" in text and "Hod & Canetti 2024" in text
+    assert "17.14" in text and "US Census Bureau" in text and "Abowd et al. 2022" in text
+    assert "is the same as the 9.98 of Israel" in text and "smaller than the 17.14" in text
+
+
+def test_epsilon_scale_comes_from_the_bundle_budget():
+    scale = datasheet.epsilon_scale(1.0)
+    assert scale["factor"] == "2.7" and scale["posterior"] == "2.67%"
+    assert [c["word"] for c in scale["comparisons"]] == ["smaller than", "smaller than"]
+    assert [r["epsilon"] for r in scale["rows"]] == ["1", "9.98", "17.14"]
+    big = datasheet.epsilon_scale(25.0)
+    assert big["factor"] == "72 billion" and big["posterior"] == "more than 99.9%"
+    assert all(c["word"] == "larger than" for c in big["comparisons"])
+
+
+def test_quality_checks_are_described_as_noisy(rendered):
+    ctx, html, _ = rendered
+    text = re.sub(r"\s+", " ", html)
+    assert "with random noise added" in text and "not exact guarantees" in text
+    # kway: DP value 0.00734519 below 0.01 by less than 2 noise std (0.707): flagged as close
+    kway = next(u for u in ctx["uses"] if u["id"] == "kway")
+    assert kway["close"] and "close to its threshold" in text
+
+
+def _fit_metric(rel):
+    for m in rel:
+        if m["id"] == "regression":
+            m.update(mechanism="functional_mechanism", noise_scale=113.953, noise_std=161.155, sensitivity=49.0)
+
+
+def test_fit_noise_is_not_shown_as_noise_of_the_value(context):
+    from dpbundle.release import bundle, value_noise
+
+    rel, ctx = _context_with(context, metrics=_fit_metric)
+    html = datasheet.render_html(ctx)
+    row = html[html.index("<code>regression</code></td><td class=\"desc\">"):]
+    row = row[:row.index("</tr>")]
+    assert "inside the fit" in row and "161.155" not in row
+    assert "noise is added <em>inside the fit</em>" in html and "161.155" in html  # explained in the note
+    # with an estimate (as write_bundle computes it from the released data): shown with its method
+    est = {"regression": {"mean": 9.43763, "std": 4.49084, "draws": 200, "method": "simulated"}}
+    rel2, ctx2 = rel, datasheet.build_context(**{**_build_kwargs(rel), "noise_estimates": est})
+    html2 = datasheet.render_html(ctx2)
+    assert "&asymp;&nbsp;4.49084" in html2 and "running the same mechanism 200 times on the released data" in html2
+    # metrics.csv: the mechanism's noise_std stays, and where it goes and the value's noise are added
+    rows = list(csv.DictReader(io.StringIO(bundle.metrics_csv_bytes(rel["metrics"], est).decode())))
+    reg = next(r for r in rows if r["id"] == "regression")
+    assert reg["noise_std"] == "161.155" and reg["noise_on"] == "inside_fit"
+    assert reg["value_noise_std"] == "4.49084" and reg["value_noise_mean"] == "9.43763"
+    kway = next(r for r in rows if r["id"] == "kway")
+    assert kway["noise_on"] == "value" and kway["value_noise_std"] == kway["noise_std"]
+    plain = list(csv.DictReader(io.StringIO(bundle.metrics_csv_bytes(rel["metrics"]).decode())))
+    assert next(r for r in plain if r["id"] == "regression")["value_noise_std"] == ""
+    assert value_noise.noise_on("exponential_mechanism") == "selection_scores"
+
+
+def _build_kwargs(rel):
+    key = keys.generate_private_key()
+    return dict(spec=rel["spec"], configuration=rel["configuration"], configuration_id=rel["configuration_id"],
+                columns=rel["columns"], codes=rel["codes"], metrics=rel["metrics"], budget=rel["budget"],
+                created="2026-11-22T10:00:00Z", dpbundle_version="0.1.0",
+                fingerprint=keys.public_key_fingerprint(key), public_key_pem=keys.public_key_pem(key),
+                commitment="c" * 64, files=["data.csv"])
+
+
+# --------------------------------------------------------------------------- text in any script
+
+SCRIPTS = {"Hebrew": "לידות חי", "Arabic": "المواليد الأحياء", "Chinese": "活产婴儿", "Cyrillic": "Живорождения"}
+
+
+def test_text_in_any_script_renders(context):
+    from dpbundle.release import glyphs
+
+    text = " / ".join(SCRIPTS.values())
+    missing = glyphs.missing_characters([text])
+    if missing:
+        pytest.skip(f"fonts missing on this machine for {len(missing)} characters (CI installs fonts-noto-core "
+                    f"and fonts-noto-cjk): {glyphs.MissingGlyphs(missing)}")
+    _, ctx = _context_with(context, spec=lambda s: s["release"].update(title="Births " + text))
+    reader = _pdf(datasheet.render_html(ctx))
+    extracted = reader.pages[0].extract_text()
+    for script, sample in SCRIPTS.items():
+        letters = {ch for ch in sample if not ch.isspace()}
+        assert letters <= set(extracted), f"{script}: {sorted(letters - set(extracted))} not in the PDF"
+    fonts = {str(f.get_object().get("/BaseFont")) for f in reader.pages[0]["/Resources"]["/Font"].values()}
+    assert len(fonts) >= 2  # DejaVu and at least one fallback font for the other scripts
+
+
+def test_a_character_without_font_fails_clearly(context):
+    from dpbundle.release import glyphs
+
+    _, ctx = _context_with(context, spec=lambda s: s["release"].update(title="Births \ue000\U0010fffd"))
+    html = datasheet.render_html(ctx)
+    with pytest.raises(glyphs.MissingGlyphs) as err:
+        datasheet.render_pdf_bytes(html)
+    msg = str(err.value)
+    assert "U+E000 private-use character" in msg and "U+10FFFD" in msg
+    assert "empty boxes" in msg and "fonts-noto-core" in msg and "fc-list" in msg
+    assert glyphs.missing_characters(["Births, ε ≈ 9.98 × 2 — “ok”"]) == []
+
+
+def test_preflight_refuses_a_spec_text_without_font(context):
+    """The glyph check runs in release's pre-flight, before the ledger entry (nothing spent)."""
+    from dpbundle.release import preflight
+
+    spec = dict(context[0]["spec"])
+    assert preflight.renderer_problem(spec) is None
+    spec["columns"] = [dict(c) for c in spec["columns"]]
+    spec["columns"][0]["description"] = "Month \ue001"
+    problem = preflight.renderer_problem(spec)
+    assert problem and "U+E001" in problem and "columns[0].description" in problem
+
+
+# --------------------------------------------------------------------------- the births example's datasheet
+
+@pytest.fixture(scope="module")
+def births_bundle(tmp_path_factory):
+    import os
+
+    from typer.testing import CliRunner
+
+    from dpbundle.release.cli import app
+
+    d = tmp_path_factory.mktemp("births")
+    cwd = os.getcwd()
+    os.chdir(d)
+    try:
+        r = CliRunner().invoke(app, ["release", "--example", "births", "--out", "B"], terminal_width=200)
+    finally:
+        os.chdir(cwd)
+    assert r.exit_code == 0, r.output
+    return d / "B", r.output
+
+
+@pytest.mark.slow
+def test_births_datasheet_has_no_nearly_empty_page(births_bundle):
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(births_bundle[0] / "README.pdf"))
+    lengths = [len("".join((p.extract_text() or "").split())) for p in reader.pages]
+    mean = sum(lengths) / len(lengths)
+    assert len(lengths) >= 5
+    # a page of charts holds about a third of an average page's text; the page that held only the
+    # "Feedback" paragraph before Part 2's forced page break held 15%
+    for i, n in enumerate(lengths[:-1], 1):
+        assert n >= 0.25 * mean, f"page {i} of {len(lengths)} holds {n} characters, the average page {mean:.0f}: {lengths}"
+    root = reader.trailer["/Root"]
+    assert bool(root["/MarkInfo"]["/Marked"]) and "/StructTreeRoot" in root and root["/Lang"] == "en"
+
+
+@pytest.mark.slow
+def test_births_regression_noise_of_the_value(births_bundle):
+    out, output = births_bundle
+    rows = {r["id"]: r for r in csv.DictReader(io.StringIO((out / "metrics.csv").read_text("utf-8")))}
+    reg = rows["regression"]
+    assert reg["mechanism"] == "functional_mechanism" and reg["noise_on"] == "inside_fit"
+    # the estimated noise of the reported distance, far below the per-coefficient noise of the fit
+    assert 0 < float(reg["value_noise_std"]) < float(reg["noise_std"]) / 5
+    assert 0 < float(reg["value_noise_mean"]) < float(reg["threshold"])
+    assert all(r["noise_on"] == "value" and r["value_noise_std"] == r["noise_std"]
+               for k, r in rows.items() if r["mechanism"] == "laplace")
+    # the CLI summary shows the same, marked, not the per-coefficient 161
+    line = next(x for x in output.splitlines() if x.startswith("│ regression"))
+    assert f"≈{float(reg['value_noise_std']):.3g} (fit)" in line
+    assert f"{float(reg['noise_std']):.3g}" not in line
+    html = (out / "README.html").read_text("utf-8")
+    assert f"&asymp;&nbsp;{reg['value_noise_std']}" in html

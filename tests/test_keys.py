@@ -156,6 +156,18 @@ def test_cli_keygen(tmp_path, monkeypatch):
     assert res.exit_code != 0 and not (tmp_path / "d.key").exists()
 
 
-def test_cli_keygen_docstring_ends_with_example():
-    doc = keys.cli_keygen.__doc__.strip()
-    assert doc.split("\n\n")[-1].strip().startswith("Example: dpbundle keygen --out")
+def test_cli_keygen_creates_the_missing_key_folder_private(tmp_path, monkeypatch):
+    monkeypatch.delenv(keys.PASSPHRASE_ENV, raising=False)
+    res = CliRunner().invoke(_app(), ["keygen", "--out", str(tmp_path / "keys" / "sub" / "k")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "keys" / "sub" / "k.key").is_file()
+    assert _mode(tmp_path / "keys" / "sub") == 0o700
+    assert "created directory" in res.output
+
+
+def test_cli_keygen_refuses_a_file_in_place_of_the_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv(keys.PASSPHRASE_ENV, raising=False)
+    (tmp_path / "keys").write_text("not a folder")
+    res = CliRunner().invoke(_app(), ["keygen", "--out", str(tmp_path / "keys" / "k")])
+    assert res.exit_code == 2
+    assert "is not a directory" in res.output and "Traceback" not in res.output

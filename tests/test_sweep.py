@@ -393,3 +393,35 @@ def test_real_iteration_end_to_end(small_spec, data_csv, tmp_path):
     assert len(utility) == 2 and all(u["utility"] and not u["error"] for u in utility)
     assert res.summary["utility"]["evaluated_configurations"] == 2
     assert res.summary["utility"]["median"]["pmse_ratio"] > 0
+
+
+def test_report_pdf_never_splits_a_table_row(full_sweep):
+    """Issue 15: a row of the report's tables stays on one page and the header row repeats on
+    every page a table spans (rendered with the report's own template and CSS)."""
+    import io
+
+    from pypdf import PdfReader
+    from weasyprint import HTML
+
+    from dpbundle.release.sweep_report import build_context, render_html
+
+    summary = json.loads((full_sweep.out / "summary.json").read_text())
+    base = summary["configurations"][0]
+    # 90 configurations, each with a long wrapped configuration text: the table spans pages
+    summary["configurations"] = [dict(base, config_id=f"cfg{i:03d}x", narrowed=False) for i in range(90)]
+    long_cfg = {f"cfg{i:03d}x": {"columns": {f"column_{k}": f"alternative-{k}-row{i:03d}-end" for k in range(9)},
+                                 "generator": {"type": "privbayes"}} for i in range(90)}
+    html = render_html(build_context(summary, runs={}, utility={}, configs_by_id=long_cfg))
+    assert "<thead><tr><th>id</th><th>runs</th>" in html and "tr, td, th { break-inside: avoid;" in html
+    reader = PdfReader(io.BytesIO(HTML(string=html).write_pdf()))
+    pages = [p.extract_text() for p in reader.pages]
+    for i in range(90):
+        first, last = f"cfg{i:03d}x", f"alternative-8-row{i:03d}-end"
+        on = [k for k, t in enumerate(pages) if first in t]
+        assert on, first
+        assert any(last in pages[k].replace("\n", "") for k in on), f"row {first} split across pages"
+    table_pages = sorted({k for k, t in enumerate(pages) if "alternative-0-" in t})
+    assert len(table_pages) >= 3
+    for k in table_pages:
+        assert "expectediterations[95%]" in "".join(pages[k].split()), \
+            f"page {k + 1}: the table's header row is not repeated"

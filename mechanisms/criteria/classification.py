@@ -54,6 +54,9 @@ evaluated earlier on the same context (both models are then public and fixed, as
 ``regression_mae_difference``). Sensitivity 2/n: each record contributes g_i =
 1[beta_ref right on i] - 1[beta_C right on i] in {-1, 0, 1}; changing one record changes one
 g_i by at most 2, so (1/n) sum g_i and its absolute value by at most 2/n. Laplace release.
+
+Sums over records are computed on record types weighted by their counts
+(``dpbundle.mechanisms.cells``): sum_i g(x_i) = sum_t c_t g(x_t).
 """
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..cells import types_of
 from .base import Criterion, CriterionError, EvalContext, register
 from .regression import (RegressionDesign, _parse_features, _solve, _triu, cached_design,
                          coef_distance)
@@ -81,11 +85,13 @@ def logistic_fm_sensitivity(d: int) -> float:
     return d + (d - 1) / 8.0 + d * (d - 1) / 4.0
 
 
-def logistic_fm_vector(tX: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """[lin (d), quad upper triangle j <= k without (0, 0)] of the Taylor logistic loss."""
+def logistic_fm_vector(tX: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """[lin (d), quad upper triangle j <= k without (0, 0)] of the Taylor logistic loss; row i
+    counts ``w[i]`` times (record types with their counts; default once)."""
     d = tX.shape[1]
-    lin = tX.T @ (0.5 - y)
-    G = tX.T @ tX
+    wX = tX if w is None else tX * np.asarray(w, dtype=np.float64)[:, None]
+    lin = wX.T @ (0.5 - y)
+    G = wX.T @ tX
     iu, ju = _triu(d)
     quad = np.where(iu == ju, 0.125, 0.25) * G[iu, ju]
     return np.concatenate([lin, quad[1:]])
@@ -102,11 +108,13 @@ def _quadratic(vec: np.ndarray, d: int, n: int) -> tuple[np.ndarray, np.ndarray]
     return Q, lin
 
 
-def exact_fit(des: RegressionDesign, coded: "Coded", y: np.ndarray) -> np.ndarray:
+def exact_fit(des: RegressionDesign, coded: "Coded", y: np.ndarray,
+              w: np.ndarray | None = None) -> np.ndarray:
     """Minimiser of the Taylor logistic objective on ``coded`` (no noise; minimum norm when
-    singular), as beta of beta_0 + z.beta."""
+    singular), as beta of beta_0 + z.beta; with ``w``, row i of ``coded`` counts w[i] times."""
     tX = des.tx(coded)
-    Q, lin = _quadratic(logistic_fm_vector(tX, y), tX.shape[1], coded.n)
+    n = coded.n if w is None else float(np.sum(w))
+    Q, lin = _quadratic(logistic_fm_vector(tX, y, w), tX.shape[1], n)
     w, *_ = np.linalg.lstsq(Q, -0.5 * lin, rcond=1e-12)
     return des.unscale_logit(w)
 
@@ -219,7 +227,8 @@ class Classification(Criterion):
                      "resulting DP coefficients to C's fit, not a noisy distance")}
 
     def synth_coefficients(self, ctx: EvalContext) -> np.ndarray:
-        return exact_fit(self.design(ctx), ctx.synth, self.y(ctx.synth))
+        tc = types_of(ctx.synth)
+        return exact_fit(self.design(ctx), tc.table, self.y(tc.table), tc.weights)
 
     def _reference(self, ctx: EvalContext) -> tuple[str, np.ndarray]:
         feats = list(self.design(ctx).features)
@@ -247,17 +256,19 @@ class Classification(Criterion):
         ``beta_ref`` (default: the released reference, else the exact fit on T)."""
         self._check(ctx)
         des = self.design(ctx)
-        y_t = self.y(ctx.real)
+        tt = types_of(ctx.real)  # record types with counts: O(types), not O(n)
+        t, w = tt.table, tt.weights
+        y_t = self.y(t)
         beta_c = self.synth_coefficients(ctx)
         if self.report == "coefficients":
-            return coef_distance(exact_fit(des, ctx.real, y_t), beta_c, self.include_intercept)
+            return coef_distance(exact_fit(des, t, y_t, w), beta_c, self.include_intercept)
         if beta_ref is None:
             try:
                 _, beta_ref = self._reference(ctx)
             except CriterionError:
-                beta_ref = exact_fit(des, ctx.real, y_t)
-        g = accuracy(des, ctx.real, y_t, beta_ref) - accuracy(des, ctx.real, y_t, beta_c)
-        return abs(float(g.mean()))
+                beta_ref = exact_fit(des, t, y_t, w)
+        g = accuracy(des, t, y_t, beta_ref) - accuracy(des, t, y_t, beta_c)
+        return abs(float(np.sum(w * g)) / float(w.sum()))
 
     def dp_coefficients(self, ctx: EvalContext, rand: "Randomness") -> tuple[np.ndarray, float]:
         """The functional-mechanism fit on T -> (beta, noise scale)."""
@@ -266,7 +277,8 @@ class Classification(Criterion):
         des = self.design(ctx)
         d = des.d
         sens = logistic_fm_sensitivity(d)
-        vec = logistic_fm_vector(des.tx(ctx.real), self.y(ctx.real))
+        tt = types_of(ctx.real)
+        vec = logistic_fm_vector(des.tx(tt.table), self.y(tt.table), tt.weights)
         noisy = np.asarray(rand.laplace(vec, sensitivity=sens, epsilon=self.epsilon,
                                         purpose=self.purpose()), dtype=np.float64)
         scale = calibrated_laplace_scale(sens, self.epsilon, vector=True)

@@ -36,6 +36,18 @@ changes by one element replaced by another or by a pad (<= U - L); so each resiz
 <= U - L and each mean by <= (U - L)/m_g, hence the max by <= (U - L)/min m_g. As the keys are
 drawn independently of T, the mechanism is a mixture over keys of eps-DP mechanisms, hence eps-DP
 (Hod & Canetti, Prop. 7-8).
+
+Computation on counts. Only the order of T's rows by key matters, and that order is a uniformly
+random permutation; what a grouping keeps depends on it only through the *fine type* of each
+position (target code and group of every grouping). So the value is computed from T's record
+types: the fine types' counts are put in a uniformly random order drawn lazily by halving
+(:class:`LazyOrder`: the first half of a uniform order of a multiset is a multivariate
+hypergeometric draw, and each half is again in uniform order), and the kept records of group g
+are the first m_g of g in that order -- the same joint distribution over all groupings as the
+priority keys, in O(log n) hypergeometric draws per group instead of O(n log n) per grouping.
+For every T the released value therefore has the distribution of the key-based mechanism above,
+so the same guarantee holds (DP is a property of the output distributions); the draws come from
+``rand.rng("criterion <id> resize")`` and are replayed with it.
 """
 from __future__ import annotations
 
@@ -44,6 +56,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..cells import types_of
 from .base import Criterion, CriterionError, EvalContext, _number, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -114,6 +127,97 @@ def group_ids(coded: "Coded", by: str | list[str], spec: dict,
     return ids, tuple(labels), reach
 
 
+class LazyOrder:
+    """A uniformly random order of a multiset (``counts[f]`` items of type f), drawn lazily.
+
+    Node (a, b) holds the types at positions a..b-1 as (type ids, counts > 0). Its first half
+    (a, mid) is a multivariate hypergeometric draw of mid - a items from it (the first h items of
+    a uniform order are a uniform h-subset), its second half the rest; given their contents both
+    halves are again uniformly ordered. Each node's draw has its own generator, seeded from the
+    entropy drawn from ``rng`` and the node's position, so the order is a function of that
+    entropy alone: a query draws only the nodes it descends through, in any order.
+    """
+
+    LIMIT = 10**9  # numpy's multivariate hypergeometric ("marginals") needs fewer items
+
+    def __init__(self, counts: np.ndarray, rng: np.random.Generator) -> None:
+        counts = np.asarray(counts, dtype=np.int64)
+        self.n = int(counts.sum())
+        if self.n >= self.LIMIT:
+            raise ValueError(f"LazyOrder: at most {self.LIMIT - 1} items")
+        ids = np.flatnonzero(counts)
+        self.size = counts.size
+        self._entropy = [int(x) for x in rng.integers(0, 2**63, size=4)]
+        self._nodes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {(0, self.n): (ids, counts[ids])}
+
+    def _halves(self, node: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+        a, b = node
+        mid = (a + b) // 2
+        if (a, mid) not in self._nodes:
+            ids, cnt = self._nodes[node]
+            seed = np.random.SeedSequence(self._entropy, spawn_key=node)
+            left = np.random.Generator(np.random.PCG64(seed)).multivariate_hypergeometric(cnt, mid - a)
+            right = cnt - left
+            self._nodes[(a, mid)] = (ids[left > 0], left[left > 0])
+            self._nodes[(mid, b)] = (ids[right > 0], right[right > 0])
+        return (a, mid), (mid, b)
+
+    def first(self, member: np.ndarray, m: int) -> np.ndarray:
+        """Count of each type among the first ``m`` items whose type has ``member[type]`` (all
+        of them when there are at most m)."""
+        out = np.zeros(self.size, dtype=np.int64)
+        ids, cnt = self._nodes[(0, self.n)]
+        inside = member[ids]
+        if m >= cnt[inside].sum():
+            out[ids[inside]] = cnt[inside]
+            return out
+        node = (0, self.n)  # invariant: node holds more than m members
+        while m > 0:
+            left, right = self._halves(node)
+            ids, cnt = self._nodes[left]
+            inside = member[ids]
+            here = int(cnt[inside].sum())
+            if here <= m:
+                out[ids[inside]] += cnt[inside]
+                m -= here
+                node = right
+            else:
+                node = left
+        return out
+
+    def sequence(self) -> np.ndarray:
+        """The type at every position (draws every node: O(n), for checks on small n)."""
+        out = np.empty(self.n, dtype=np.int64)
+        stack = [(0, self.n)] if self.n else []
+        while stack:
+            node = stack.pop()
+            ids, _ = self._nodes[node]
+            if node[1] - node[0] == 1:
+                out[node[0]] = ids[0]
+            else:
+                stack.extend(self._halves(node))
+        return out
+
+    def positions(self, item_types: np.ndarray) -> np.ndarray:
+        """A position for each of n items of the given types: the j-th item of type f (in the
+        given order) takes the j-th position of type f (for checks against row-wise code)."""
+        seq = self.sequence()
+        out = np.empty(self.n, dtype=np.int64)
+        out[np.argsort(item_types, kind="stable")] = np.argsort(seq, kind="stable")
+        return out
+
+
+def fine_types(keys: list[np.ndarray], counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge record types equal in every key array (non-negative integers): (counts of the
+    merged types, merged type of every record type, numbered in lexicographic key order)."""
+    index = np.zeros(counts.size, dtype=np.int64)
+    for k in keys:  # index < number of types after each step: index * (max + 1) + k fits int64
+        k = np.asarray(k, dtype=np.int64)
+        index = np.unique(index * (int(k.max(initial=0)) + 1) + k, return_inverse=True)[1].reshape(-1)
+    merged = np.bincount(index, weights=counts, minlength=int(index.max(initial=-1)) + 1)
+    return merged.astype(np.int64), index
+
+
 def _by_item_ok(b) -> bool:
     if b is None or isinstance(b, str):
         return True
@@ -168,15 +272,17 @@ class ConditionalMeans(Criterion):
         return math.ceil(self.margin_share * n) + self.margin_plus
 
     def _groups(self, ctx: EvalContext):
-        """Per grouping: (column, labels, ids_C, s_g, m_g, reachable) -- all public."""
+        """Per grouping: (column, labels, group of each record type of C, s_g, m_g, reachable)
+        -- all public (C's record types, the spec)."""
         out = []
         n = ctx.n
         margin = self.margin(n)
+        tc = types_of(ctx.synth)
         for col in self.by:
             if col is None:
                 continue
-            ids_c, labels, reachable = group_ids(ctx.synth, col, ctx.spec, ctx.alternatives)
-            s = np.bincount(ids_c, minlength=len(labels))
+            ids_c, labels, reachable = group_ids(tc.table, col, ctx.spec, ctx.alternatives)
+            s = np.bincount(ids_c, weights=tc.weights, minlength=len(labels)).astype(np.int64)
             # groups no code of the domain falls in can hold no record of T or C: they are
             # left out of the metric and of min m_g (m_g set to n, never used)
             m = np.where(reachable, np.maximum(s - margin, 1), n)
@@ -205,43 +311,60 @@ class ConditionalMeans(Criterion):
         return np.clip(coded.values_of(self.target), self.L, self.U)
 
     def value(self, ctx: EvalContext, rng: np.random.Generator | None = None) -> float:
-        """f(T, C); with ``rng=None`` each subsampled mean is replaced by its expectation
-        (the full group's mean), otherwise the priority keys are ``rng.random(n)``."""
+        """f(T, C) from the record types of T and C; with ``rng=None`` each subsampled mean is
+        replaced by its expectation (the full group's mean), otherwise the kept records are the
+        first m_g of each group in a uniformly random order of T (:meth:`resize_order`)."""
         self._check(ctx)
         n = ctx.n
-        y_t, y_c = self._y(ctx.real), self._y(ctx.synth)
+        tt, tc = types_of(ctx.real), types_of(ctx.synth)
+        y_t, y_c = self._y(tt.table), self._y(tc.table)
+        w_t, w_c = tt.weights, tc.weights
         mid = 0.5 * (self.L + self.U)
-        keys = rng.random(n) if rng is not None else None
-        key_order = np.argsort(keys, kind="stable") if keys is not None else None
         err = 0.0
         if None in self.by:
-            err = abs(float(y_t.mean()) - float(y_c.mean()))
-        for col, labels, ids_c, s, m, reach in self._groups(ctx):
+            err = abs(float(np.sum(w_t * y_t)) / n - float(np.sum(w_c * y_c)) / n)
+        groups = self._groups(ctx)
+        ids_t = self._ids(ctx, tt)
+        order = None if rng is None else self.resize_order(ctx, rng)
+        for (col, labels, ids_c, s, m, reach), gid in zip(groups, ids_t):
             G = len(labels)
-            ids_t, _, _ = group_ids(ctx.real, col, ctx.spec, ctx.alternatives)
-            r = np.bincount(ids_t, minlength=G)
-            sum_c = np.bincount(ids_c, weights=y_c, minlength=G)
-            mean_c = np.where(s > 0, sum_c / np.maximum(s, 1), mid)
-            if keys is None:
-                sum_all = np.bincount(ids_t, weights=y_t, minlength=G)
-                big = r > m
-                kept_sum = np.where(big, sum_all / np.maximum(r, 1) * m, sum_all)
+            r = np.bincount(gid, weights=w_t, minlength=G)
+            total = np.bincount(gid, weights=w_t * y_t, minlength=G)
+            if order is None:
+                kept_sum = np.where(r > m, total / np.maximum(r, 1) * m, total)
             else:
-                # by group, then by key (= np.lexsort((keys, ids_t))): a stable radix sort of
-                # the small group ids applied to the key order
-                g_perm = ids_t[key_order]
-                if G < 2**15:
-                    g_perm = g_perm.astype(np.int16)
-                order = key_order[np.argsort(g_perm, kind="stable")]
-                g_sorted = ids_t[order]
-                start = np.concatenate(([0], np.cumsum(r)[:-1]))
-                rank = np.arange(n) - start[g_sorted]
-                keep = order[rank < m[g_sorted]]
-                kept_sum = np.bincount(ids_t[keep], weights=y_t[keep], minlength=G)
+                kept_sum = self._kept_sum(order, gid, y_t, m)
+            sum_c = np.bincount(ids_c, weights=w_c * y_c, minlength=G)
+            mean_c = np.where(s > 0, sum_c / np.maximum(s, 1), mid)
             pad = np.maximum(m - r, 0)
             mean_t = (kept_sum + pad * mid) / m
             err = max(err, float(np.abs(mean_t - mean_c)[reach].max()))
         return err
+
+    def _ids(self, ctx: EvalContext, tt) -> list[np.ndarray]:
+        """Group of every record type of T, per grouping (``null`` left out)."""
+        return [group_ids(tt.table, col, ctx.spec, ctx.alternatives)[0]
+                for col in self.by if col is not None]
+
+    def resize_order(self, ctx: EvalContext, rng: np.random.Generator) -> tuple[LazyOrder, np.ndarray]:
+        """The uniformly random order of T's records shared by every grouping's resize, over
+        fine types (target code and the group of every grouping), and the fine type of each
+        record type of T."""
+        tt = types_of(ctx.real)
+        target = tt.table.codes[:, tt.table.column(self.target)]
+        counts, fine = fine_types([target, *self._ids(ctx, tt)], tt.counts)
+        return LazyOrder(counts, rng), fine
+
+    @staticmethod
+    def _kept_sum(order: tuple[LazyOrder, np.ndarray], gid: np.ndarray, y: np.ndarray,
+                  m: np.ndarray) -> np.ndarray:
+        """Sum of y over the first min(r_g, m_g) records of each group g in the order."""
+        lazy, fine = order
+        fine_gid = np.empty(lazy.size, dtype=np.int64)
+        fine_y = np.empty(lazy.size, dtype=np.float64)
+        fine_gid[fine], fine_y[fine] = gid, y
+        return np.array([np.sum(lazy.first(fine_gid == g, int(m[g])) * fine_y) for g in range(m.size)],
+                        dtype=np.float64)
 
     def evaluate(self, ctx: EvalContext, rand: "Randomness"):
         from dpbundle.mechanisms.noise import calibrated_laplace_scale

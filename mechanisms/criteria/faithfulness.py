@@ -23,7 +23,8 @@ change (subsets of <= max_adjacent adjacent columns, each +-1) the mixed-radix k
 changed row, with the largest allowed set of nominal columns masked out (set to 0 in T's and C's
 keys), is joined with C's type keys (sorted, ``np.searchsorted``); every candidate pair is then
 checked against the full rule (``FaithfulnessRules.allowed``) and kept once; no n x n work. The flow uses
-``scipy.sparse.csgraph.maximum_flow`` (Dinic).
+``scipy.sparse.csgraph.maximum_flow`` (Dinic). The record types and their counts come from
+``dpbundle.mechanisms.cells.types_of`` (remembered for T and C by the iteration).
 
 Sensitivity 1/n, whatever the cost rule (it only fixes which pairs are edges of the bipartite
 graph, a function of the two records and the public spec). Removing a record from T lowers M by
@@ -39,9 +40,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..cells import types_of
 from .base import Criterion, CriterionError, EvalContext, group_keys, register
 
 if TYPE_CHECKING:  # pragma: no cover
+    from dpbundle.mechanisms.cells import RecordTypes
     from dpbundle.mechanisms.coding import Coded, ColumnCoding
 
 __all__ = ["Faithfulness", "FaithfulnessRules", "max_matching", "candidate_edges"]
@@ -192,8 +195,15 @@ def candidate_edges(t_codes: np.ndarray, t_keys: np.ndarray, c_keys: np.ndarray,
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     ti_a, ci_a = np.concatenate(ti), np.concatenate(ci)
     keep = rules.allowed(t_codes[ti_a], c_codes[ci_a])
-    pair = np.unique(ti_a[keep] * max(c_keys.size, 1) + ci_a[keep])
+    pair = np.sort(ti_a[keep] * max(c_keys.size, 1) + ci_a[keep])
+    pair = pair[np.r_[True, pair[1:] != pair[:-1]]] if pair.size else pair  # = np.unique
     return pair // max(c_keys.size, 1), pair % max(c_keys.size, 1)
+
+
+def _cells(types: "RecordTypes", domain: tuple[int, ...]) -> np.ndarray:
+    """Mixed-radix keys of the record types (ascending, unique; OverflowError on a domain of
+    2^62 cells or more)."""
+    return types.cells if types.cells is not None else group_keys(types.table.codes, domain)[0]
 
 
 def max_matching(real: "Coded", synth: "Coded", rules_spec: dict) -> tuple[int, dict]:
@@ -203,11 +213,10 @@ def max_matching(real: "Coded", synth: "Coded", rules_spec: dict) -> tuple[int, 
 
     domain = synth.domain
     rules = FaithfulnessRules(rules_spec, synth.columns)
-    kt, _ = group_keys(real.codes, domain)
-    kc, _ = group_keys(synth.codes, domain)
-    tk, tfirst, tcount = np.unique(kt, return_index=True, return_counts=True)
-    ck, cfirst, ccount = np.unique(kc, return_index=True, return_counts=True)
-    ti, ci = candidate_edges(real.codes[tfirst], tk, ck, domain, rules, synth.codes[cfirst])
+    tt, tc = types_of(real), types_of(synth)  # record types: sorted distinct rows and counts
+    tk, tcount = _cells(tt, domain), tt.counts
+    ck, ccount = _cells(tc, domain), tc.counts
+    ti, ci = candidate_edges(tt.table.codes, tk, ck, domain, rules, tc.table.codes)
     a, b = tk.size, ck.size
     if ti.size == 0:
         return 0, {"real_types": a, "synthetic_types": b, "edges": 0}

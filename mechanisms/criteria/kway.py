@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..cells import types_of
 from .base import Criterion, CriterionError, EvalContext, group_keys, register
 
 __all__ = ["KWayMarginals", "max_marginal_error"]
@@ -27,25 +28,35 @@ __all__ = ["KWayMarginals", "max_marginal_error"]
 _JOINT_LIMIT = 20_000_000  # cells: above this, tabulate each subset directly
 
 
+def _table(keys: np.ndarray, weights: np.ndarray | None, size: int) -> np.ndarray:
+    """int64 count of each cell: np.bincount of the keys (weighted by record-type counts)."""
+    return np.bincount(keys, weights=weights, minlength=size).astype(np.int64)
+
+
 def max_marginal_error(real: np.ndarray, synth: np.ndarray, domain: tuple[int, ...],
-                       max_k: int) -> tuple[float, tuple[int, ...]]:
+                       max_k: int, real_counts: np.ndarray | None = None,
+                       synth_counts: np.ndarray | None = None) -> tuple[float, tuple[int, ...]]:
     """max over subsets S (|S| <= max_k) and cells of |count_T - count_C| (counts, not shares).
 
-    Returns (max count difference, the subset attaining it). If the full joint domain is small
-    the count difference D = N_T - N_C is tabulated once on it and every marginal is obtained by
-    summing one axis out of the cheapest already computed superset marginal (marginals are
-    linear, so marginal(N_T) - marginal(N_C) = marginal(D)); otherwise each subset is
-    tabulated directly with ``np.bincount`` on its mixed-radix index.
+    ``real``/``synth`` are rows, or record types with their counts (``real_counts``,
+    ``synth_counts``: row i stands for that many records). Returns (max count difference, the
+    subset attaining it). If the full joint domain is small the count difference D = N_T - N_C
+    is tabulated once on it and every marginal is obtained by summing one axis out of the
+    cheapest already computed superset marginal (marginals are linear, so marginal(N_T) -
+    marginal(N_C) = marginal(D)); otherwise each subset is tabulated directly with
+    ``np.bincount`` on its mixed-radix index.
     """
+    wr = None if real_counts is None else np.asarray(real_counts, dtype=np.float64)
+    ws = None if synth_counts is None else np.asarray(synth_counts, dtype=np.float64)
     d = len(domain)
     subsets = [S for k in range(1, max_k + 1) for S in combinations(range(d), k)]
     best, arg = -1, ()
     total = int(np.prod(np.asarray(domain, dtype=np.float64)))
-    n = real.shape[0]
-    if total <= _JOINT_LIMIT and total <= 64 * n * max(len(subsets), 1):
+    rows = max(real.shape[0], synth.shape[0])
+    if total <= _JOINT_LIMIT and total <= 64 * rows * max(len(subsets), 1):
         kr, size = group_keys(real, domain)
         ks, _ = group_keys(synth, domain)
-        diff = (np.bincount(kr, minlength=size) - np.bincount(ks, minlength=size))
+        diff = _table(kr, wr, size) - _table(ks, ws, size)
         full = tuple(range(d))
         marg: dict[tuple[int, ...], np.ndarray] = {full: diff.reshape(domain)}
         if d <= max_k:
@@ -73,7 +84,7 @@ def max_marginal_error(real: np.ndarray, synth: np.ndarray, domain: tuple[int, .
         dom = tuple(domain[j] for j in S)
         kr, size = group_keys(real[:, list(S)], dom)
         ks, _ = group_keys(synth[:, list(S)], dom)
-        m = int(np.abs(np.bincount(kr, minlength=size) - np.bincount(ks, minlength=size)).max())
+        m = int(np.abs(_table(kr, wr, size) - _table(ks, ws, size)).max())
         if m > best:
             best, arg = m, S
     return float(best), arg
@@ -125,10 +136,9 @@ class KWayMarginals(Criterion):
         self._check(ctx)
         idx = self._index(ctx)
         dom = tuple(ctx.synth.domain[j] for j in idx)
-        real, synth = ctx.real.codes, ctx.synth.codes
-        if idx != list(range(real.shape[1])):
-            real, synth = real[:, idx], synth[:, idx]
-        m, _ = max_marginal_error(real, synth, dom, self._k(len(dom)))
+        tt, tc = types_of(ctx.real), types_of(ctx.synth)  # record types: O(types), not O(n)
+        real, synth = tt.table.codes[:, idx], tc.table.codes[:, idx]
+        m, _ = max_marginal_error(real, synth, dom, self._k(len(dom)), tt.counts, tc.counts)
         return m / ctx.n
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:

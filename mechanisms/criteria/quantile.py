@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from ..exact import even_split
+from ..cells import types_of
 from .base import Criterion, CriterionError, EvalContext, register
 from .condmeans import _by_item_ok, by_name, group_ids
 
@@ -129,13 +130,16 @@ class Quantile(Criterion):
 
     def _hist(self, coded: "Coded", item, ctx: EvalContext, of_code: np.ndarray, K: int
               ) -> tuple[np.ndarray, tuple[str, ...]]:
-        """Counts per (group, candidate) of ``coded`` under grouping ``item``, and group labels."""
-        k = of_code[coded.codes[:, coded.column(self.target)]]
+        """Counts per (group, candidate) of ``coded`` under grouping ``item``, and group labels
+        (from its record types: the same integers in O(types))."""
+        types = types_of(coded)
+        t, w = types.table, types.weights
+        k = of_code[t.codes[:, t.column(self.target)]]
         if item is None:
-            return np.bincount(k, minlength=K)[None, :], ("all",)
-        ids, labels, _ = group_ids(coded, item, ctx.spec, ctx.alternatives)
+            return np.bincount(k, weights=w, minlength=K).astype(np.int64)[None, :], ("all",)
+        ids, labels, _ = group_ids(t, item, ctx.spec, ctx.alternatives)
         G = len(labels)
-        return np.bincount(ids * K + k, minlength=G * K).reshape(G, K), labels
+        return np.bincount(ids * K + k, weights=w, minlength=G * K).astype(np.int64).reshape(G, K), labels
 
     def _plan(self, ctx: EvalContext):
         """Per (grouping, level): (name, alpha, group labels, compared groups, C's quantile

@@ -35,6 +35,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..cells import known_types, types_of
 from .base import Criterion, CriterionError, EvalContext, _number, register
 
 __all__ = ["SmoothedRatio", "ratio_sensitivity", "smoothed_ratio_value"]
@@ -48,6 +49,11 @@ def ratio_sensitivity(min_smoothed: float, clip: float) -> float:
 
 
 def _counts(codes: np.ndarray, domain: tuple[int, ...]) -> list[np.ndarray]:
+    """1-way counts of every column; from the remembered record types of the table whose codes
+    these are when known (the same integers in O(types)), else one bincount per column."""
+    types = known_types(codes)
+    if types is not None:
+        return [types.column_counts(j) for j in range(len(domain))]
     return [np.bincount(codes[:, j], minlength=domain[j]) for j in range(len(domain))]
 
 
@@ -89,6 +95,7 @@ class SmoothedRatio(Criterion):
 
     def value(self, ctx: EvalContext) -> float:
         self._check(ctx)
+        types_of(ctx.real), types_of(ctx.synth)  # so that _counts reads the record types
         return smoothed_ratio_value(ctx.real.codes, ctx.synth.codes, ctx.synth.domain, self.clip)
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:

@@ -55,22 +55,27 @@ the feature coefficients; with ``include_intercept`` also |beta_0 - beta_0'|). T
 noised vector, noise_scale = its Laplace scale (per entry). The DP coefficients are stored in
 ``ctx.released[id]`` for the MAE criterion (public post-processing of this release).
 ``value(ctx)`` (the private, non-noisy counterpart) is the same distance with OLS on T.
+
+Every sum over records is computed on record types with their counts as weights
+(``dpbundle.mechanisms.cells``): sum_i g(x_i) = sum_t c_t g(x_t), so the fits cost O(types).
 """
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..cells import types_of
 from .base import Criterion, CriterionError, EvalContext, register
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.coding import Coded
     from dpbundle.mechanisms.noise import Randomness
 
-__all__ = ["RegressionCoefficients", "RegressionDesign", "design_columns", "ols", "fm_vector", "ss_vector",
+__all__ = ["RegressionCoefficients", "RegressionDesign", "design_columns", "ols", "weighted_ols", "fm_vector", "ss_vector",
            "fm_sensitivity", "ss_sensitivity", "FITS"]
 
 FITS = ("functional_mechanism", "sufficient_statistics")
@@ -189,14 +194,14 @@ class RegressionDesign:
     def from_synth(cls, synth: "Coded", target: str, L: float, U: float,
                    features: list[str] | None = None) -> "RegressionDesign":
         cols = design_columns(synth, target, features)
-        # per-code tables from C's code counts (O(n) bincounts, no (n, p) float matrix)
+        # per-code tables from C's code counts (its record types: no (n, p) float matrix)
         n = synth.n
+        types = types_of(synth)
         mu, sd, lo, hi = [], [], [], []
         counts: dict[str, np.ndarray] = {}
         for _, src, vals in cols:
             if src not in counts:
-                j = synth.column(src)
-                counts[src] = np.bincount(synth.codes[:, j], minlength=vals.size).astype(np.float64)
+                counts[src] = types.column_counts(synth.column(src)).astype(np.float64)
             cnt = counts[src]
             m = float(cnt @ vals) / n
             s = float(np.sqrt(cnt @ (vals - m) ** 2 / n))
@@ -263,54 +268,73 @@ class RegressionDesign:
         return np.clip(beta[0] + self.z(coded) @ beta[1:], self.L, self.U)
 
 
-_DESIGN_CACHE: list = []  # [(synth object, key, design)] of the last few candidates
+# synth object -> {key: design}; weak, so that a cached design never keeps a candidate (n rows)
+# alive after its iteration
+_DESIGN_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def cached_design(synth: "Coded", target: str, L: float, U: float,
                   features: list[str] | None) -> RegressionDesign:
     """RegressionDesign.from_synth, memoised on the (immutable) candidate object."""
     key = (target, L, U, None if features is None else tuple(features))
-    for obj, k, des in _DESIGN_CACHE:
-        if obj is synth and k == key:
-            return des
-    des = RegressionDesign.from_synth(synth, target, L, U, features)
-    _DESIGN_CACHE.append((synth, key, des))
-    del _DESIGN_CACHE[:-4]
-    return des
+    designs = _DESIGN_CACHE.setdefault(synth, {})
+    if key not in designs:
+        designs[key] = RegressionDesign.from_synth(synth, target, L, U, features)
+    return designs[key]
 
 
-def ols(Z: np.ndarray, y: np.ndarray) -> np.ndarray:
+def ols(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
     """Least squares of y on [1, Z] via the normal equations (minimum-norm if rank deficient:
-    pinv(A'A) A'y = pinv(A) y)."""
+    pinv(A'A) A'y = pinv(A) y); row i counts ``w[i]`` times (record types with their counts)."""
+    if w is None:
+        wZ, total, sum_y = Z, Z.shape[0], y.sum()
+    else:
+        w = np.asarray(w, dtype=np.float64)
+        wZ, total, sum_y = Z * w[:, None], w.sum(), np.sum(w * y)
     p = Z.shape[1]
     G = np.empty((p + 1, p + 1))
-    G[0, 0] = Z.shape[0]
-    G[0, 1:] = G[1:, 0] = Z.sum(axis=0)
-    G[1:, 1:] = Z.T @ Z
-    b = np.concatenate([[y.sum()], Z.T @ y])
+    G[0, 0] = total
+    G[0, 1:] = G[1:, 0] = wZ.sum(axis=0)
+    G[1:, 1:] = wZ.T @ Z
+    b = np.concatenate([[sum_y], wZ.T @ y])
     beta, *_ = np.linalg.lstsq(G, b, rcond=1e-12)
     return beta
+
+
+def weighted_ols(des: RegressionDesign, coded: "Coded") -> np.ndarray:
+    """OLS of y on the design, on the record types of ``coded`` weighted by their counts."""
+    types = types_of(coded)
+    return ols(des.z(types.table), des.y(types.table), types.weights)
 
 
 def _triu(d: int) -> tuple[np.ndarray, np.ndarray]:
     return np.triu_indices(d)
 
 
-def fm_vector(tX: np.ndarray, ty: np.ndarray) -> np.ndarray:
-    """Polynomial coefficients of sum_i (ty_i - w.tx_i)^2: [const, linear (d), monomials j<=k]."""
+def _weighted(tX: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """tX with row i multiplied by w[i] (tX itself without weights)."""
+    return tX if w is None else tX * np.asarray(w, dtype=np.float64)[:, None]
+
+
+def fm_vector(tX: np.ndarray, ty: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """Polynomial coefficients of sum_i c_i (ty_i - w.tx_i)^2: [const, linear (d), monomials
+    j<=k]; row i counts c_i = ``w[i]`` times (a record type and its count; default once)."""
     d = tX.shape[1]
-    G = tX.T @ tX
+    wX = _weighted(tX, w)
+    G = wX.T @ tX
     iu, ju = _triu(d)
     quad = np.where(iu == ju, 1.0, 2.0) * G[iu, ju]
-    return np.concatenate([[ty @ ty], -2.0 * (tX.T @ ty), quad])
+    const = ty @ ty if w is None else np.sum(w * ty * ty)  # (no BLAS call on the k types)
+    return np.concatenate([[const], -2.0 * (wX.T @ ty), quad])
 
 
-def ss_vector(tX: np.ndarray, ty: np.ndarray) -> np.ndarray:
-    """[X'y (d), X'X upper triangle without (0,0)]."""
+def ss_vector(tX: np.ndarray, ty: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """[X'y (d), X'X upper triangle without (0,0)]; row i counts ``w[i]`` times."""
     d = tX.shape[1]
-    G = tX.T @ tX
+    wX = _weighted(tX, w)
+    G = wX.T @ tX
     iu, ju = _triu(d)
-    return np.concatenate([tX.T @ ty, G[iu, ju][1:]])
+    return np.concatenate([wX.T @ ty, G[iu, ju][1:]])
 
 
 def _solve(Q: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
@@ -399,13 +423,13 @@ class RegressionCoefficients(Criterion):
                      "noisy distance")}
 
     def synth_coefficients(self, ctx: EvalContext, des: RegressionDesign) -> np.ndarray:
-        return ols(des.z(ctx.synth), des.y(ctx.synth))
+        return weighted_ols(des, ctx.synth)
 
     def value(self, ctx: EvalContext) -> float:
         """Non-private counterpart: L1(OLS on T, OLS on C) (same design)."""
         self._check(ctx)
         des = self.design(ctx)
-        bt = ols(des.z(ctx.real), des.y(ctx.real))
+        bt = weighted_ols(des, ctx.real)
         return coef_distance(bt, self.synth_coefficients(ctx, des), self.include_intercept)
 
     def dp_coefficients(self, ctx: EvalContext, rand: "Randomness") -> tuple[np.ndarray, float]:
@@ -414,9 +438,10 @@ class RegressionCoefficients(Criterion):
 
         des = self.design(ctx)
         sens, _ = self.sensitivity(ctx)
-        tX, ty = des.scaled(ctx.real)
+        tt = types_of(ctx.real)
+        tX, ty = des.scaled(tt.table)
         d = des.d
-        vec = fm_vector(tX, ty) if self.fit == "functional_mechanism" else ss_vector(tX, ty)
+        vec = (fm_vector if self.fit == "functional_mechanism" else ss_vector)(tX, ty, tt.weights)
         noisy = np.asarray(rand.laplace(vec, sensitivity=sens, epsilon=self.epsilon,
                                         purpose=self.purpose()), dtype=np.float64)
         scale = calibrated_laplace_scale(sens, self.epsilon, vector=True)

@@ -1,0 +1,216 @@
+"""Read a released bundle from Python (notebooks, scripts): data with its meaning, the DP metrics,
+the privacy budget, the datasheet, and verification.
+
+    >>> from dpbundle.audit import open_bundle
+    >>> b = open_bundle("births-dp")            # a bundle folder or its .zip
+    >>> b.data.dtypes                           # ordered categoricals, categories in bin order
+    >>> b.metrics[["id", "dp_value", "threshold", "passed"]]
+    >>> b.budget["total_epsilon"]
+    >>> b.verify("publisher.pub").verdict       # the same checks as `dpbundle audit`
+
+Opening reads nothing but the bundle's public files and checks nothing: call :meth:`verify`
+before trusting the contents. Reading uses the audit's guarded reader (size limits, no links,
+no paths outside the bundle), so a hostile bundle cannot make it read or write elsewhere.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .bundle_io import Bundle, BundleError, BundleFileError
+from .bundle_io import open_bundle as _open_guarded
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from .report import AuditReport
+
+__all__ = ["BundleReadError", "ReleasedBundle", "open_bundle"]
+
+
+class BundleReadError(ValueError):
+    """The bundle cannot be read as a dpbundle bundle (names the file and the problem)."""
+
+
+def open_bundle(path: str | os.PathLike) -> "ReleasedBundle":
+    """Open a bundle folder or zip for reading; :class:`BundleReadError` if it is unusable."""
+    try:
+        guarded = _open_guarded(path)
+    except BundleError as e:
+        raise BundleReadError(str(e)) from None
+    try:
+        if not guarded.has("datapackage.json") or not guarded.has("data.csv"):
+            raise BundleReadError(f"{path}: not a dpbundle bundle (no datapackage.json and data.csv)")
+        return ReleasedBundle(Path(path), guarded)
+    except BaseException:
+        guarded.close()
+        raise
+
+
+@dataclass
+class ReleasedBundle:
+    """A released bundle, opened for reading (use as a context manager, or call :meth:`close`)."""
+
+    path: Path
+    _bundle: Bundle
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    _tmp: str | None = field(default=None, repr=False)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        self._bundle.close()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> "ReleasedBundle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- metadata ----------------------------------------------------------------------
+    def _json(self, name: str) -> Any:
+        try:
+            return self._bundle.read_json(name)
+        except BundleFileError as e:
+            raise BundleReadError(f"{self.path}: {e}") from None
+
+    @property
+    def files(self) -> list[str]:
+        """The bundle's files (relative POSIX paths)."""
+        return sorted(self._bundle.files)
+
+    @property
+    def datapackage(self) -> dict:
+        """datapackage.json: the Frictionless description of data.csv."""
+        return self._json("datapackage.json")
+
+    @property
+    def budget(self) -> dict:
+        """budget.json: the privacy budget, part by part (epsilons as published)."""
+        return self._json("budget.json")
+
+    @property
+    def spec(self) -> dict:
+        """spec.json: the release spec, as published."""
+        return self._json("spec.json")
+
+    @property
+    def manifest(self) -> dict:
+        """manifest.json: every file's SHA-256 and the signing key (unverified until verify())."""
+        return self._json("manifest.json")
+
+    @property
+    def fields(self) -> list[dict]:
+        """The Table Schema fields of data.csv, in column order."""
+        try:
+            resource = next(r for r in self.datapackage["resources"] if r.get("path") == "data.csv")
+            return list(resource["schema"]["fields"])
+        except (KeyError, TypeError, StopIteration):
+            raise BundleReadError(f"{self.path}: datapackage.json has no schema for data.csv") from None
+
+    # -- tables ------------------------------------------------------------------------
+    @property
+    def data(self) -> "pd.DataFrame":
+        """data.csv as a DataFrame: one categorical column per field, its categories in the
+        datapackage's order, ordered where the field says ``categoriesOrdered`` (bins)."""
+        if "data" not in self._cache:
+            self._cache["data"] = self._read_data()
+        return self._cache["data"]
+
+    def _read_data(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        fields = self.fields
+        names = [f["name"] for f in fields]
+        with self._bundle.open_text("data.csv") as text:
+            frame = pd.read_csv(text, dtype=str, keep_default_na=False, na_filter=False,
+                                engine="c")
+        if list(frame.columns) != names:
+            raise BundleReadError(f"{self.path}: data.csv columns {list(frame.columns)} differ "
+                                  f"from the datapackage's fields {names}")
+        for f in fields:
+            frame[f["name"]] = _categorical(frame[f["name"]], f, self.path)
+        return frame
+
+    @property
+    def metrics(self) -> "pd.DataFrame":
+        """metrics.json's criteria, one row per acceptance criterion (the DP values, their
+        thresholds, noise scales and whether each passed)."""
+        import pandas as pd
+
+        criteria = self._json("metrics.json").get("criteria", [])
+        return pd.DataFrame(criteria)
+
+    @property
+    def n(self) -> int:
+        """The number of synthetic records (the published n)."""
+        return int(self._json("metrics.json")["n"])
+
+    # -- documents ---------------------------------------------------------------------
+    @property
+    def datasheet(self) -> Path | None:
+        """Path of the datasheet (README.pdf); a zip's copy is extracted to a private
+        temporary folder removed by :meth:`close`. None if the bundle has none."""
+        return self._document("README.pdf")
+
+    @property
+    def readme_html(self) -> Path | None:
+        """Path of README.html (the datasheet's HTML), or None."""
+        return self._document("README.html")
+
+    def _document(self, name: str) -> Path | None:
+        if not self._bundle.has(name):
+            return None
+        if self._bundle.kind == "directory":
+            return self._bundle.root / name
+        if self._tmp is None:
+            self._tmp = tempfile.mkdtemp(prefix="dpbundle-doc-")
+        target = Path(self._tmp) / name
+        if not target.exists():
+            target.write_bytes(self._bundle.read_bytes(name))
+        return target
+
+    # -- verification ------------------------------------------------------------------
+    def verify(self, pubkey: str | os.PathLike | None = None, *,
+               spec: str | os.PathLike | None = None) -> "AuditReport":
+        """Run every public check of ``dpbundle audit`` on this bundle and return its report:
+        ``report.verdict`` is "verified", "failed" or "not_verified_key_not_pinned";
+        ``report.checks`` the named checks (:class:`dpbundle.audit.report.AuditReport`).
+
+        Give ``pubkey`` (the publisher's key file or its fingerprint): without it the signature
+        can only be checked against the key the bundle carries, which proves nothing about who
+        signed, and the verdict is never "verified". ``spec``: a pre-registered spec file or
+        its SHA-256.
+        """
+        from .runner import run_audit
+
+        kwargs: dict[str, Any] = {"pubkey": pubkey}
+        if spec is not None:
+            kwargs["spec"] = spec
+        return run_audit(self.path, **kwargs)
+
+
+def _categorical(column: "pd.Series", field_: dict, path: Path) -> "pd.Series":
+    """``column`` as a categorical with the field's categories (v2 ``categories``, else the
+    v1 ``constraints.enum``); a value outside them is an error, never a silent missing value."""
+    import pandas as pd
+
+    labels = field_.get("categories")
+    if labels is None:
+        labels = (field_.get("constraints") or {}).get("enum")
+    if not labels:
+        return column
+    dtype = pd.CategoricalDtype([str(x) for x in labels],
+                                ordered=bool(field_.get("categoriesOrdered", False)))
+    bad = ~column.isin(dtype.categories)
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0])
+        raise BundleReadError(f"{path}: data.csv line {row + 2}, column {field_['name']!r}: "
+                              f"value {str(column.iloc[row])[:80]!r} is not one of its labels")
+    return column.astype(dtype)

@@ -1,0 +1,585 @@
+"""PrivSyn-style generator ("privsyn"): DenseMarg selection, consistency, GUM; pure DP.
+
+After Zhang, Wang, Li, Honorio, Backes, He, Chen, Zhang, "PrivSyn: Differentially Private Data
+Synthesis" (USENIX Security 2021), as described in Li, Zhang, Wang (DPSyn in the NIST
+challenges, appendix A), re-derived here for pure DP with the Laplace mechanism.
+
+Input: integer codes ``(n, d)`` over a public domain ``(k_0, ..., k_{d-1})``; ``n`` is public,
+neighbouring datasets differ in one record (change-one). The budget ``eps`` is split in two:
+
+* ``eps_sel = split_select * eps`` -- **marginal selection**. For every *candidate pair*
+  (a, b) (both columns with at least 2 values and ``k_a k_b <= MAX_PAIR_CELLS``: a public
+  rule) the score ``InDif(a, b) = || T_ab - T_a T_b^T / n ||_1`` (counts: the L1 distance between
+  the true 2-way table and the independence estimate from the true 1-way tables) is computed;
+  the vector of the ``K`` scores gets Laplace noise in **one vector draw** of L1 sensitivity
+  ``6 K`` (:func:`indif_sensitivity` derives the 6 for change-one; ``K`` is public). Which pairs
+  are kept is post-processing of the noisy scores (:func:`select_pairs`): greedily, the pair
+  whose noisy InDif most exceeds the increase of the expected noise error that measuring it
+  causes (PrivSyn's DenseMarg trade-off), at most ``max_pairs`` pairs; or simply the
+  ``max_pairs`` largest noisy scores (``select_rule="top"``).
+* ``eps_meas = eps - eps_sel`` -- **measurements**: the 1-way table of every column with at
+  least 2 values and the 2-way table of every selected pair, each count table with OpenDP's
+  discrete Laplace (L1 sensitivity 2 under change-one, ``marginals.COUNT_SENSITIVITY``), the
+  budget split over the tables in proportion to ``sqrt(cells)`` (:func:`allocate`, derivation
+  there). Sequential composition: the shares sum to at most ``eps_meas``.
+
+Exact arithmetic as in PrivBayes: ``eps_sel = float_down(dec(split_select) dec(eps))``,
+``eps_meas = float_down(dec(eps) - binary(eps_sel))``, every table's share ``float_down`` of its
+rational part of ``binary(eps_meas)``: the floats handed to OpenDP sum to at most ``dec(eps)``.
+Adaptive composition: which tables are measured (and their shares) depends on the selection,
+an earlier DP output, while the total ``eps_meas`` is fixed. So ``fit`` is ``eps``-DP and
+``privacy_map(d_in) = d_in * eps`` (group privacy).
+
+Everything after the noisy tables reads only them and public values (``n``, the domain, the
+noise scales): consistency (:func:`consistent_tables`: ``marginals.make_consistent`` with
+inverse-variance weights and ``privbayes.norm_sub``), and synthesis by GUM (:func:`gum`), which
+runs inside :meth:`PrivSynModel.sample` on the caller's recorded ``np.random.Generator``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import exact
+from .generators import check_codes
+from .marginals import COUNT_SENSITIVITY, make_consistent
+from .noise import Randomness
+from .privbayes import norm_sub
+
+__all__ = [
+    "PrivSyn",
+    "PrivSynModel",
+    "INDIF_SENSITIVITY",
+    "MAX_PAIR_CELLS",
+    "indif",
+    "indif_numerator",
+    "indif_sensitivity",
+    "candidate_pairs",
+    "pair_table",
+    "allocate",
+    "expected_l1_error",
+    "select_pairs",
+    "consistent_tables",
+    "gum",
+    "grid_problems",
+]
+
+INDIF_SENSITIVITY = 6.0
+"""Sensitivity of one InDif score (counts) under change-one; see :func:`indif_sensitivity`."""
+
+#: Largest 2-way table (cells) that is a candidate pair (memory guard; a public rule).
+MAX_PAIR_CELLS = 1 << 22
+
+#: Largest n: InDif is computed exactly in int64, and 2 n^2 must stay below 2^63.
+MAX_ROWS = (1 << 31) - 1
+
+SELECT_RULES = ("densemarg", "top")
+
+
+# --------------------------------------------------------------------------------------------
+# InDif and its sensitivity
+# --------------------------------------------------------------------------------------------
+
+def indif_sensitivity() -> float:
+    """Sensitivity of ``InDif(a, b) = sum_{x,y} |T(x,y) - A(x) B(y) / n|`` under change-one: 6.
+
+    ``T`` is the true 2-way count table of columns (a, b), ``A = T 1`` and ``B = T^T 1`` its
+    1-way tables (row / column sums), ``n`` the public number of records; ``P = A B^T / n`` is
+    the independence estimate from the *true* 1-ways. Changing one record moves it from cell
+    (x1, y1) to (x2, y2) (on these two columns):
+
+    * ``T' = T + dT`` with ``dT = e_{x2 y2} - e_{x1 y1}``: ``||dT||_1 <= 2``;
+    * ``A' = A + dA``, ``dA = e_{x2} - e_{x1}``, ``||dA||_1 <= 2``; likewise ``B' = B + dB``.
+      Both 1-ways keep their sums: ``||A||_1 = ||A'||_1 = ||B||_1 = n`` (entries >= 0).
+    * Write the product's change without a second-order term by using ``A'``:
+      ``A' B'^T - A B^T = dA B^T + A' dB^T``. An outer product has
+      ``||u v^T||_1 = ||u||_1 ||v||_1``, so
+      ``||P' - P||_1 <= (||dA||_1 ||B||_1 + ||A'||_1 ||dB||_1) / n <= (2n + 2n) / n = 4``.
+      (Expanding ``(A + dA)(B + dB)^T`` instead gives the looser ``4 + 4/n``.)
+    * ``InDif = ||T - P||_1``; by the reverse triangle inequality
+      ``|InDif' - InDif| <= ||(T' - P') - (T - P)||_1 <= ||dT||_1 + ||P' - P||_1 <= 6``.
+
+    The bound is tight (approached as n grows): with ``n = s^2``, ``A = B = (s, s^2 - s, 0)``
+    and the independent table ``T = A B^T / n`` (so InDif = 0), move the one record of cell
+    (0, 0) to the empty cell (2, 2). Then InDif' = 6 - 4/s - 2/s^2 (for s = 100: 5.9598; see the
+    tests), above the 4 that PrivSyn states for add/remove-one neighbours: the change-one
+    bound must not be taken from there. The bound holds for every pair at once, so the vector
+    of K scores has L1 sensitivity ``6 K``.
+    """
+    return INDIF_SENSITIVITY
+
+
+def pair_table(codes: np.ndarray, domain: Sequence[int], a: int, b: int) -> np.ndarray:
+    """int64 count table of columns (a, b), shape (k_a, k_b)."""
+    ka, kb = int(domain[a]), int(domain[b])
+    idx = codes[:, a] * kb + codes[:, b]
+    return np.bincount(idx, minlength=ka * kb).astype(np.int64).reshape(ka, kb)
+
+
+def indif_numerator(table: np.ndarray) -> int:
+    """``n * InDif`` of a count table, exactly: ``sum |n T - A B^T|`` in int64 (n < 2^31)."""
+    t = np.asarray(table, dtype=np.int64)
+    n = int(t.sum())
+    if n > MAX_ROWS:
+        raise ValueError(f"privsyn: at most {MAX_ROWS} records, got {n}")
+    a = t.sum(axis=1)
+    b = t.sum(axis=0)
+    return int(np.abs(n * t - np.outer(a, b)).sum())
+
+
+def indif(table: np.ndarray) -> float:
+    """InDif of a count table (counts): ``||T - A B^T / n||_1``, correctly rounded (0 if n = 0)."""
+    n = int(np.asarray(table).sum())
+    return indif_numerator(table) / n if n else 0.0
+
+
+def candidate_pairs(domain: Sequence[int]) -> list[tuple[int, int]]:
+    """The pairs (a < b) that are scored: both columns have >= 2 values and the table has at
+    most ``MAX_PAIR_CELLS`` cells. Public: a function of the domain only."""
+    dom = [int(k) for k in domain]
+    return [(a, b) for a in range(len(dom)) for b in range(a + 1, len(dom))
+            if dom[a] >= 2 and dom[b] >= 2 and dom[a] * dom[b] <= MAX_PAIR_CELLS]
+
+
+# --------------------------------------------------------------------------------------------
+# budget allocation and selection (post-processing of the noisy scores)
+# --------------------------------------------------------------------------------------------
+
+def allocate(epsilon: float, cells: Sequence[int]) -> list[float]:
+    """Split the float part ``epsilon`` over tables of ``cells`` cells, ``eps_i ∝ sqrt(c_i)``.
+
+    Derivation (the L1-optimal split for Laplace noise): a table of ``c`` cells measured with
+    Laplace scale ``b = 2 / eps_i`` has expected L1 error ``c E|Lap(b)| = 2 c / eps_i``.
+    Minimise ``sum_i 2 c_i / eps_i`` subject to ``sum_i eps_i = eps``: the Lagrange condition
+    ``2 c_i / eps_i^2 = lambda`` gives ``eps_i = eps sqrt(c_i) / sum_j sqrt(c_j)``, and the
+    minimum is ``2 (sum_i sqrt(c_i))^2 / eps`` (:func:`expected_l1_error`). Other objectives
+    give other powers: the total *variance* ``sum_i 2 c_i b_i^2`` is minimised by
+    ``eps_i ∝ c_i^(1/3)``, and Gaussian noise under zCDP (L1 error ``∝ c_i / sqrt(rho_i)``,
+    PrivSyn's setting) by ``rho_i ∝ c_i^(2/3)``. The InDif scores, the DenseMarg trade-off and
+    the acceptance criteria (TVD) are L1, so L1 is the objective here.
+
+    Exactly: the weights ``w_i = sqrt(c_i)`` are floats (public), read as rationals; share
+    ``i`` is ``float_down(binary(epsilon) w_i / sum_j w_j)``, so the shares' binary values sum
+    to at most ``binary(epsilon)``.
+    """
+    if not cells:
+        return []
+    w = [Fraction(math.sqrt(int(c))) for c in cells]
+    tot = sum(w, Fraction(0))
+    eps = exact.binary(epsilon)
+    return [exact.float_down(eps * wi / tot) for wi in w]
+
+
+def expected_l1_error(cells: Sequence[int], epsilon: float) -> float:
+    """Expected total L1 error (counts) of measuring tables of ``cells`` cells with
+    :func:`allocate` shares of ``epsilon``: ``2 (sum sqrt(c_i))^2 / epsilon``."""
+    s = math.fsum(math.sqrt(int(c)) for c in cells)
+    return 2.0 * s * s / float(epsilon)
+
+
+def select_pairs(noisy_scores: Sequence[float], pair_cells: Sequence[int],
+                 oneway_cells: Sequence[int], eps_meas: float, *, max_pairs: int | None,
+                 rule: str = "densemarg") -> list[int]:
+    """Indices of the selected pairs, in the order chosen. Post-processing: reads only the noisy
+    scores and public values (cells, ``eps_meas``, the hyperparameters).
+
+    ``densemarg`` (PrivSyn's DenseMarg trade-off, greedy): the error of the model is the
+    InDif of every pair *not* measured (it is modelled as independent) plus the expected
+    noise error of every table measured. With ``S = sum sqrt(cells)`` of the tables chosen so
+    far (the 1-ways at the start), adding pair ``p`` of ``c_p`` cells raises the noise error
+    by ``2 ((S + sqrt(c_p))^2 - S^2) / eps_meas`` (:func:`allocate`) and removes its InDif;
+    take the pair with the largest net gain while it is positive and fewer than ``max_pairs``
+    (None: no cap) are chosen. ``top``: the ``max_pairs`` largest noisy scores (all pairs if
+    ``max_pairs`` is None). Ties go to the lower index (deterministic).
+    """
+    if rule not in SELECT_RULES:
+        raise ValueError(f"privsyn: select_rule must be one of {SELECT_RULES}, got {rule!r}")
+    scores = np.asarray(noisy_scores, dtype=np.float64)
+    k = scores.shape[0]
+    cap = k if max_pairs is None else min(int(max_pairs), k)
+    sqrt_c = np.sqrt(np.asarray(pair_cells, dtype=np.float64))
+    s = math.fsum(math.sqrt(int(c)) for c in oneway_cells)
+    chosen: list[int] = []
+    free = np.ones(k, dtype=bool)
+    while len(chosen) < cap:
+        if rule == "densemarg":
+            gain = scores - 2.0 * (2.0 * s * sqrt_c + sqrt_c * sqrt_c) / float(eps_meas)
+        else:
+            gain = scores.copy()
+        gain[~free] = -np.inf
+        best = int(np.argmax(gain))
+        if not free[best] or (rule == "densemarg" and not gain[best] > 0):
+            break
+        chosen.append(best)
+        free[best] = False
+        s += float(sqrt_c[best])
+    return chosen
+
+
+# --------------------------------------------------------------------------------------------
+# consistency (post-processing)
+# --------------------------------------------------------------------------------------------
+
+def consistent_tables(noisy: Sequence[np.ndarray], attrs: Sequence[tuple[int, ...]],
+                      scales: Sequence[float], total: float, rounds: int) -> list[np.ndarray]:
+    """Noisy tables -> non-negative tables that agree on shared columns and sum to ``total``.
+
+    ``marginals.make_consistent`` (PriView/PrivSyn consistency: for the empty set and every
+    shared column, the inverse-variance weighted average of the tables' projections, the
+    difference spread evenly over the summed cells) with per-cell variances ``2 b_i^2`` from
+    the public Laplace scales ``b_i``, and ``privbayes.norm_sub`` (PrivSyn's norm-sub) for
+    non-negativity, alternated ``rounds`` times. Post-processing: reads only the noisy tables,
+    their (public) noise scales and the public total ``n``.
+    """
+    if not noisy:
+        return []
+    return make_consistent([np.asarray(t, dtype=np.float64) for t in noisy], list(attrs),
+                           total=float(total), rounds=int(rounds),
+                           cell_variances=[2.0 * float(b) ** 2 for b in scales],
+                           nonnegative=norm_sub)
+
+
+# --------------------------------------------------------------------------------------------
+# GUM (post-processing)
+# --------------------------------------------------------------------------------------------
+
+#: share of the moved records that copy a whole existing record of the target cell
+#: (duplication) rather than overwrite only the marginal's columns (replacement), by round
+#: (the last value for later rounds): replacement creates new combinations early, duplication
+#: keeps the other columns' joint distribution once the data are close (PrivSyn, A.2).
+DUPLICATE_SHARE = (0.5, 0.75, 0.9)
+
+#: GUM's step decays by this factor every STEP_EVERY rounds (PrivSyn, A.3: step decay).
+STEP_DECAY = 0.5
+STEP_EVERY = 2
+
+
+def _draw(p: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
+    """m i.i.d. draws from the distribution ``p`` (inverse CDF on uniforms)."""
+    cdf = np.cumsum(p, dtype=np.float64)
+    cdf /= cdf[-1]
+    out = np.searchsorted(cdf, rng.random(m), side="right")
+    np.minimum(out, p.shape[0] - 1, out=out)
+    return out.astype(np.int64, copy=False)
+
+
+def _keys(X: np.ndarray, cols: tuple[int, ...], sizes: tuple[int, ...]) -> np.ndarray:
+    key = X[cols[0]].astype(np.intp)
+    for c, k in zip(cols[1:], sizes[1:]):
+        key *= k
+        key += X[c]
+    return key
+
+
+def _gum_step(X: np.ndarray, cols: tuple[int, ...], sizes: tuple[int, ...], p: np.ndarray,
+              alpha: float, dup_share: float, rng: np.random.Generator) -> None:
+    """Move the records' marginal on ``cols`` a step ``alpha`` toward the target ``p``, in place.
+
+    ``X`` is (d, m). With ``s`` the current counts and ``t = m p`` the target, a cell is
+    over-full (``s > t``) or under-full (``s < t``). One uniform per record decides:
+
+    * a record of an over-full cell is *moved* with probability ``alpha (s - t) / s``, so about
+      ``alpha (s - t)`` leave each such cell;
+    * a record of a non-empty under-full cell is a *source* with probability
+      ``min(1, dup_share alpha (t - s) / s)``: about ``dup_share alpha (t - s)`` per cell (at
+      most all of its records).
+
+    Moved records, in random order, first become copies of the sources, all columns
+    (*duplication*, which keeps the joint distribution of the other columns); the moved
+    records left over get only the marginal's columns set (*replacement*, which can fill
+    empty cells and create new combinations) to a cell drawn with probability proportional to
+    the expected shortfall ``alpha (t - s) - s P(source)``. So about ``alpha (t - s)`` records
+    enter each under-full cell, and the number of records never changes (PrivSyn's GUM,
+    appendix A.2 of Li, Zhang & Wang). Records are chosen by independent coin flips, so every
+    step is O(m) (no sorting).
+    """
+    m = X.shape[1]
+    c = p.shape[0]
+    key = _keys(X, cols, sizes)
+    s = np.bincount(key, minlength=c).astype(np.float64)
+    diff = p * m - s
+    deficit = np.maximum(diff, 0.0)
+    if not alpha * float(deficit.sum()) >= 0.5:
+        return
+    over = diff < 0
+    prob = np.zeros(c, dtype=np.float64)
+    np.divide(alpha * np.maximum(-diff, 0.0), s, out=prob, where=over)
+    src_p = np.zeros(c, dtype=np.float64)
+    np.divide(dup_share * alpha * deficit, s, out=src_p, where=(deficit > 0) & (s > 0))
+    np.minimum(src_p, 1.0, out=src_p)
+    prob += src_p
+    hit = np.flatnonzero(rng.random(m, dtype=np.float32) < prob.astype(np.float32)[key])
+    is_over = over[key[hit]]
+    moved = hit[is_over]
+    r = moved.shape[0]
+    if r == 0:
+        return
+    sources = hit[~is_over]
+    if sources.shape[0] > r:
+        sources = sources[rng.permutation(sources.shape[0])[:r]]
+    nd = sources.shape[0]
+    if 0 < nd < r:
+        # which moved records are duplicated and which replaced must be random: taking the
+        # first ones in index order ties the kind of update to the position (slower to converge)
+        moved = moved[rng.permutation(r)]
+    if nd:
+        X[:, moved[:nd]] = X[:, sources]
+    if nd < r:
+        w = np.maximum(alpha * deficit - s * src_p, 0.0)
+        if not w.sum() > 0:
+            w = deficit
+        v = _draw(w, r - nd, rng)
+        tgt = moved[nd:]
+        for col, k in zip(reversed(cols[1:]), reversed(sizes[1:])):
+            v, X[col, tgt] = np.divmod(v, k)
+        X[cols[0], tgt] = v
+
+
+def gum(oneways: Sequence[np.ndarray], marginals: Sequence[tuple[tuple[int, ...], np.ndarray]],
+        domain: Sequence[int], m: int, rng: np.random.Generator, *, rounds: int,
+        alpha: float) -> np.ndarray:
+    """Gradually Update Method: ``m`` records whose marginals approach the targets.
+
+    Start: every column drawn independently from its 1-way distribution ``oneways[j]``. Then
+    ``rounds`` rounds; in each, every marginal ``(cols, p)`` (``p`` the flat distribution over
+    the cells of ``cols``, C order) in turn, then the 1-way of every column in no marginal,
+    moves the records a step toward its target (:func:`_gum_step`); the step starts at
+    ``alpha`` and is multiplied by ``STEP_DECAY`` every ``STEP_EVERY`` rounds (step decay,
+    PrivSyn A.3). Finally the records are shuffled. All randomness comes from ``rng``.
+    Returns int64 (m, d) codes in the domain. Post-processing of the distributions.
+    """
+    dom = tuple(int(k) for k in domain)
+    d = len(dom)
+    m = int(m)
+    # narrow storage: duplication copies whole records, 3x faster on uint8 than on int64
+    X = np.empty((d, m), dtype=np.uint8 if max(dom) <= 256 else np.int32)
+    for j in range(d):
+        X[j] = _draw(np.asarray(oneways[j], dtype=np.float64), m, rng) if m else 0
+    # a column in a 2-way marginal gets its 1-way from it (consistency made them agree)
+    covered = {c for cols, _ in marginals for c in cols}
+    alone = [j for j in range(d) if dom[j] > 1 and j not in covered]
+    if m:
+        for r in range(int(rounds)):
+            a = float(alpha) * STEP_DECAY ** (r // STEP_EVERY)
+            share = DUPLICATE_SHARE[min(r, len(DUPLICATE_SHARE) - 1)]
+            for cols, p in marginals:
+                _gum_step(X, cols, tuple(dom[c] for c in cols), p, a, share, rng)
+            for j in alone:
+                _gum_step(X, (j,), (dom[j],), oneways[j], a, share, rng)
+        # records are exchangeable by construction; a final shuffle makes any prefix of the
+        # output (sample_constrained keeps the first n rows) a uniform subset all the same
+        X = X[:, rng.permutation(m)]
+    return np.ascontiguousarray(X.T, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# model
+# --------------------------------------------------------------------------------------------
+
+def _distribution(table: np.ndarray) -> np.ndarray:
+    t = np.clip(np.asarray(table, dtype=np.float64).reshape(-1), 0.0, None)
+    tot = t.sum()
+    return t / tot if tot > 0 else np.full(t.shape[0], 1.0 / t.shape[0])
+
+
+@dataclass
+class PrivSynModel:
+    """The consistent noisy marginals; ``sample`` synthesises records with GUM.
+
+    ``oneways[j]``: distribution of column j (uniform point mass for a 1-value column);
+    ``marginals``: ``[(cols, p)]`` for the selected pairs, ``p`` flat over their cells.
+    """
+
+    domain: tuple[int, ...]
+    oneways: list[np.ndarray]
+    marginals: list[tuple[tuple[int, ...], np.ndarray]]
+    gum_rounds: int
+    gum_alpha: float
+    selected: list[tuple[int, int]] = field(default_factory=list)
+
+    def sample(self, m: int, rng: np.random.Generator) -> np.ndarray:
+        """``m`` records by GUM (post-processing; all randomness from ``rng``)."""
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
+            raise ValueError(f"the number of rows to sample must be an integer >= 0, got {m!r}")
+        return gum(self.oneways, self.marginals, self.domain, int(m), rng,
+                   rounds=self.gum_rounds, alpha=self.gum_alpha)
+
+    def description(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The selected 2-way marginals (in the order chosen), optionally with column names."""
+        if names is not None and len(names) != len(self.domain):
+            raise ValueError(f"{len(names)} names for {len(self.domain)} columns")
+        out = []
+        for a, b in self.selected:
+            e: dict[str, Any] = {"columns": [a, b], "cells": self.domain[a] * self.domain[b]}
+            if names is not None:
+                e["names"] = [names[a], names[b]]
+            out.append(e)
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# generator
+# --------------------------------------------------------------------------------------------
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _check_split(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(v)) or not 0 < float(v) < 1:
+        raise ValueError(f"privsyn: split_select must be a number in (0, 1), got {v!r}")
+    return float(v)
+
+
+class PrivSyn:
+    """PrivSyn-style generator (pure DP, change-one neighbours, n public); see the module doc.
+
+    Hyperparameters: ``split_select`` (share of epsilon for the selection), ``max_pairs`` (cap
+    on the selected 2-way marginals; None = no cap), ``select_rule`` (``densemarg`` or
+    ``top``), ``gum_rounds`` and ``gum_alpha`` (GUM's rounds and initial step),
+    ``consistency_rounds``.
+    """
+
+    type = "privsyn"
+    HYPERPARAMETERS = ("split_select", "max_pairs", "select_rule", "gum_rounds", "gum_alpha",
+                       "consistency_rounds")
+
+    def __init__(self, epsilon: float, split_select: float = 0.1, max_pairs: int | None = None,
+                 select_rule: str = "densemarg", gum_rounds: int = 6, gum_alpha: float = 1.0,
+                 consistency_rounds: int = 10) -> None:
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) \
+                or not math.isfinite(epsilon) or epsilon <= 0:
+            raise ValueError(f"privsyn: epsilon must be a finite number > 0, got {epsilon!r}")
+        self.epsilon = float(epsilon)
+        self.split_select = _check_split(split_select)
+        if max_pairs is not None and (not _is_int(max_pairs) or max_pairs < 0):
+            raise ValueError(f"privsyn: max_pairs must be an integer >= 0 or null, got {max_pairs!r}")
+        self.max_pairs = None if max_pairs is None else int(max_pairs)
+        if select_rule not in SELECT_RULES:
+            raise ValueError(f"privsyn: select_rule must be one of {list(SELECT_RULES)}, got {select_rule!r}")
+        self.select_rule = select_rule
+        if not _is_int(gum_rounds) or not 0 <= gum_rounds <= 1000:
+            raise ValueError(f"privsyn: gum_rounds must be an integer in 0..1000, got {gum_rounds!r}")
+        self.gum_rounds = int(gum_rounds)
+        if isinstance(gum_alpha, bool) or not isinstance(gum_alpha, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(gum_alpha)) or not 0 < float(gum_alpha) <= 1:
+            raise ValueError(f"privsyn: gum_alpha must be a number in (0, 1], got {gum_alpha!r}")
+        self.gum_alpha = float(gum_alpha)
+        if not _is_int(consistency_rounds) or not 0 <= consistency_rounds <= 1000:
+            raise ValueError("privsyn: consistency_rounds must be an integer in 0..1000, got "
+                             f"{consistency_rounds!r}")
+        self.consistency_rounds = int(consistency_rounds)
+        self.selected: list[tuple[int, int]] | None = None  # set by fit (last fitted selection)
+
+    # -- protocol -------------------------------------------------------------------------
+    @property
+    def epsilon_select(self) -> float:
+        """Selection budget, exactly: the largest float <= dec(split_select) x dec(epsilon)."""
+        return exact.float_down(exact.dec(self.split_select) * exact.dec(self.epsilon))
+
+    @property
+    def epsilon_measure(self) -> float:
+        """Measurement budget: the largest float <= dec(epsilon) - binary(epsilon_select)."""
+        return exact.float_down(exact.dec(self.epsilon) - exact.binary(self.epsilon_select))
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """Constructor keyword arguments (round-trip: ``PrivSyn(eps, **hyperparameters())``)."""
+        return {"split_select": self.split_select, "max_pairs": self.max_pairs,
+                "select_rule": self.select_rule, "gum_rounds": self.gum_rounds,
+                "gum_alpha": self.gum_alpha, "consistency_rounds": self.consistency_rounds}
+
+    def privacy_map(self, d_in: int) -> float:
+        """Change-one distance -> epsilon: d_in * epsilon (pure DP, group privacy)."""
+        if d_in < 0:
+            raise ValueError(f"d_in must be >= 0, got {d_in}")
+        return float(d_in) * self.epsilon
+
+    def budget_parts(self) -> list[dict[str, Any]]:
+        """The two parts (floats handed to OpenDP, binary sum <= the declared epsilon)."""
+        return [{"purpose": "marginal selection (noisy InDif scores)",
+                 "epsilon": self.epsilon_select},
+                {"purpose": "1-way and selected 2-way marginals (split by sqrt(cells))",
+                 "epsilon": self.epsilon_measure}]
+
+    # -- fit ------------------------------------------------------------------------------
+    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness) -> PrivSynModel:
+        """Select pairs (eps_sel), measure the tables (eps_meas), make them consistent."""
+        codes, dom = check_codes(codes, domain)
+        n, d = codes.shape
+        if n < 1:
+            raise ValueError("privsyn: need at least one record")
+        if n > MAX_ROWS:
+            raise ValueError(f"privsyn: at most {MAX_ROWS} records, got {n}")
+
+        # ---- selection (eps_sel): one Laplace vector draw on the K InDif scores ----
+        pairs = candidate_pairs(dom)
+        tables: dict[tuple[int, ...], np.ndarray] = {}
+        noisy_scores = np.zeros(0)
+        if pairs:
+            for a, b in pairs:
+                tables[(a, b)] = pair_table(codes, dom, a, b)
+            true = np.array([indif_numerator(tables[p]) / n for p in pairs], dtype=np.float64)
+            noisy_scores = np.asarray(rand.laplace(
+                true, sensitivity=INDIF_SENSITIVITY * len(pairs), epsilon=self.epsilon_select,
+                purpose="privsyn: InDif scores of all candidate pairs"), dtype=np.float64)
+        ones = [(j,) for j in range(d) if dom[j] >= 2]
+        eps_meas = self.epsilon_measure
+        chosen = select_pairs(noisy_scores, [dom[a] * dom[b] for a, b in pairs],
+                              [dom[j] for (j,) in ones], eps_meas,
+                              max_pairs=self.max_pairs, rule=self.select_rule)
+        selected = [pairs[i] for i in chosen]
+
+        # ---- measurements (eps_meas): 1-ways, then the selected pairs ----
+        attrs: list[tuple[int, ...]] = ones + selected
+        cells = [math.prod(dom[j] for j in a) for a in attrs]
+        shares = allocate(eps_meas, cells)
+        noisy, scales = [], []
+        for a, e in zip(attrs, shares):
+            if len(a) == 1:
+                true_t = np.bincount(codes[:, a[0]], minlength=dom[a[0]]).astype(np.int64)
+                what = f"privsyn: 1-way marginal of column {a[0]}"
+            else:
+                t = tables.get(a)
+                true_t = (t if t is not None else pair_table(codes, dom, *a)).reshape(-1)
+                what = f"privsyn: 2-way marginal of columns {list(a)}"
+            out = rand.laplace(true_t, sensitivity=COUNT_SENSITIVITY, epsilon=e, purpose=what,
+                               integer=True)
+            noisy.append(np.asarray(out, dtype=np.float64).reshape([dom[j] for j in a]))
+            scales.append(COUNT_SENSITIVITY / e)
+
+        # ---- post-processing: consistency, distributions ----
+        tabs = consistent_tables(noisy, attrs, scales, float(n), self.consistency_rounds)
+        oneways = [np.ones(1)] * d
+        margs: list[tuple[tuple[int, ...], np.ndarray]] = []
+        for a, t in zip(attrs, tabs):
+            if len(a) == 1:
+                oneways[a[0]] = _distribution(t)
+            else:
+                margs.append((a, _distribution(t)))
+        for j in range(d):
+            if dom[j] < 2:
+                oneways[j] = np.ones(1)
+        self.selected = list(selected)
+        return PrivSynModel(domain=dom, oneways=oneways, marginals=margs,
+                            gum_rounds=self.gum_rounds, gum_alpha=self.gum_alpha,
+                            selected=list(selected))
+
+
+def grid_problems(grid: dict) -> list[str]:
+    """Problems of a ``privsyn`` grid (spec validation), each as ``".key[j]: message"``: every
+    value of every hyperparameter must be accepted by the constructor."""
+    problems = []
+    for key, values in grid.items():
+        if key not in PrivSyn.HYPERPARAMETERS or not isinstance(values, list):
+            continue
+        for j, v in enumerate(values):
+            try:
+                PrivSyn(1.0, **{key: v})
+            except (ValueError, TypeError) as e:
+                problems.append(f".{key}[{j}]: {str(e).removeprefix('privsyn: ')}")
+    return problems

@@ -1,0 +1,198 @@
+"""The published DP model (``publish: model`` in the spec): the selected candidate's fitted model
+as a JSON document, and the model rebuilt from it.
+
+Publishing the model costs no budget: it is the output of the generator's DP measurement that
+the selection already accounts for (everything in it is computed from noisy measurements and
+public information). It does let the public re-derive data.csv: with the model, the published
+n, the configuration, the spec's synthetic constraints and the beacon-bound seeds
+(:mod:`.seeds`), sampling, constraint filtering and the projection are re-run and must give the
+released file byte for byte.
+
+Numbers are JSON numbers written by Python's ``repr`` of float64 (shortest round-trip form), so
+the rebuilt tables are bit-identical to the fitted ones and so is every sample drawn from them.
+
+Model kinds:
+
+``bayesian_network`` (PrivBayes, mst_pure): ``domain`` (values per column), ``network`` in
+sampling order, each ``{"attribute": j, "parents": [[p, level], ...]}`` (a parent's codes merged
+as ``c >> level``), and ``conditionals``: one table per node, rows = parent configurations in
+mixed radix (first parent most significant), columns = the attribute's values; rows are
+probability vectors (non-negative, positive sum; sampling normalises them). Sampling: for each
+node in order, ``u = rng.random(m)`` and the first value whose cumulative probability exceeds
+``u`` (``PrivBayesModel.sample``).
+
+``marginals_gum`` (privsyn): ``domain``, ``oneways`` (one distribution per column),
+``marginals`` (``{"columns": [a, b], "p": flat cell distribution, first column most
+significant}``), ``selected``, ``gum_rounds``, ``gum_alpha``; sampling is the Gradually Update
+Method of ``mechanisms/privsyn.py`` (``gum``) with the rng passed in.
+
+``raked`` (PrivBayes with ``oneway``): a ``base`` model (a kind above) whose samples are raked
+to published one-way ``shares`` (one list per column, or null for a column not raked) with
+``method`` and ``rounds`` (``mechanisms/oneway.py``: ``RakedModel.sample``, with the synthetic
+constraints' keep mask as in the iteration).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+__all__ = ["MODEL_FORMAT", "PublishError", "model_document", "model_from_document",
+           "publishable", "register_kind"]
+
+MODEL_FORMAT = "dpbundle-model/1"
+
+
+class PublishError(ValueError):
+    """A model that cannot be published, or a model document that cannot be rebuilt."""
+
+
+# kind -> (to_public(model) -> dict, from_public(dict) -> model, is_instance(model) -> bool)
+_KINDS: dict[str, tuple[Callable[[Any], dict], Callable[[dict], Any], Callable[[Any], bool]]] = {}
+
+
+def register_kind(kind: str, to_public: Callable[[Any], dict], from_public: Callable[[dict], Any],
+                  is_instance: Callable[[Any], bool]) -> None:
+    """Register how a model kind is written and rebuilt."""
+    _KINDS[kind] = (to_public, from_public, is_instance)
+
+
+def _kind_of(model: Any) -> str | None:
+    for kind, (_, _, is_instance) in _KINDS.items():
+        if is_instance(model):
+            return kind
+    return None
+
+
+def publishable(generator_type: str) -> bool:
+    """Whether models of ``generator_type`` can be published (the spec validator asks)."""
+    return generator_type in PUBLISHABLE_GENERATORS
+
+
+def model_document(model: Any, *, generator: dict, epsilon: float,
+                   columns: Sequence[str]) -> dict:
+    """The JSON document of a fitted model (schemas/model.schema.json)."""
+    kind = _kind_of(model)
+    if kind is None:
+        raise PublishError(f"a model of type {type(model).__name__} cannot be published")
+    body = _KINDS[kind][0](model)
+    return {"format": MODEL_FORMAT, "kind": kind, "generator": dict(generator),
+            "epsilon_generation": float(epsilon), "columns": list(columns), **body}
+
+
+def model_from_document(doc: dict) -> Any:
+    """The model rebuilt from its document; PublishError if the document is unusable."""
+    if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
+        raise PublishError(f"not a {MODEL_FORMAT} document")
+    kind = doc.get("kind")
+    if kind not in _KINDS:
+        raise PublishError(f"unknown model kind {kind!r}; known: {sorted(_KINDS)}")
+    try:
+        return _KINDS[kind][1](doc)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise PublishError(f"model document of kind {kind!r} is unusable: {e}") from None
+
+
+# ------------------------------------------------------------------ bayesian_network
+
+
+def _bn_to_public(model: Any) -> dict:
+    return {
+        "domain": [int(k) for k in model.domain],
+        "network": [{"attribute": int(node.attribute),
+                     "parents": [[int(j), int(lv)] for j, lv in node.parents]}
+                    for node in model.network],
+        "conditionals": [np.asarray(c, dtype=np.float64).tolist() for c in model.conditionals],
+    }
+
+
+def _bn_from_public(doc: dict) -> Any:
+    from .privbayes import NetworkNode, PrivBayesModel
+
+    network = [NetworkNode(int(node["attribute"]), tuple((int(j), int(lv)) for j, lv in node["parents"]))
+               for node in doc["network"]]
+    tables = [np.asarray(t, dtype=np.float64) for t in doc["conditionals"]]
+    if any(t.ndim != 2 for t in tables):
+        raise ValueError("every conditional table must be a matrix")
+    return PrivBayesModel([int(k) for k in doc["domain"]], network, tables)
+
+
+def _is_bn(model: Any) -> bool:
+    from .privbayes import PrivBayesModel
+
+    return type(model).__name__ in ("PrivBayesModel", "PureMSTModel") and isinstance(model, PrivBayesModel)
+
+
+register_kind("bayesian_network", _bn_to_public, _bn_from_public, _is_bn)
+
+
+# ------------------------------------------------------------------ raked (oneway)
+
+
+def _raked_to_public(model: Any) -> dict:
+    inner = model.model
+    kind = _kind_of(inner)
+    if kind is None or kind == "raked":
+        raise PublishError(f"a raked {type(inner).__name__} cannot be published")
+    return {"method": model.method, "rounds": int(model.rounds),
+            "shares": [None if sh is None else np.asarray(sh, dtype=np.float64).tolist()
+                       for sh in model.shares],
+            "base": {"kind": kind, **_KINDS[kind][0](inner)}}
+
+
+def _raked_from_public(doc: dict) -> Any:
+    from .oneway import RakedModel
+
+    base = doc["base"]
+    if base.get("kind") not in _KINDS or base.get("kind") == "raked":
+        raise ValueError(f"unknown base model kind {base.get('kind')!r}")
+    inner = _KINDS[base["kind"]][1](base)
+    shares = [None if sh is None else np.asarray(sh, dtype=np.float64) for sh in doc["shares"]]
+    return RakedModel(inner, shares, method=str(doc["method"]), rounds=int(doc["rounds"]))
+
+
+def _is_raked(model: Any) -> bool:
+    return type(model).__name__ == "RakedModel" and hasattr(model, "shares")
+
+
+register_kind("raked", _raked_to_public, _raked_from_public, _is_raked)
+
+
+# ------------------------------------------------------------------ marginals_gum (privsyn)
+
+
+def _gum_to_public(model: Any) -> dict:
+    return {"domain": [int(k) for k in model.domain],
+            "oneways": [np.asarray(p, dtype=np.float64).tolist() for p in model.oneways],
+            "marginals": [{"columns": [int(c) for c in cols],
+                           "p": np.asarray(p, dtype=np.float64).tolist()}
+                          for cols, p in model.marginals],
+            "selected": [[int(a), int(b)] for a, b in model.selected],
+            "gum_rounds": int(model.gum_rounds), "gum_alpha": float(model.gum_alpha)}
+
+
+def _gum_from_public(doc: dict) -> Any:
+    from .privsyn import PrivSynModel
+
+    domain = tuple(int(k) for k in doc["domain"])
+    oneways = [np.asarray(p, dtype=np.float64) for p in doc["oneways"]]
+    if len(oneways) != len(domain) or any(len(p) != k for p, k in zip(oneways, domain)):
+        raise ValueError("one one-way distribution per column, of its domain's size")
+    marginals = []
+    for mg in doc["marginals"]:
+        cols = tuple(int(c) for c in mg["columns"])
+        p = np.asarray(mg["p"], dtype=np.float64)
+        if any(not 0 <= c < len(domain) for c in cols) or p.size != int(np.prod([domain[c] for c in cols])):
+            raise ValueError(f"marginal over columns {cols} does not fit the domain")
+        marginals.append((cols, p))
+    return PrivSynModel(domain, oneways, marginals, int(doc["gum_rounds"]), float(doc["gum_alpha"]),
+                        [tuple(int(x) for x in pair) for pair in doc["selected"]])
+
+
+def _is_gum(model: Any) -> bool:
+    return type(model).__name__ == "PrivSynModel"
+
+
+register_kind("marginals_gum", _gum_to_public, _gum_from_public, _is_gum)
+
+PUBLISHABLE_GENERATORS = frozenset({"privbayes", "mst_pure", "privsyn"})
