@@ -3,7 +3,7 @@ public bundle only (n, data.csv, the spec), following DESIGN.md:
 
 * kway_marginals (any ``columns`` subset, any ``max_k``), faithfulness (any exact / adjacent /
   nominal rules): 1/n
-* smoothed_ratio: s' = min over the full domain of (synthetic count + 1);
+* smoothed_ratio: s' = min over the full domain of (synthetic count + k), k = smoothing (1);
   Delta = max(1/s', c - 1/(1/c + 1/s'))
 * conditional_means: margin = ceil(margin_share n) + margin_plus (defaults 0.01, 1);
   m_g = max(s_g - margin, 1) over every group of every ``by`` item (a column: group_bins cut on
@@ -88,9 +88,10 @@ def derive_threshold(entry: dict) -> tuple[float, float | None, dict]:
     elif entry.get("type") == "smoothed_ratio":
         a = _num(t, "assumed_min_count", where)
         c = _num(entry, "clip", f"spec acceptance[{entry.get('id')}]")
-        if a <= 0 or c <= 1:
-            raise Unverifiable(f"{where}: assumed_min_count {a} or clip {c} out of range")
-        delta = ratio_delta(a, c)
+        k = _num(entry, "smoothing", f"spec acceptance[{entry.get('id')}]", default=1.0)
+        if a <= 0 or c <= 1 or k < 1:
+            raise Unverifiable(f"{where}: assumed_min_count {a}, clip {c} or smoothing {k} out of range")
+        delta = ratio_delta(max(a, k), c)   # the smoothed count is at least k for every candidate
     else:
         raise Unverifiable(f"{where}: no assumed sensitivity for type {entry.get('type')!r}")
     scale = delta / eps
@@ -235,14 +236,20 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
         raise Unverifiable(f"{where}: data.csv has {codes.shape[0]} rows, not n = {n}")
     if typ == "smoothed_ratio":
         c = _num(entry, "clip", where)
-        if c <= 1:
-            raise Unverifiable(f"{where}: clip {c} must be > 1")
+        k = _num(entry, "smoothing", where, default=1.0)
+        if c <= 1 or k < 1:
+            raise Unverifiable(f"{where}: clip {c} must be > 1 and smoothing {k} >= 1")
         s_min = None
         for j, col in enumerate(view.columns):
             cnt = np.bincount(codes[:, j], minlength=col.size)
-            m = int(cnt.min()) + 1
+            m = int(cnt.min()) + k     # smoothed: (count + k), k = 1 unless the spec says
             s_min = m if s_min is None else min(s_min, m)
-        return ratio_delta(float(s_min), c), {"min_smoothed_synthetic_count": s_min, "clip": c}
+        if float(s_min).is_integer():
+            s_min = int(s_min)
+        facts = {"min_smoothed_synthetic_count": s_min, "clip": c}
+        if k != 1:
+            facts["smoothing"] = k
+        return ratio_delta(float(s_min), c), facts
     if typ == "conditional_means":
         L, U = _bounds(entry, where)
         share = _num(entry, "margin_share", where, default=0.01)

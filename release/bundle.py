@@ -298,6 +298,18 @@ def _check_public_files(files: dict[str, bytes]) -> dict[str, bytes]:
     return out
 
 
+def _publication(optional: dict[str, bytes]) -> dict:
+    """What the datasheet says about pre-registration and a published model (public facts from
+    the optional files, already validated)."""
+    out: dict[str, Any] = {"model": "model.json" in optional}
+    if "seeds.json" in optional and "preregistration.json" in optional:
+        seeds = json.loads(optional["seeds.json"])
+        record = json.loads(optional["preregistration.json"])
+        out.update(beacon=seeds["beacon"], record_created=record["created"],
+                   spec_sha256=record["spec_sha256"], commitment=seeds["commitment"])
+    return out
+
+
 def sha256sums_bytes(directory: Path, files: Sequence[str]) -> bytes:
     """``SHA256SUMS`` in the format ``sha256sum -c`` reads: ``<hex>  <name>`` per line, sorted
     by name (the manifest and its signature are not listed: the manifest lists this file)."""
@@ -646,7 +658,8 @@ def write_bundle(
             spec=spec, configuration=spec_doc["configuration"], configuration_id=spec_doc["configuration_id"],
             columns=columns, codes=codes, metrics=criteria, budget=budget_doc, created=created,
             dpbundle_version=__version__, fingerprint=fingerprint, public_key_pem=public_pem,
-            commitment=commitment, files=files, extra=extra_doc, noise_estimates=value_noise_est)
+            commitment=commitment, files=[*files, SHA256SUMS], extra=extra_doc,
+            noise_estimates=value_noise_est, publication=_publication(optional))
         html = datasheet.render_html(context)
         _write_bytes(tmp / "README.html", html.encode("utf-8"))
         datasheet.render_pdf(html, tmp / "README.pdf")

@@ -300,7 +300,8 @@ def _pattern_example(spec: dict) -> str:
 def build_context(*, spec: dict, configuration: dict, configuration_id: str, columns: Sequence[Any],
                   codes: np.ndarray, metrics: list[dict], budget: dict, created: str, dpbundle_version: str,
                   fingerprint: str, public_key_pem: str, commitment: str, files: Sequence[str],
-                  extra: dict | None = None, noise_estimates: dict | None = None) -> dict:
+                  extra: dict | None = None, noise_estimates: dict | None = None,
+                  publication: dict | None = None) -> dict:
     """Everything the template needs, as plain strings/lists (numbers already formatted).
 
     ``noise_estimates``: :func:`value_noise.estimate` of the criteria (computed here when None)."""
@@ -493,6 +494,9 @@ def build_context(*, spec: dict, configuration: dict, configuration_id: str, col
         "openssl_command": openssl_verify_command("KEY.pub"),
         "audit_command": "dpbundle audit BUNDLE --pubkey KEY.pub",
         "files": list(files),
+        # pre-registration and published model (section 12): {"model": bool, "beacon": {...},
+        # "record_created": str, "spec_sha256": str} or None
+        "publication": publication or {},
         "number_format": NUMBER_FORMAT_DOC,
         "extra_rows": _flatten(extra) if extra else [],
     }

@@ -21,7 +21,7 @@ console = Console()
 err = Console(stderr=True)
 
 # name -> (spec, narrowed configuration list from a public-data sweep; see docs/sweep-births-nvss160k.md)
-EXAMPLES = {"births": ("births.yaml", "births-narrowed-nvss160k.yaml"),
+EXAMPLES = {"births": ("births-recommended.yaml", "births-recommended-narrowed-nvss160k.yaml"),
             # see docs/sweep-persons.md (swept on a simulated copy with another seed)
             "persons": ("persons.yaml", "persons-narrowed.yaml")}
 

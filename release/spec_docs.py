@@ -109,6 +109,10 @@ CRITERIA: dict[str, TypeDoc] = {
         (
             Param("clip", "ratio clip c (> 1): larger ratios count as c; bounds the sensitivity "
                   "max(1/s', c - 1/(1/c + 1/s'))", required=True),
+            Param("smoothing", "k added to every count: (r+k)/(s+k); the sensitivity is then at "
+                  "most max(1/k, c^2/(c+k)) for every candidate, which keeps a derived threshold "
+                  "meaningful at small epsilon; values with fewer than about k records are "
+                  "compared more loosely", default=1),
         )),
     "conditional_means": TypeDoc(
         "Largest error of the mean of `target` (a share for a 0/1 column), overall and within "

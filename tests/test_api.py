@@ -130,3 +130,37 @@ def test_verify_without_a_pinned_key_is_not_verified(bundle):
     with open_bundle(bundle["dir"]) as b:
         report = b.verify()
     assert report.passed and report.verdict == "not_verified_key_not_pinned"
+
+
+# ------------------------------------------------------------------ release, sweep, audit from Python
+
+
+def test_release_and_audit_from_python(tmp_path):
+    from dpbundle.release.api import audit, release
+
+    spec = fx.fast_spec(tmp_path / "fast.yaml")
+    data = fx.example_registry(tmp_path / "registry.csv", 3000, 9)
+    from dpbundle.release import keys
+
+    keys.write_keypair(tmp_path / "k")
+    with release(spec, data, out=tmp_path / "B", key=tmp_path / "k.key",
+                 ledger=tmp_path / "ledger.jsonl", transcript=tmp_path / "t.jsonl") as b:
+        assert len(b.data) == b.n and b.budget["total_epsilon"] > 0
+    assert audit(tmp_path / "B", pubkey=tmp_path / "k.pub").verdict == "verified"
+
+
+def test_a_refusal_raises_with_the_exit_code_and_message(tmp_path):
+    from dpbundle.release.api import CommandError, release
+
+    spec = fx.fast_spec(tmp_path / "fast.yaml")
+    with pytest.raises(CommandError) as info:
+        release(spec, tmp_path / "missing.csv", out=tmp_path / "nodir" / "B", key=tmp_path / "k.key")
+    assert info.value.code == 2 and "no such directory" in info.value.message
+
+
+def test_audit_from_python_refuses_a_missing_bundle(tmp_path):
+    from dpbundle.release.api import CommandError, audit
+
+    with pytest.raises(CommandError) as info:
+        audit(tmp_path / "nothing")
+    assert info.value.code == 2

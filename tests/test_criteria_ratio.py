@@ -67,3 +67,56 @@ def test_value_absent_from_synthetic():
     assert inputs["at"] == {"column": "a", "value": "2"}
     assert sens == pytest.approx(2 - 1 / 1.5)
     assert crit.value(EvalContext(t, c, {})) == 2.0
+
+
+# ------------------------------------------------------------------ smoothing k (issue 13)
+
+
+def rho_k(r: int, s: int, c: float, k: float) -> float:
+    return min(c, max((r + k) / (s + k), (s + k) / (r + k)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(neighbours(max_size=5), st.sampled_from([1.5, 2.0, 3.0]), st.sampled_from([1, 2.5, 10, 100]))
+def test_smoothed_value_and_neighbour_sensitivity(tc, clip, k):
+    t, t2, c = tc
+    crit = make_criterion(dict(ENTRY, clip=clip, smoothing=k))
+    ctx, ctx2 = EvalContext(t, c, {}), EvalContext(t2, c, {})
+    v, v2 = crit.value(ctx), crit.value(ctx2)
+    brute_k = max([1.0] + [rho_k(int((t.codes[:, j] == x).sum()), int((c.codes[:, j] == x).sum()), clip, k)
+                           for j, d in enumerate(t.domain) for x in range(d)])
+    assert v == pytest.approx(brute_k)
+    sens, inputs = crit.sensitivity(ctx)
+    s_min = min(int((c.codes[:, j] == x).sum()) for j, d in enumerate(c.domain) for x in range(d)) + k
+    assert inputs["min_smoothed_synthetic_count"] == s_min
+    assert sens <= max(1 / k, clip**2 / (clip + k)) + 1e-12   # whatever the candidate
+    assert abs(v - v2) <= sens + 1e-12
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 300), st.sampled_from([1.2, 2.0, 5.0]), st.sampled_from([1, 7, 50, 100]))
+def test_smoothed_single_term_bound(s, clip, k):
+    delta = max(1 / (s + k), clip**2 / (clip + s + k))
+    worst = max(abs(rho_k(r + 1, s, clip, k) - rho_k(r, s, clip, k)) for r in range(0, 3 * (s + k + 2)))
+    assert worst <= delta + 1e-12
+
+
+def test_smoothing_keeps_the_derived_threshold_meaningful_at_small_epsilon(births_doc):
+    """At epsilon 0.15 the births derivation (m = 50) falls below the metric's minimum of 1 and
+    the spec is refused; with k = 100 the sensitivity is guaranteed and the threshold is 1.40."""
+    from dpbundle.release.spec import SpecError, validate_spec
+
+    thr = {"derive": "laplace_false_positive", "stakeholder": 2.0, "false_positive": 0.05,
+           "assumed_min_count": 50}
+    low = dict(ENTRY, epsilon=0.15, threshold=thr)
+    assert make_criterion(low).threshold()[0] < 1.0
+    crit = make_criterion(dict(low, smoothing=100))
+    value, stakeholder, inputs = crit.threshold()
+    assert value == pytest.approx(2 - (4 / 102 / 0.15) * np.log(10), abs=1e-9)
+    assert 1.39 < value < 1.41 and inputs["smoothing"] == 100
+    ratio = next(e for e in births_doc["acceptance"] if e["type"] == "smoothed_ratio")
+    ratio["epsilon"] = 0.15
+    with pytest.raises(SpecError, match="ratio"):
+        validate_spec(births_doc)
+    ratio["smoothing"] = 100
+    validate_spec(births_doc)

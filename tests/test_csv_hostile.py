@@ -192,7 +192,8 @@ def test_release_does_not_count_the_bad_rows(app, tmp_path, lines, key):
     path = _write(tmp_path / "many.csv", rows)
     result, text, *written = release(app, tmp_path, key, path)
     assert_input_error(result, text, path, "line 2, column 'mother_age'")
-    assert "37" not in text and "29 more" not in text
+    shown = text.replace(str(tmp_path), "TMP")  # the temporary path may hold any digits
+    assert not re.search(r"(?<![\d.])37(?![\d.])", shown) and "29 more" not in shown
     assert "more problem(s)" in text
     assert_nothing_spent(*written)
     result, text = validate(app, path)

@@ -363,3 +363,15 @@ def test_sample_refuses_a_bundle_without_a_model(released, tmp_path):
     res = _invoke("sample", released["bundle"], "--rows", 10, "--out", tmp_path / "x.csv")
     assert res.exit_code == 2 and "publishes no model" in res.output
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_the_datasheet_explains_the_preregistration_and_the_published_model(published):
+    html = (published["bundle"] / "README.html").read_text()
+    assert "Pre-registration and the seeds" in html and BEACON in html
+    assert "The published model" in html and "spends no extra budget" in html
+
+
+def test_a_plain_release_datasheet_says_neither(released):
+    html = (released["bundle"] / "README.html").read_text()
+    assert "Pre-registration and the seeds" in html   # pre-registered, no model
+    assert "The published model" not in html

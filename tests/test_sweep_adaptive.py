@@ -490,3 +490,24 @@ def test_adaptive_on_dask(spec4, data_csv, tmp_path):
     # coarse 2/2: lower bound 2/(2+z^2) = 0.34 -> above; years 0 passes: undecided at the cap of 12
     assert runs == [("coarse", 2, "above"), ("coarse", 2, "above"), ("years", 12, "undecided"),
                     ("years", 12, "undecided")]
+
+
+@pytest.mark.parametrize("spec_name, list_name", [
+    ("births.yaml", "births-narrowed-nvss160k.yaml"),
+    ("births-recommended.yaml", "births-recommended-narrowed-nvss160k.yaml"),
+    ("births-eps5.yaml", "births-eps5-narrowed-nvss160k.yaml"),
+    ("persons.yaml", "persons-narrowed.yaml"),
+])
+def test_shipped_lists_were_swept_on_their_spec(spec_name, list_name):
+    """Every shipped narrowed list records the fingerprint of the spec it ships with, and its
+    configurations belong to that spec's space (a list swept on an edited spec is refused)."""
+    from dpbundle.release.space import check_config
+    from dpbundle.release.spec import load_spec
+    from dpbundle.release.sweep import _spec_fingerprint
+
+    spec = load_spec(REPO_ROOT / "examples" / spec_name)
+    doc = yaml.safe_load((REPO_ROOT / "examples" / list_name).read_text())
+    assert doc["spec_sha256"] == _spec_fingerprint(spec)
+    assert doc["configurations"]
+    for entry in doc["configurations"]:
+        assert check_config(spec, entry["config"]) == []

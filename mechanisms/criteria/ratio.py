@@ -1,17 +1,17 @@
 """Criterion ``smoothed_ratio``: the largest clipped, smoothed ratio of 1-way counts.
 
 For every column j and every value v of its *full* domain, r = count of v in T, s = count of v
-in C (either may be 0), and
+in C (either may be 0), a smoothing k >= 1 (``smoothing``, default 1 as in the 2024 release), and
 
-    rho(r, s) = min(c, max((r+1)/(s+1), (s+1)/(r+1)))       (>= 1 always, so clipping to [1, c]
+    rho(r, s) = min(c, max((r+k)/(s+k), (s+k)/(r+k)))       (>= 1 always, so clipping to [1, c]
                                                             only acts at the top)
     f(T, C)   = max_{j, v} rho(r_{j,v}, s_{j,v}).
 
-Sensitivity (C fixed; s' = min over all columns and values of the smoothed count s+1 >= 1):
+Sensitivity (C fixed; s' = min over all columns and values of the smoothed count s+k >= k):
 
-    Delta = max(1/s', c - 1/(1/c + 1/s')).
+    Delta = max(1/s', c - 1/(1/c + 1/s'))   <= max(1/k, c^2/(c + k)) whatever C is.
 
-Derivation. Write a = s+1 >= s' (fixed) and x = r+1 >= 1; a changed record moves x by at most
+Derivation. Write a = s+k >= s' (fixed) and x = r+k > 0; a changed record moves x by at most
 one for each (j, v), and rho = max(min(c, x/a), min(c, a/x)). Since max and min(c, .) are
 1-Lipschitz in the sup norm, |rho(x+1) - rho(x)| <= the larger change of the two branches.
  * x/a branch: changes by at most 1/a <= 1/s'.
@@ -25,9 +25,12 @@ maximum over all terms by <= Delta. s' uses the smoothed count over the full dom
 the 2024 code used the smallest *observed* count, which ignores values absent from C).
 
 Derived threshold (``{derive: laplace_false_positive, stakeholder: c0, false_positive: p,
-assumed_min_count: m}``): Delta_assumed = Delta at s' = m, and threshold = c0 -
-F^-1_Laplace(1 - p; Delta_assumed / epsilon). Births: c = 2, m = 50, epsilon = 0.3, p = 0.05:
-Delta = 2 - 1/(0.52) = 0.0769, scale 0.256, quantile 0.590, threshold 1.41.
+assumed_min_count: m}``): Delta_assumed = Delta at s' = max(m, k) (the smoothed count is at
+least k for every candidate, so with k >= m the "assumption" is a guarantee), and threshold =
+c0 - F^-1_Laplace(1 - p; Delta_assumed / epsilon). Births: c = 2, m = 50, epsilon = 0.3,
+p = 0.05: Delta = 2 - 1/(0.52) = 0.0769, scale 0.256, quantile 0.590, threshold 1.41. At
+epsilon 0.15 the same derivation gives 0.82, below the metric's minimum of 1 (refused: no
+candidate could pass); with k = 100: Delta = 4/102 = 0.0392, scale 0.261, threshold 1.40.
 """
 from __future__ import annotations
 
@@ -58,12 +61,12 @@ def _counts(codes: np.ndarray, domain: tuple[int, ...]) -> list[np.ndarray]:
 
 
 def smoothed_ratio_value(real: np.ndarray, synth: np.ndarray, domain: tuple[int, ...],
-                         clip: float) -> float:
-    """max over columns and values of min(c, max((r+1)/(s+1), (s+1)/(r+1)))."""
+                         clip: float, smoothing: float = 1.0) -> float:
+    """max over columns and values of min(c, max((r+k)/(s+k), (s+k)/(r+k))), k = smoothing."""
     best = 1.0
     for r, s in zip(_counts(real, domain), _counts(synth, domain)):
-        r1 = r.astype(np.float64) + 1.0
-        s1 = s.astype(np.float64) + 1.0
+        r1 = r.astype(np.float64) + smoothing
+        s1 = s.astype(np.float64) + smoothing
         rho = np.minimum(clip, np.maximum(r1 / s1, s1 / r1))
         best = max(best, float(rho.max()))
     return best
@@ -76,27 +79,39 @@ class SmoothedRatio(Criterion):
     type: ClassVar[str] = "smoothed_ratio"
     summary: ClassVar[str] = ("max over columns and values of min(c, max((r+1)/(s+1), "
                               "(s+1)/(r+1))); sensitivity max(1/s', c - 1/(1/c + 1/s'))")
-    parameters: ClassVar[dict[str, str]] = {"clip": "clip c of the ratio (> 1)"}
+    parameters: ClassVar[dict[str, str]] = {
+        "clip": "clip c of the ratio (> 1)",
+        "smoothing": "k added to every real and synthetic count (default 1): (r+k)/(s+k); a "
+                     "larger k bounds the sensitivity by max(1/k, c^2/(c+k)) whatever the "
+                     "candidate, so the derived threshold stays meaningful at small epsilon, and "
+                     "compares values with fewer than about k records more loosely"}
 
     def __init__(self, entry: dict) -> None:
         super().__init__(entry)
         self.clip = _number(entry, "clip", self.where, positive=True)
         if self.clip <= 1.0:
             raise CriterionError(f"{self.where}.clip: must be > 1, got {self.clip}")
+        self.smoothing = float(entry.get("smoothing", 1.0))
+        if not self.smoothing >= 1.0:
+            raise CriterionError(f"{self.where}.smoothing: must be >= 1, got {self.smoothing}")
 
     def metric_range(self) -> tuple[float, float]:
         """rho >= 1 always and is clipped at c: [1, c]."""
         return 1.0, self.clip
 
     def assumed_sensitivity(self, t: dict) -> tuple[float, dict]:
-        """Delta at s' = assumed_min_count."""
+        """Delta at s' = max(assumed_min_count, k): the smoothed count is at least k always."""
         m = _number(t, "assumed_min_count", f"{self.where}.threshold", positive=True)
-        return ratio_sensitivity(m, self.clip), {"assumed_min_count": m, "clip": self.clip}
+        inputs = {"assumed_min_count": m, "clip": self.clip}
+        if self.smoothing != 1.0:
+            inputs["smoothing"] = self.smoothing
+        return ratio_sensitivity(max(m, self.smoothing), self.clip), inputs
 
     def value(self, ctx: EvalContext) -> float:
         self._check(ctx)
         types_of(ctx.real), types_of(ctx.synth)  # so that _counts reads the record types
-        return smoothed_ratio_value(ctx.real.codes, ctx.synth.codes, ctx.synth.domain, self.clip)
+        return smoothed_ratio_value(ctx.real.codes, ctx.synth.codes, ctx.synth.domain, self.clip,
+                                    self.smoothing)
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
         """Delta from s' = min smoothed synthetic count over the full domain (C only)."""
@@ -104,9 +119,13 @@ class SmoothedRatio(Criterion):
         mins = [int(c.min()) for c in counts]
         j = int(np.argmin(mins))
         v = int(np.argmin(counts[j]))
-        s_min = mins[j] + 1
-        return ratio_sensitivity(s_min, self.clip), {
+        s_min = mins[j] + self.smoothing
+        s_min = int(s_min) if float(s_min).is_integer() else s_min
+        inputs = {
             "n": ctx.n, "clip": self.clip, "min_smoothed_synthetic_count": s_min,
             "at": {"column": ctx.synth.columns[j].name, "value": ctx.synth.columns[j].labels[v]},
             "formula": "max(1/s', c - 1/(1/c + 1/s')), s' = min over the full domain of "
-                       "(synthetic count + 1)"}
+                       "(synthetic count + k)"}
+        if self.smoothing != 1.0:
+            inputs["smoothing"] = self.smoothing
+        return ratio_sensitivity(s_min, self.clip), inputs
