@@ -23,7 +23,7 @@ err = Console(stderr=True)
 # name -> (spec, narrowed configuration list from a public-data sweep; see docs/sweep-births-nvss160k.md)
 EXAMPLES = {"births": ("births-recommended.yaml", "births-recommended-narrowed-nvss160k.yaml"),
             # see docs/sweep-persons.md (swept on a simulated copy with another seed)
-            "persons": ("persons.yaml", "persons-narrowed.yaml")}
+            "persons": ("persons-recommended.yaml", "persons-recommended-narrowed.yaml")}
 
 
 def _fail(message: str, code: int = 2) -> None:

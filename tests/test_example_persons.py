@@ -182,11 +182,12 @@ def test_release_example_persons_then_audit_passes(tmp_path):
     out = tmp_path / "persons-bundle"
     r = runner.invoke(app, ["release", "--example", "persons", "--out", str(out)])
     assert r.exit_code == 0, r.output
-    assert "persons-narrowed.yaml" in r.output
+    assert "persons-recommended-narrowed.yaml" in r.output
     header = (out / "data.csv").read_text(encoding="utf-8").splitlines()[0]
     assert header == "age,sex,education,marital,occupation,hours,income,birthplace"
     selected = json.loads((out / "spec.json").read_text())["configuration"]
-    narrowed = [c["config"] for c in yaml.safe_load(NARROWED.read_text())["configurations"]]
+    recommended = ROOT / "examples" / "persons-recommended-narrowed.yaml"
+    narrowed = [c["config"] for c in yaml.safe_load(recommended.read_text())["configurations"]]
     assert selected in narrowed
     a = runner.invoke(app, ["audit", str(out), "--pubkey", str(tmp_path / "persons-bundle.demo-key.pub")])
     assert a.exit_code == 0, a.output

@@ -497,6 +497,7 @@ def test_adaptive_on_dask(spec4, data_csv, tmp_path):
     ("births-recommended.yaml", "births-recommended-narrowed-nvss160k.yaml"),
     ("births-eps5.yaml", "births-eps5-narrowed-nvss160k.yaml"),
     ("persons.yaml", "persons-narrowed.yaml"),
+    ("persons-recommended.yaml", "persons-recommended-narrowed.yaml"),
 ])
 def test_shipped_lists_were_swept_on_their_spec(spec_name, list_name):
     """Every shipped narrowed list records the fingerprint of the spec it ships with, and its
