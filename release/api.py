@@ -6,10 +6,10 @@
     >>> audit("births-bundle", pubkey="births-bundle.demo-key.pub").verdict
     >>> s = sweep("examples/births.yaml", "public.csv.gz", out="sweep", sample=8, reps=3)
 
-``release`` runs exactly the code of ``dpbundle release`` (the same checks before any budget is
-spent, the same ledger, the same private transcript), with the console output kept quiet unless
-``echo=True``; a refusal raises :class:`CommandError` with the command's exit code and message
-instead of exiting. ``sweep`` is :func:`dpbundle.release.sweep.run_sweep`; ``audit`` is
+``release`` is the release itself: ``dpbundle release`` is a thin layer over the same function
+(``release_cmd.run_release``) that prints a :class:`CommandError` and exits with its code. The
+same checks before any budget is spent, the same ledger, the same private transcript; progress
+output stays quiet unless ``echo=True``; a refusal raises :class:`CommandError`. ``sweep`` is :func:`dpbundle.release.sweep.run_sweep`; ``audit`` is
 :func:`dpbundle.audit.runner.run_audit`. Reading a bundle: :func:`dpbundle.audit.open_bundle`.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ class CommandError(Exception):
 
 @contextlib.contextmanager
 def _consoles(module: Any, echo: bool) -> Iterator[io.StringIO]:
-    """Point ``module``'s Rich consoles at a buffer (the command's output, for the error)."""
+    """Point ``module``'s Rich consoles at a buffer unless ``echo`` (quiet progress output)."""
     from rich.console import Console
 
     buffer = io.StringIO()
@@ -62,27 +62,20 @@ def release(spec: PathLike | None = None, data: PathLike | None = None, *, out: 
             preregistration_secret: PathLike | None = None, echo: bool = False):
     """``dpbundle release`` (see its ``--help`` for every option); returns the written bundle,
     opened (:class:`dpbundle.audit.api.ReleasedBundle`)."""
-    import typer
-
     from dpbundle.audit import open_bundle
 
     from . import release_cmd
 
     p = lambda v: Path(v) if v is not None else None  # noqa: E731
-    with _consoles(release_cmd, echo) as buffer:
-        try:
-            release_cmd.cli_release(
-                spec=p(spec), data=p(data), out=Path(out), example=example, key=p(key),
-                passphrase_file=p(passphrase_file), transcript=p(transcript), ledger=p(ledger),
-                configs=p(configs), allow_additional_spend=allow_additional_spend, force=force,
-                make_zip=zip, stop_probability=None if stop_probability is None else str(stop_probability),
-                allow_other_spec=allow_other_spec, resume=p(resume), example_rows=example_rows,
-                preregistration=p(preregistration), beacon=beacon,
-                preregistration_secret=p(preregistration_secret))
-        except typer.Exit as exc:
-            code = int(getattr(exc, "exit_code", getattr(exc, "code", 1)) or 0)
-            if code:
-                raise CommandError(code, buffer.getvalue().strip()) from None
+    with _consoles(release_cmd, echo):
+        release_cmd.run_release(
+            spec=p(spec), data=p(data), out=Path(out), example=example, key=p(key),
+            passphrase_file=p(passphrase_file), transcript=p(transcript), ledger=p(ledger),
+            configs=p(configs), allow_additional_spend=allow_additional_spend, force=force,
+            make_zip=zip, stop_probability=None if stop_probability is None else str(stop_probability),
+            allow_other_spec=allow_other_spec, resume=p(resume), example_rows=example_rows,
+            preregistration=p(preregistration), beacon=beacon,
+            preregistration_secret=p(preregistration_secret))
     return open_bundle(out)
 
 

@@ -20,6 +20,8 @@ from rich.text import Text
 console = Console()
 err = Console(stderr=True)
 
+from .api import CommandError  # noqa: E402  (api imports this module only inside functions)
+
 # name -> (spec, narrowed configuration list from a public-data sweep; see docs/sweep-births-nvss160k.md)
 EXAMPLES = {"births": ("births-recommended.yaml", "births-recommended-narrowed-nvss160k.yaml"),
             # see docs/sweep-persons.md (swept on a simulated copy with another seed)
@@ -27,8 +29,9 @@ EXAMPLES = {"births": ("births-recommended.yaml", "births-recommended-narrowed-n
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
-    raise typer.Exit(code)
+    """Stop the release: :class:`CommandError` (the CLI prints it and exits with ``code``; the
+    Python API raises it)."""
+    raise CommandError(code, message)
 
 
 @contextmanager
@@ -112,6 +115,26 @@ def cli_release(
         dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key \\
             --configs sweep/narrowed.yaml --stop-probability auto
     """
+    try:
+        run_release(spec=spec, data=data, out=out, example=example, key=key,
+                    passphrase_file=passphrase_file, transcript=transcript, ledger=ledger,
+                    configs=configs, allow_additional_spend=allow_additional_spend, force=force,
+                    make_zip=make_zip, stop_probability=stop_probability, allow_other_spec=allow_other_spec,
+                    resume=resume, example_rows=example_rows, preregistration=preregistration,
+                    beacon=beacon, preregistration_secret=preregistration_secret)
+    except CommandError as exc:
+        err.print(Text("error: ", style="bold red") + Text(exc.message), soft_wrap=True)
+        raise typer.Exit(exc.code) from None
+
+
+def run_release(*, spec: Optional[Path], data: Optional[Path], out: Path, example: Optional[str],
+                key: Optional[Path], passphrase_file: Optional[Path], transcript: Optional[Path],
+                ledger: Optional[Path], configs: Optional[Path], allow_additional_spend: bool,
+                force: bool, make_zip: bool, stop_probability: Optional[str], allow_other_spec: bool,
+                resume: Optional[Path], example_rows: Optional[int], preregistration: Optional[Path],
+                beacon: Optional[str], preregistration_secret: Optional[Path]) -> None:
+    """The release itself (``dpbundle release`` and :func:`dpbundle.release.api.release`):
+    raises :class:`CommandError` (exit code and message) when it stops."""
     with _signals_as_interrupt(), _interrupt_before_spend():
         prereg = (preregistration, beacon, preregistration_secret)
         _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger, configs,
