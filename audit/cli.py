@@ -51,8 +51,10 @@ def cli_audit(
         "--json", metavar="<file|->",
         help="Write the report as JSON (schemas/audit-report.schema.json) to this file, or to "
              "standard output with '-' (the table then goes to standard error).")] = None,
-    html_report: Annotated[Optional[Path], typer.Option(
-        "--html", help="Write the report as a standalone HTML page.")] = None,
+    html_report: Annotated[Optional[str], typer.Option(
+        "--html", metavar="<file|->",
+        help="Write the report as a standalone HTML page to this file, or to standard output with "
+             "'-' (the table then goes to standard error).")] = None,
     transcript: Annotated[Optional[Path], typer.Option(
         "--transcript", help="The private randomness transcript (enclave only); with --data, replays "
                              "the selected iteration. The console output and the reports are then "
@@ -109,8 +111,12 @@ def cli_audit(
 
     from .runner import AuditInputError, run_audit
 
-    to_stdout = json_report == "-"
+    to_stdout = "-" in (json_report, html_report)
     err = Console(stderr=True)
+    if json_report == "-" and html_report == "-":
+        err.print("[red]error[/red]: --json - and --html - cannot both write to standard output",
+                  markup=True, highlight=False)
+        raise typer.Exit(code=2)
     console = err if to_stdout else Console()
     progress = _progress(err, to_stdout)
     try:
@@ -133,8 +139,8 @@ def _progress(err, json_to_stdout: bool):
     return RichProgress(err)
 
 
-def _write_reports(report, json_report: str | None, html_report: Path | None, console, err) -> None:
-    """--json (a file, or '-' for stdout) and --html; exit 2 if one cannot be written."""
+def _write_reports(report, json_report: str | None, html_report: str | None, console, err) -> None:
+    """--json and --html (a file, or '-' for stdout); exit 2 if one cannot be written."""
     try:
         if json_report is not None:
             report.validate()
@@ -142,13 +148,14 @@ def _write_reports(report, json_report: str | None, html_report: Path | None, co
                 typer.echo(report.to_json(), nl=False)
             else:
                 _write_private(Path(json_report), report.to_json(), report.private)
-        if html_report is not None:
-            _write_private(html_report, report.to_html(), report.private)
+        if html_report == "-":
+            typer.echo(report.to_html(), nl=False)
+        elif html_report is not None:
+            _write_private(Path(html_report), report.to_html(), report.private)
         if report.private:
             for p in (json_report, html_report):
                 if p is not None:
-                    where = "on standard output" if p is json_report and p == "-" \
-                        else f"(mode 0600): {escape(str(p))}"
+                    where = "on standard output" if p == "-" else f"(mode 0600): {escape(str(p))}"
                     console.print(f"[bold red]PRIVATE[/bold red] report {where}", highlight=False,
                                   soft_wrap=True)
     except (OSError, ValueError) as e:

@@ -461,6 +461,18 @@ def test_json_to_stdout(original, tmp_path, monkeypatch):
     assert json.loads(res.stdout)["verdict"] == "not_verified_key_not_pinned"
 
 
+def test_html_to_stdout_and_not_both(original, tmp_path, monkeypatch):
+    d, _, pub = original
+    monkeypatch.chdir(tmp_path)
+    res = cli(d, "--pubkey", pub, "--html", "-")
+    no_traceback(res, 0)
+    assert res.stdout.lstrip().lower().startswith("<!doctype html") and "VERIFIED" in res.stderr
+    assert not (tmp_path / "-").exists()
+    res = cli(d, "--pubkey", pub, "--html", "-", "--json", "-")
+    no_traceback(res, 2)
+    assert "both write to standard output" in res.stderr
+
+
 def test_json_dot_slash_dash_is_a_file(original, tmp_path, monkeypatch):
     d, _, pub = original
     monkeypatch.chdir(tmp_path)
