@@ -44,7 +44,7 @@ import numpy as np
 from dpbundle.mechanisms import exact, noise
 
 from . import datasheet, jsonschemas, keys, value_noise
-from .prepare import file_sha256
+from .fingerprint import file_sha256
 
 __all__ = [
     "BUNDLE_FORMAT",

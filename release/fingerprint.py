@@ -38,9 +38,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from .prepare import Prepared
     from .spec import Spec
 
-__all__ = ["FORMAT", "table_fingerprint"]
+__all__ = ["FORMAT", "table_fingerprint", "file_sha256"]
 
 FORMAT = "dpbundle-table-fingerprint/1"
+
+
+def file_sha256(path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _json_line(obj) -> bytes:

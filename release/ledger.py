@@ -43,7 +43,7 @@ from dpbundle.mechanisms import exact
 
 from . import filelock
 from .fingerprint import table_fingerprint
-from .prepare import file_sha256
+from .fingerprint import file_sha256
 from .spec import canonical_json
 
 __all__ = ["Ledger", "LedgerError", "LedgerRefusal", "data_fingerprint", "spec_fingerprint",

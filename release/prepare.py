@@ -18,7 +18,6 @@ line numbers as a text editor counts them; reading stops after MAX_PROBLEMS prob
 from __future__ import annotations
 
 import gc
-import hashlib
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .constraints import constraint_mask
+from .fingerprint import file_sha256  # noqa: F401  (re-exported: prepare.file_sha256)
 from .csv_read import MAX_PROBLEMS, MAX_REPORTED, CsvReader, Problems, max_cell_chars
 from .spec import Spec, input_categories, missing_markers
 
@@ -98,14 +98,6 @@ class Prepared:
             raise ValueError("subset() of a resized table: subset before the records policy")
         table = {k: v[index] for k, v in self.table.items()}
         return Prepared(self.source, table, int(len(index)), int(len(index)), [], 0, self.sha256)
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _line(rows: np.ndarray) -> np.ndarray:

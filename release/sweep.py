@@ -49,9 +49,10 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
+from .fingerprint import file_sha256
 from .sweep_exec import (ABOVE, BELOW, UNDECIDED, WILSON_Z, AdaptivePlan, Task, decide, execute, jsonable,
                          wilson_interval)
-from .prepare import file_sha256
+
 
 __all__ = [
     "SweepError", "SweepResult", "run_sweep", "wilson_interval", "load_narrowed", "read_runs",
