@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 

@@ -508,7 +508,8 @@ class Randomness:
         purpose = _check_purpose(purpose)
         s, e = _check_budget(sensitivity, epsilon)
         kind_name = "integer laplace" if integer else "laplace"
-        d_in: Any = _int_sensitivity(s, f"laplace {purpose!r}") if integer else s
+        if integer:
+            _int_sensitivity(s, f"laplace {purpose!r}")  # refuses a non-integer sensitivity
         vector = np.ndim(true_value) > 0
         if vector:
             arr = np.asarray(true_value)

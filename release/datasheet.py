@@ -15,7 +15,6 @@ families), and the PDF renderer refuses to fetch any URL.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence

@@ -23,7 +23,7 @@ from dpbundle.mechanisms.noise import Randomness, Transcript
 from .iteration import IterationResult, run_iteration
 from .prepare import Prepared
 from .space import config_id, draw_config
-from .spec import SELECTION_FACTOR, Spec
+from .spec import Spec
 
 THRESHOLD = 1.0
 

@@ -37,7 +37,6 @@ import csv
 import hashlib
 import io
 import json
-import math
 import os
 import secrets
 import statistics
@@ -268,8 +267,6 @@ def read_config_list(path: Path | str, spec, spec_sha: str, space_ids: set[str],
         entries = load_narrowed(path, spec)
     except ValueError as exc:
         raise SweepError(f"--configs: {exc}") from None
-    import yaml
-
     listed_sha = (read_list_document(path) or {}).get("spec_sha256")
     if listed_sha is not None and listed_sha != spec_sha and not allow_other_spec:
         raise SweepError(

@@ -120,3 +120,48 @@ def test_smoothing_keeps_the_derived_threshold_meaningful_at_small_epsilon(birth
         validate_spec(births_doc)
     ratio["smoothing"] = 100
     validate_spec(births_doc)
+
+
+def test_audit_derives_the_same_smoothed_threshold():
+    """The audit's independent derivation agrees with the criterion's, smoothing included."""
+    from dpbundle.audit.sensitivity import derive_threshold
+
+    thr = {"derive": "laplace_false_positive", "stakeholder": 2.0, "false_positive": 0.05,
+           "assumed_min_count": 50}
+    for k in (1, 100):
+        entry = dict(ENTRY, epsilon=0.15, threshold=thr, smoothing=k)
+        assert derive_threshold(entry)[0] == pytest.approx(make_criterion(entry).threshold()[0], abs=1e-12)
+
+
+@pytest.mark.slow
+def test_release_with_smoothing_passes_its_audit(tmp_path):
+    """A spec with `smoothing` released and audited: the audit recomputes the smoothed
+    sensitivity from the public bundle and agrees."""
+    import sys
+    from pathlib import Path
+
+    import yaml
+    from typer.testing import CliRunner
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import audit_fixtures as fx
+    from dpbundle.audit.runner import run_audit
+    from dpbundle.release.cli import app
+
+    spec = fx.fast_spec(tmp_path / "spec.yaml")
+    doc = yaml.safe_load(spec.read_text())
+    ratio = next(e for e in doc["acceptance"] if e["type"] == "smoothed_ratio")
+    ratio["smoothing"] = 100
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+    data = fx.example_registry(tmp_path / "r.csv", 3000, 4)
+    run = CliRunner().invoke
+    assert run(app, ["keygen", "--out", str(tmp_path / "k")]).exit_code == 0
+    res = run(app, ["release", str(spec), str(data), "--out", str(tmp_path / "B"), "--key",
+                    str(tmp_path / "k.key"), "--ledger", str(tmp_path / "l.jsonl"),
+                    "--transcript", str(tmp_path / "t.jsonl")])
+    assert res.exit_code == 0, res.output
+    metrics = {m["id"]: m for m in __import__("json").loads((tmp_path / "B" / "metrics.json").read_text())["criteria"]}
+    assert metrics["ratio"]["sensitivity_inputs"]["smoothing"] == 100
+    rep = run_audit(tmp_path / "B", pubkey=tmp_path / "k.pub", transcript=tmp_path / "t.jsonl", data=data)
+    assert rep.get("budget").result == "pass", rep.get("budget").problems
+    assert rep.get("replay").result == "pass", rep.get("replay").problems

@@ -270,7 +270,7 @@ def test_fit_noise_is_not_shown_as_noise_of_the_value(context):
     assert "noise is added <em>inside the fit</em>" in html and "161.155" in html  # explained in the note
     # with an estimate (as write_bundle computes it from the released data): shown with its method
     est = {"regression": {"mean": 9.43763, "std": 4.49084, "draws": 200, "method": "simulated"}}
-    rel2, ctx2 = rel, datasheet.build_context(**{**_build_kwargs(rel), "noise_estimates": est})
+    ctx2 = datasheet.build_context(**{**_build_kwargs(rel), "noise_estimates": est})
     html2 = datasheet.render_html(ctx2)
     assert "&asymp;&nbsp;4.49084" in html2 and "running the same mechanism 200 times on the released data" in html2
     # metrics.csv: the mechanism's noise_std stays, and where it goes and the value's noise are added

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
-import yaml
 from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

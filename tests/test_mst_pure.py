@@ -15,6 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from generator_util import code_neighbours  # noqa: E402
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms import mst as M
 from dpbundle.mechanisms.generators import generator_types, make_generator
@@ -71,24 +72,6 @@ class FixedNoise:
         return np.random.Generator(np.random.PCG64(self._seed(purpose)))
 
 
-@st.composite
-def neighbours(draw, max_d: int = 5, max_k: int = 5, max_n: int = 12, every_column: bool = False):
-    """(codes, codes', domain): codes' = codes with one record changed (in every column that
-    has more than one value when ``every_column``: the worst case of the 1-way sensitivity)."""
-    d = draw(st.integers(2, max_d))
-    domain = tuple(draw(st.lists(st.integers(2 if every_column else 1, max_k), min_size=d, max_size=d)))
-    n = draw(st.integers(1, max_n))
-    rows = [[draw(st.integers(0, k - 1)) for k in domain] for _ in range(n)]
-    codes = np.array(rows, dtype=np.int64).reshape(n, d)
-    i = draw(st.integers(0, n - 1))
-    other = codes.copy()
-    if every_column:
-        other[i] = [(v + draw(st.integers(1, k - 1))) % k for v, k in zip(codes[i], domain)]
-    else:
-        other[i] = [draw(st.integers(0, k - 1)) for k in domain]
-    return codes, other, domain
-
-
 def _chain(n: int, seed: int = 3) -> tuple[np.ndarray, tuple[int, ...]]:
     """A strongly dependent Markov chain a -> b -> c -> e (a tree, so MST can model it)."""
     g = np.random.default_rng(seed)
@@ -125,7 +108,7 @@ def _is_spanning_tree(d: int, edges) -> bool:
 # ----------------------------------------------------------------------------- sensitivities
 
 @SETTINGS
-@given(neighbours())
+@given(code_neighbours(min_d=2))
 def test_oneway_counts_l1_change_within_2d(case):
     codes, other, domain = case
     a, b = oneway_counts(codes, domain), oneway_counts(other, domain)
@@ -134,7 +117,7 @@ def test_oneway_counts_l1_change_within_2d(case):
 
 
 @SETTINGS
-@given(neighbours(every_column=True))
+@given(code_neighbours(min_d=2, every_column=True))
 def test_oneway_sensitivity_is_attained_when_every_column_changes(case):
     codes, other, domain = case
     delta = np.abs(oneway_counts(codes, domain) - oneway_counts(other, domain)).sum()
@@ -142,7 +125,7 @@ def test_oneway_sensitivity_is_attained_when_every_column_changes(case):
 
 
 @SETTINGS
-@given(neighbours(), st.data())
+@given(code_neighbours(min_d=2), st.data())
 def test_pair_counts_l1_change_at_most_2(case, data):
     codes, other, domain = case
     i, j = sorted(data.draw(st.lists(st.integers(0, len(domain) - 1), min_size=2, max_size=2,
@@ -159,7 +142,7 @@ def test_pair_counts_worst_case_is_2():
 
 
 @SETTINGS
-@given(neighbours(), st.data())
+@given(code_neighbours(min_d=2), st.data())
 def test_selection_score_change_within_sensitivity(case, data):
     """For any estimate computed from noisy 1-ways (arbitrary integers, negative ones included),
     the score moves by at most 2 between neighbours."""
@@ -202,7 +185,7 @@ def test_selection_score_sensitivity_is_attained():
 
 
 @SETTINGS
-@given(neighbours(max_d=5, max_k=4, max_n=10))
+@given(code_neighbours(min_d=2, max_d=5, max_k=4, max_n=10))
 def test_every_true_value_of_fit_moves_within_its_declared_sensitivity(case):
     """The values fit hands to the mechanisms (1-way vector, candidate scores of every step,
     tree 2-ways) against the sensitivity it declares for them, on neighbouring datasets; the DP

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from generator_util import code_neighbours, planted  # noqa: E402
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms import oneway as ow
 from dpbundle.mechanisms.noise import Randomness, ReplayMismatch
@@ -26,16 +27,6 @@ from dpbundle.mechanisms.privbayes import NetworkNode, PrivBayes, PrivBayesModel
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE / "data" / "privbayes_reference_transcripts.json"
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _planted(n: int, seed: int = 7) -> tuple[np.ndarray, tuple[int, ...]]:
-    g = np.random.default_rng(seed)
-    domain = (4, 3, 5, 2)
-    a = g.choice(4, n, p=[0.1, 0.2, 0.3, 0.4])
-    b = np.where(g.random(n) < 0.8, a % 3, g.integers(0, 3, n))
-    c = np.where(g.random(n) < 0.7, (a + b) % 5, g.integers(0, 5, n))
-    e = np.where(g.random(n) < 0.85, (c >= 2).astype(int), g.integers(0, 2, n))
-    return np.stack([a, b, c, e], axis=1).astype(np.int64), domain
 
 
 def _counts(codes: np.ndarray, domain) -> list[np.ndarray]:
@@ -48,20 +39,8 @@ def _sha(a: np.ndarray) -> str:
 
 # ----------------------------------------------------------------------------- sensitivity
 
-@st.composite
-def neighbours(draw, max_d: int = 5, max_k: int = 6, max_n: int = 12):
-    d = draw(st.integers(1, max_d))
-    domain = tuple(draw(st.lists(st.integers(1, max_k), min_size=d, max_size=d)))
-    n = draw(st.integers(1, max_n))
-    codes = np.array([[draw(st.integers(0, k - 1)) for k in domain] for _ in range(n)],
-                     dtype=np.int64).reshape(n, d)
-    other = codes.copy()
-    other[draw(st.integers(0, n - 1))] = [draw(st.integers(0, k - 1)) for k in domain]
-    return codes, other, domain
-
-
 @SETTINGS
-@given(neighbours())
+@given(code_neighbours(max_k=6))
 def test_oneway_histograms_move_at_most_2_per_column_and_2d_in_total(case):
     codes, other, domain = case
     a, b = ow.oneway_counts(codes, domain), ow.oneway_counts(other, domain)
@@ -133,7 +112,7 @@ def test_budget_parts_are_exact(eps, split, osplit):
 
 @pytest.mark.parametrize("mode", ["tables", "measure"])
 def test_transcript_spends_within_each_part(mode):
-    codes, domain = _planted(600, seed=3)
+    codes, domain = planted(600, seed=3)
     pb = PrivBayes(3.0, epsilon_split=0.4, theta=2, oneway=mode, oneway_split=0.3)
     rand = Randomness()
     pb.fit(codes, domain, rand)
@@ -298,7 +277,7 @@ def test_rake_keeps_the_joint_where_reassign_breaks_it():
 
 
 def test_raked_model_keep_rakes_only_the_kept_rows():
-    codes, domain = _planted(3000, seed=2)
+    codes, domain = planted(3000, seed=2)
     rand = Randomness()
     base = PrivBayes(2.0, epsilon_split=0.3, theta=4).fit(codes, domain, rand)
     shares = [np.full(k, 1.0 / k) for k in domain]  # far from the model: raking must act
@@ -377,7 +356,7 @@ def test_oneway_none_replays_a_transcript_of_the_code_before_the_option(name, ex
 
 @pytest.mark.parametrize("mode", ["tables", "measure"])
 def test_replay_reproduces_the_raked_sample(mode):
-    codes, domain = _planted(1500, seed=11)
+    codes, domain = planted(1500, seed=11)
     pb = PrivBayes(2.0, epsilon_split=0.25, theta=4, oneway=mode, oneway_split=0.25)
 
     def keep(rows):

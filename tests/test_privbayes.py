@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
+from generator_util import planted  # noqa: E402
 from dpbundle.mechanisms.noise import Randomness, ReplayMismatch
 from dpbundle.mechanisms.privbayes import (
     PrivBayes,
@@ -138,7 +139,7 @@ def test_count_table_l1_change_at_most_2(case):
 
 def test_compressed_counts_equal_plain_counts():
     from dpbundle.mechanisms.privbayes import _compress
-    codes, domain = _planted(700, seed=5)
+    codes, domain = planted(700, seed=5)
     rows, w = _compress(codes, domain)
     assert w.sum() == 700 and len(rows) == len(np.unique(codes, axis=0))
     for x, parents in [(0, ()), (2, ((0, 0), (1, 1))), (3, ((2, 1),))]:
@@ -202,16 +203,6 @@ def test_theta_parent_sets_are_maximal_and_fit():
 
 # ----------------------------------------------------------------------------- accuracy
 
-def _planted(n: int, seed: int = 7) -> tuple[np.ndarray, tuple[int, ...]]:
-    g = np.random.default_rng(seed)
-    domain = (4, 3, 5, 2)
-    a = g.choice(4, n, p=[0.1, 0.2, 0.3, 0.4])
-    b = np.where(g.random(n) < 0.8, a % 3, g.integers(0, 3, n))
-    c = np.where(g.random(n) < 0.7, (a + b) % 5, g.integers(0, 5, n))
-    e = np.where(g.random(n) < 0.85, (c >= 2).astype(int), g.integers(0, 2, n))
-    return np.stack([a, b, c, e], axis=1).astype(np.int64), domain
-
-
 def _freq(codes: np.ndarray, cols: list[tuple[int, int]], domain) -> np.ndarray:
     idx = np.zeros(codes.shape[0], dtype=np.int64)
     size = 1
@@ -224,7 +215,7 @@ def _freq(codes: np.ndarray, cols: list[tuple[int, int]], domain) -> np.ndarray:
 
 @pytest.mark.parametrize("kw", [{"theta": 1.0}, {"degree": 2}, {"theta": 1.0, "score": "MI"}])
 def test_huge_epsilon_reproduces_marginals(kw):
-    codes, domain = _planted(5000)
+    codes, domain = planted(5000)
     pb = PrivBayes(1e6, epsilon_split=0.5, **kw)
     rand = Randomness()
     model = pb.fit(codes, domain, rand)
@@ -249,7 +240,7 @@ def test_huge_epsilon_reproduces_marginals(kw):
 
 def test_low_epsilon_is_noisy_but_valid():
     """At a small epsilon the planted dependence is not reproduced exactly (the noise is real)."""
-    codes, domain = _planted(300)
+    codes, domain = planted(300)
     pb = PrivBayes(0.05, epsilon_split=0.5, degree=2)
     rand = Randomness()
     model = pb.fit(codes, domain, rand)
@@ -309,7 +300,7 @@ def test_codes_outside_domain_rejected():
 # ----------------------------------------------------------------------------- replay
 
 def test_replay_identical_and_neighbour_mismatch():
-    codes, domain = _planted(800, seed=11)
+    codes, domain = planted(800, seed=11)
     pb = PrivBayes(2.0, epsilon_split=0.25, theta=4)
     rec = Randomness()
     synth = pb.fit(codes, domain, rec).sample(3000, rec.rng("sample"))
@@ -330,7 +321,7 @@ def test_replay_identical_and_neighbour_mismatch():
 
 
 def test_transcript_budget_matches_epsilon():
-    codes, domain = _planted(500, seed=2)
+    codes, domain = planted(500, seed=2)
     pb = PrivBayes(3.0, epsilon_split=0.4, theta=2)
     rand = Randomness()
     pb.fit(codes, domain, rand)

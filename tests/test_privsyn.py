@@ -16,13 +16,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from generator_util import code_neighbours  # noqa: E402
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.generators import Model, generator_types, make_generator
 from dpbundle.mechanisms.noise import Randomness, ReplayMismatch
 from dpbundle.mechanisms.privsyn import (
     INDIF_SENSITIVITY,
     PrivSyn,
-    PrivSynModel,
     _gum_step,
     allocate,
     candidate_pairs,
@@ -79,19 +79,6 @@ def _tvd(a, b, cols, domain) -> float:
 # ----------------------------------------------------------------------------- strategies
 
 @st.composite
-def neighbours(draw, max_d: int = 4, max_k: int = 5, max_n: int = 14):
-    """(codes, codes', domain): codes' = codes with one record changed."""
-    d = draw(st.integers(2, max_d))
-    domain = tuple(draw(st.lists(st.integers(1, max_k), min_size=d, max_size=d)))
-    n = draw(st.integers(1, max_n))
-    codes = np.array([[draw(st.integers(0, k - 1)) for k in domain] for _ in range(n)],
-                     dtype=np.int64).reshape(n, d)
-    other = codes.copy()
-    other[draw(st.integers(0, n - 1))] = [draw(st.integers(0, k - 1)) for k in domain]
-    return codes, other, domain
-
-
-@st.composite
 def concentrated_neighbours(draw):
     """Worst-case-like neighbours: most records on one 'big' value per column (as in the tight
     construction), a few elsewhere, and the changed record moved to rarely used values."""
@@ -124,7 +111,7 @@ def test_indif_exact_equals_float_definition():
 
 
 @SETTINGS
-@given(neighbours())
+@given(code_neighbours(min_d=2, max_d=4, max_n=14))
 def test_indif_change_within_sensitivity(case):
     codes, other, domain = case
     a, b = _all_indifs(codes, domain), _all_indifs(other, domain)
@@ -184,7 +171,7 @@ def test_indif_sensitivity_exhaustive_small(n, ka, kb):
 
 
 @SETTINGS
-@given(neighbours())
+@given(code_neighbours(min_d=2, max_d=4, max_n=14))
 def test_count_tables_l1_change_at_most_2(case):
     codes, other, domain = case
     for a, b in itertools.combinations(range(len(domain)), 2):

@@ -142,6 +142,14 @@ def _number(entry: dict, key: str, where: str, *, positive: bool = False,
     return float(v)
 
 
+def _column_name(entry: dict, key: str, where: str) -> str:
+    """A released column's name in ``entry[key]`` (e.g. ``target``), with a clear error."""
+    v = entry.get(key)
+    if not isinstance(v, str):
+        raise CriterionError(f"{where}.{key}: expected a column name, got {v!r}")
+    return v
+
+
 # --------------------------------------------------------------------------- base class
 
 _REGISTRY: dict[str, type["Criterion"]] = {}

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from ..cells import types_of
-from .base import Criterion, CriterionError, EvalContext, register
+from .base import _column_name, Criterion, CriterionError, EvalContext, register
 from .regression import (RegressionDesign, _parse_features, _solve, _triu, cached_design,
                          coef_distance)
 
@@ -164,10 +164,7 @@ class Classification(Criterion):
 
     def __init__(self, entry: dict) -> None:
         super().__init__(entry)
-        t = entry.get("target")
-        if not isinstance(t, str):
-            raise CriterionError(f"{self.where}.target: expected a column name, got {t!r}")
-        self.target: str = t
+        self.target: str = _column_name(entry, "target", self.where)
         pos = entry.get("positive")
         pos_list = pos if isinstance(pos, list) else [pos]
         if (not pos_list or not all(isinstance(p, (str, int)) and not isinstance(p, bool)

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from ..cells import types_of
-from .base import Criterion, CriterionError, EvalContext, _number, register
+from .base import _column_name, Criterion, CriterionError, EvalContext, _number, register
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.coding import Coded
@@ -242,10 +242,7 @@ class ConditionalMeans(Criterion):
 
     def __init__(self, entry: dict) -> None:
         super().__init__(entry)
-        t = entry.get("target")
-        if not isinstance(t, str):
-            raise CriterionError(f"{self.where}.target: expected a column name, got {t!r}")
-        self.target: str = t
+        self.target: str = _column_name(entry, "target", self.where)
         by = entry.get("by", [None])
         if not isinstance(by, list) or not by or not all(_by_item_ok(b) for b in by):
             raise CriterionError(f"{self.where}.by: expected a list whose items are null, a "

@@ -48,7 +48,7 @@ import numpy as np
 
 from ..exact import even_split
 from ..cells import types_of
-from .base import Criterion, CriterionError, EvalContext, register
+from .base import _column_name, Criterion, CriterionError, EvalContext, register
 from .condmeans import _by_item_ok, by_name, group_ids
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,10 +89,7 @@ class Quantile(Criterion):
 
     def __init__(self, entry: dict) -> None:
         super().__init__(entry)
-        t = entry.get("target")
-        if not isinstance(t, str):
-            raise CriterionError(f"{self.where}.target: expected a column name, got {t!r}")
-        self.target: str = t
+        self.target: str = _column_name(entry, "target", self.where)
         q = entry.get("quantiles", [0.5])
         if (not isinstance(q, list) or not q
                 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1

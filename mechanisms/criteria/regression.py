@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from ..cells import types_of
-from .base import Criterion, CriterionError, EvalContext, register
+from .base import _column_name, Criterion, CriterionError, EvalContext, register
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.coding import Coded
@@ -140,9 +140,7 @@ def _parse_features(entry: dict, where: str) -> list[str] | None:
 
 def parse_regression_entry(entry: dict, where: str) -> tuple[str, float, float, list[str] | None]:
     """(target, L, U, features) of a regression-type spec entry, with clear errors."""
-    t = entry.get("target")
-    if not isinstance(t, str):
-        raise CriterionError(f"{where}.target: expected a column name, got {t!r}")
+    t = _column_name(entry, "target", where)
     L, U = _parse_bounds(entry, where)
     return t, L, U, _parse_features(entry, where)
 
