@@ -169,6 +169,23 @@ def _num(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _check_stop(budget: dict, priv: dict, r: CheckResult) -> None:
+    """The stop probability is in [0, 1) (it does not change the epsilon); one that budget.json
+    says came from the spec must be the spec's. Bundles before dpbundle 0.2 name no source and
+    took it from the spec."""
+    W = "budget.json"
+    sel = budget.get("selection") if isinstance(budget.get("selection"), dict) else {}
+    stop, source = sel.get("stop_probability"), sel.get("stop_probability_source", "spec")
+    spec_sel = priv.get("selection") if isinstance(priv.get("selection"), dict) else {}
+    spec_stop = spec_sel.get("stop_probability", 0.0)
+    if not _num(stop) or not 0 <= stop < 1:
+        r.fail(f"{W}: stop_probability {stop!r} is not a number in [0, 1)")
+    elif source == "spec" and _num(spec_stop) and exact.dec(stop) != exact.dec(spec_stop):
+        r.fail(f"{W}: stop_probability {stop!r} differs from the spec's {spec_stop!r}")
+    elif source not in ("spec", "option", "auto"):
+        r.fail(f"{W}: stop_probability_source {source!r} is not spec, option or auto")
+
+
 def _records(budget: dict, spec: dict, n: int | None, r: CheckResult) -> Fraction:
     """The records policy: the same as the spec's, its epsilon, released_n = rows of data.csv,
     and (dp_count) the count's noise scale for sensitivity 1. Returns eps_count (exact)."""
@@ -285,10 +302,7 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     factor = need_number(budget, "selection", "factor", where=W)
     if factor != 2:
         r.fail(f"{W}: selection factor {_fmt(factor)}, the private selection with a known threshold costs 2")
-    stop = budget.get("selection", {}).get("stop_probability")
-    spec_stop = (priv.get("selection") or {}).get("stop_probability", 0.0) if isinstance(priv.get("selection"), dict) else 0.0
-    if _num(stop) and _num(spec_stop) and dec(stop) != dec(spec_stop):
-        r.fail(f"{W}: stop_probability {stop!r} differs from the spec's {spec_stop!r}")
+    _check_stop(budget, priv, r)
     total = dec(need_number(budget, "total_epsilon", where=W))
     want_total = eps_count + 2 * (eps_gen + eps_eval) + eps_pre
     if total != want_total:

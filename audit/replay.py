@@ -154,11 +154,58 @@ def commitment_of(salt: bytes, records: list[dict]) -> str:
     return hashlib.sha256(salt + body).hexdigest()
 
 
-def _check_first_passing(records: list[dict]) -> None:
+def _selection_marks(marks: list[dict]) -> tuple[float | None, list[dict]]:
+    """(stop probability of the 'selection' mark or None for transcripts made before it was
+    recorded, the other marks). The 'selection' mark, if any, is the first mark and unique."""
+    sel = [i for i, r in enumerate(marks) if r.get("mark") == "selection"]
+    if not sel:
+        return None, marks
+    if sel != [0]:
+        raise TranscriptError("the transcript's 'selection' mark must come once, before the first attempt")
+    gamma = marks[0].get("stop_probability")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < 1:
+        raise TranscriptError("the transcript's 'selection' mark has no stop probability in [0, 1)")
+    return float(gamma), marks[1:]
+
+
+def _without_stop_draws(marks: list[dict], gamma: float | None) -> list[dict]:
+    """The marks without the stop draws, after checking them: with a stop probability > 0 every
+    failed attempt is followed by exactly one stop draw of its index that said 'continue' (a
+    draw that said 'stop' ends the run with nothing released); with 0 (or no 'selection' mark)
+    there is none."""
+    out: list[dict] = []
+    for i, r in enumerate(marks):
+        if r.get("mark") != "stop draw":
+            out.append(r)
+            continue
+        prev = marks[i - 1] if i else {}
+        if not gamma:
+            raise TranscriptError("the transcript has a stop draw but its stop probability is 0")
+        if prev.get("mark") != "iteration end" or prev.get("passed") is not False \
+                or prev.get("index") != r.get("index"):
+            raise TranscriptError(f"stop draw {r.get('index')!r} does not follow its failed attempt")
+        if r.get("stop") is not False:
+            raise TranscriptError(f"the stop draw after attempt {r.get('index')!r} said stop, yet "
+                                  "the selection went on")
+    if gamma:
+        for i, r in enumerate(marks):
+            if r.get("mark") == "iteration end" and r.get("passed") is False and \
+                    (i + 1 >= len(marks) or marks[i + 1].get("mark") != "stop draw"):
+                raise TranscriptError(f"failed attempt {r.get('index')!r} has no stop draw after it")
+    return out
+
+
+def _check_first_passing(records: list[dict], budget_stop: float | None = None) -> None:
     """Private selection with a known threshold releases the FIRST passing candidate: iterations
-    0, 1, ..., k in order, each closed by its 'iteration end', only the last one passed, then one
-    'selected' mark for it as the last record (anything else is cherry-picking or a second run)."""
+    0, 1, ..., k in order, each closed by its 'iteration end', only the last one passed, each
+    failed one followed by its stop draw (stop probability > 0), then one 'selected' mark for it
+    as the last record (anything else is cherry-picking or a second run). ``budget_stop``: the
+    stop probability budget.json publishes, which the 'selection' mark must record."""
     marks = [r for r in records if r.get("kind") == "mark"]
+    gamma, marks = _selection_marks(marks)
+    if gamma is not None and budget_stop is not None and gamma != budget_stop:
+        raise TranscriptError("the stop probability in the transcript differs from budget.json's")
+    marks = _without_stop_draws(marks, gamma)
     seq = [(r.get("mark"), r.get("index"), r.get("passed")) for r in marks]
     if not seq or seq[-1][0] != "selected" or records[-1] is not marks[-1] \
             or sum(m == "selected" for m, _, _ in seq) != 1:
@@ -177,12 +224,12 @@ def _check_first_passing(records: list[dict]) -> None:
         raise TranscriptError("the 'selected' mark does not name the last (first passing) iteration")
 
 
-def selected_slice(records: list[dict]) -> tuple[int, int, int, dict]:
+def selected_slice(records: list[dict], budget_stop: float | None = None) -> tuple[int, int, int, dict]:
     """(selected index, start, end, iteration mark record) of the selected iteration."""
     sel = [r for r in records if r.get("kind") == "mark" and r.get("mark") == "selected"]
     if not sel:
         raise TranscriptError("the transcript has no 'selected' mark")
-    _check_first_passing(records)
+    _check_first_passing(records, budget_stop)
     index = sel[-1].get("index")
     starts = [i for i, r in enumerate(records) if r.get("kind") == "mark"
               and r.get("mark") == "iteration" and r.get("index") == index]
@@ -314,6 +361,15 @@ def records_policy(ctx: AuditContext) -> str:
     return rec.get("policy", "declared_public") if isinstance(rec, dict) else "declared_public"
 
 
+def _budget_stop(ctx: AuditContext) -> float | None:
+    """budget.json's selection.stop_probability (None if absent or not a number)."""
+    try:
+        stop = (ctx.json("budget.json").get("selection") or {}).get("stop_probability")
+    except (Missing, AttributeError):
+        return None
+    return float(stop) if isinstance(stop, (int, float)) and not isinstance(stop, bool) else None
+
+
 def replay_records(head: list[dict], n_plausible: int, ctx: AuditContext, columns: int):
     """Replay the records before the first iteration: the DP count of the plausible records
     (its recorded true value must be the private data's count) and the resize plan."""
@@ -359,7 +415,7 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         return r
     _warn_on_version_change(r, manifest)
     try:
-        index, start, end, mark = selected_slice(records)
+        index, start, end, mark = selected_slice(records, _budget_stop(ctx))
     except TranscriptError as e:
         r.fail(str(e))
         return r

@@ -117,8 +117,8 @@ def guarantee_text(policy: str) -> dict[str, str]:
     if policy == "dp_count":
         return {
             "neighbouring": ("change one record of the registry as delivered (before the "
-                             "plausibility rules): any one record may hold any other values, "
-                             "including values the rules drop"),
+                             "plausibility rules): any one record may hold any other values the "
+                             "input schema accepts, including values the rules drop"),
             "n_statement": ("the number of records is a differentially private count of the "
                             "plausible records (its epsilon is part of the total); the table "
                             "was resized to that count before the synthesis"),
@@ -126,7 +126,8 @@ def guarantee_text(policy: str) -> dict[str, str]:
     if policy == "declared_public":
         return {
             "neighbouring": ("registries with the same number of plausible records that differ "
-                             "in one record (the count of plausible records is declared public)"),
+                             "in one record, which may hold any other values the input schema "
+                             "accepts (the count of plausible records is declared public)"),
             "n_statement": ("the number of records is the count of plausible records, published "
                             "exactly: it is not protected, and it changes when a record is moved "
                             "across a plausibility rule"),

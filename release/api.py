@@ -20,17 +20,27 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["CommandError", "release", "sweep", "audit"]
+__all__ = ["CommandError", "ReleaseInterrupted", "release", "sweep", "audit"]
 
 PathLike = str | os.PathLike
 
 
 class CommandError(Exception):
     """A command refused or failed: ``code`` is the CLI's exit code (2 input, 1 nothing
-    released, 130 interrupted), ``message`` what it printed."""
+    released), ``message`` what it printed."""
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message or f"exit code {code}")
+        self.code, self.message = code, message
+
+
+class ReleaseInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a release, after the clean-up: what exists on disk and in the
+    ledger is in ``message``; the CLI exits with ``code`` 130. A ``KeyboardInterrupt``, so that
+    ``except Exception`` does not swallow it."""
+
+    def __init__(self, message: str, code: int = 130) -> None:
+        super().__init__(message)
         self.code, self.message = code, message
 
 
@@ -57,6 +67,7 @@ def release(spec: PathLike | None = None, data: PathLike | None = None, *, out: 
             ledger: PathLike | None = None, configs: PathLike | None = None,
             allow_additional_spend: bool = False, force: bool = False, zip: bool = False,
             stop_probability: str | float | None = None, allow_other_spec: bool = False,
+            allow_other_size: bool = False,
             resume: PathLike | None = None, example_rows: int | None = None,
             preregistration: PathLike | None = None, beacon: str | None = None,
             preregistration_secret: PathLike | None = None, echo: bool = False):
@@ -73,7 +84,7 @@ def release(spec: PathLike | None = None, data: PathLike | None = None, *, out: 
             passphrase_file=p(passphrase_file), transcript=p(transcript), ledger=p(ledger),
             configs=p(configs), allow_additional_spend=allow_additional_spend, force=force,
             make_zip=zip, stop_probability=None if stop_probability is None else str(stop_probability),
-            allow_other_spec=allow_other_spec, resume=p(resume), example_rows=example_rows,
+            allow_other_spec=allow_other_spec, allow_other_size=allow_other_size, resume=p(resume), example_rows=example_rows,
             preregistration=p(preregistration), beacon=beacon,
             preregistration_secret=p(preregistration_secret))
     return open_bundle(out)

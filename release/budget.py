@@ -6,6 +6,7 @@ from dpbundle.mechanisms.generators import Generator
 from dpbundle.mechanisms.records import guarantee_text
 
 from .spec import SELECTION_FACTOR, Spec
+from .stopping import StopPlan
 
 NEIGHBOURING = guarantee_text("declared_public")["neighbouring"]  # of bundles without `records`
 
@@ -43,9 +44,13 @@ PUBLISHED_MODEL_NOTE = {
 }
 
 
-def build_budget(spec: Spec, generator: Generator, total_opendp: float, released_n: int) -> dict:
+def build_budget(spec: Spec, generator: Generator, total_opendp: float, released_n: int,
+                 stop: "StopPlan | None" = None) -> dict:
     """Every epsilon spent and how the total is composed: total = eps_count (dp_count policy)
-    + SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons."""
+    + SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons.
+    ``stop``: the stop probability used and where it came from (default: the spec's)."""
+    gamma = spec.stop_probability if stop is None else stop.gamma
+    source = "spec" if stop is None else stop.source.split(":", 1)[0]
     criteria = [{"id": c["id"], "epsilon": float(c["epsilon"])} for c in spec.criteria]
     eps_eval = exact.total(c["epsilon"] for c in spec.criteria)
     per_iteration = float(exact.dec(generator.epsilon) + eps_eval)
@@ -60,9 +65,13 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
         "pre_selection": [{"purpose": p["purpose"], "epsilon": float(p["epsilon"])} for p in spec.pre_selection],
         "per_iteration_epsilon": per_iteration,
         "selection": {
-            "method": "private selection with a known threshold (Liu & Talwar 2019), OpenDP make_select_private_candidate",
+            "method": "private selection with a known threshold (Liu & Talwar 2019, Algorithm 1): "
+                      "after each candidate that fails, stop with the stop probability (exact "
+                      "Bernoulli draws from OpenDP); the total is checked against OpenDP "
+                      "make_select_private_candidate's privacy map",
             "factor": SELECTION_FACTOR,
-            "stop_probability": spec.stop_probability,
+            "stop_probability": gamma,
+            "stop_probability_source": source,
             "threshold": 1.0,
         },
         "total_epsilon": spec.total_epsilon,

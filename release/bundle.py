@@ -88,8 +88,11 @@ class BundleError(Exception):
 
 # ----------------------------------------------------------------------------------------- helpers
 
-def _utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+def _utc_today() -> str:
+    """The bundle's ``created``: the UTC day only. A time of day would tell, against the
+    start of the run (a pre-registration, a log), how long the selection took, a proxy for the
+    number of attempts, which is private."""
+    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
 
 
 def _jsonable(obj: Any, where: str = "$") -> Any:
@@ -210,15 +213,15 @@ def private_dir() -> Path:
 def default_transcript_path(out: Path) -> Path:
     """The default transcript location: in the private directory (:func:`private_dir`, mode
     0700), not beside the bundle, where copying the folder that holds the bundle would ship it.
-    The name is the bundle's name, the UTC time and a random tag, so two releases never collide:
-    ``<name>.<YYYYmmddTHHMMSSZ>-<6 hex>.transcript.jsonl``; the file itself is written 0600."""
+    The name is the bundle's name and a random tag, so two releases never collide, and no time
+    (the start time beside the bundle's ``created`` would give the run time):
+    ``<name>.<12 hex>.transcript.jsonl``; the file itself is written 0600."""
     out = Path(out)
     d = private_dir()
     if d.resolve() == out.absolute().parent.resolve():
         print(f"warning: {PRIVATE_DIR_ENV} is the folder that holds the bundle: copying that folder "
               f"would ship the PRIVATE transcript", file=sys.stderr)
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return d / f"{out.name}.{stamp}-{secrets.token_hex(3)}.transcript.jsonl"
+    return d / f"{out.name}.{secrets.token_hex(6)}.transcript.jsonl"
 
 
 def _one_per_class(values: list) -> list:
@@ -397,7 +400,7 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, data_sh
         "name": _slug(title),
         "title": title,
         "description": f"{description} {note}".strip(),
-        "created": created,
+        "created": f"{created}T00:00:00Z",  # the day only (see _utc_today); Frictionless wants a datetime
         "keywords": ["synthetic data", "differential privacy", "open data"],
         "licenses": [lic],
     }
@@ -624,7 +627,7 @@ def write_bundle(
     descriptions = {c.name: (getattr(c, "description", None) or spec_cols.get(c.name, {}).get("description") or "")
                     for c in columns}
 
-    created = _utc_now()
+    created = _utc_today()
     public_pem = keys.public_key_pem(private_key)
     fingerprint = keys.public_key_fingerprint(private_key)
     salt = secrets.token_bytes(32)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import time
 from contextlib import contextmanager
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -12,14 +11,13 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 console = Console()
 err = Console(stderr=True)
 
-from .api import CommandError  # noqa: E402  (api imports this module only inside functions)
+from .api import CommandError, ReleaseInterrupted  # noqa: E402  (api imports this module only inside functions)
 
 # name -> (spec, narrowed configuration list from a public-data sweep; see docs/sweep-births-nvss160k.md)
 EXAMPLES = {"births": ("births-recommended.yaml", "births-recommended-narrowed-nvss160k.yaml"),
@@ -29,7 +27,9 @@ EXAMPLES = {"births": ("births-recommended.yaml", "births-recommended-narrowed-n
 
 def _fail(message: str, code: int = 2) -> None:
     """Stop the release: :class:`CommandError` (the CLI prints it and exits with ``code``; the
-    Python API raises it)."""
+    Python API raises it), or :class:`ReleaseInterrupted` for code 130 (Ctrl-C, SIGTERM)."""
+    if code == 130:
+        raise ReleaseInterrupted(message)
     raise CommandError(code, message)
 
 
@@ -50,23 +50,17 @@ def example_inputs(name: str, rows: int | None) -> Iterator[tuple[Path, Path, Pa
             yield Path(spec_path), data, Path(narrowed)
 
 
-class _Phase:
-    """A transient one-line progress display that shows only that the selection is running.
+SELECTION_LINE = ("private selection running: progress is not shown, because the number of "
+                  "attempts is private; the run ends when a candidate passes every criterion"
+                  "{stop}")
 
-    Neither the current step nor the elapsed time is shown: a recorded terminal (script, tmux
-    logging, a CI log) keeps every frame, and the cycle of steps or the time would reveal the
-    number of attempts, which is private."""
 
-    TEXT = Text.assemble(("private selection ", "bold"), "running (progress is not shown: the number of attempts is private)")
-
-    def __init__(self, live: Live, started: float):
-        self.live, self.started, self.name = live, started, "starting"
-
-    def __call__(self, name: str) -> None:
-        self.name = name  # kept for debugging in the enclave; never displayed
-
-    def refresh(self) -> None:
-        self.live.update(self.TEXT)
+def _selection_line(gamma: float) -> str:
+    """The one static line printed while the selection runs: no step, no time, no count (a
+    recorded terminal keeps every frame of an animated display, and their number grows with the
+    attempts)."""
+    return SELECTION_LINE.format(stop=f" or a stop draw ends it (probability {gamma:g} after each "
+                                      "failed attempt)" if gamma > 0 else "")
 
 
 def cli_release(
@@ -84,6 +78,7 @@ def cli_release(
     make_zip: Annotated[bool, typer.Option("--zip", help="Also write a deterministic OUT.zip.")] = False,
     stop_probability: Annotated[Optional[str], typer.Option("--stop-probability", help="Chance of stopping (releasing nothing) after each failed attempt: a number in [0, 1), or 'auto' to derive it from the --configs list's sweep estimates so that the chance of releasing nothing is 5% (the arithmetic is printed). Default: the spec's privacy.selection.stop_probability. It does not change the epsilon.", show_default=False)] = None,
     allow_other_spec: Annotated[bool, typer.Option("--allow-other-spec", help="Use a --configs list whose spec_sha256 (the spec it was swept on) differs from this spec's.")] = False,
+    allow_other_size: Annotated[bool, typer.Option("--allow-other-size", help="Use a --configs list measured on data more than a factor of 2 larger or smaller than DATA (refused by default: its acceptance figures may not describe the run).")] = False,
     resume: Annotated[Optional[Path], typer.Option("--resume", help="Write the bundle of a selected result kept by a run whose bundle could not be written (the PRIVATE .pending.npz file it named): no new selection, no new spend. Needs --out and --key.", show_default=False)] = None,
     preregistration: Annotated[Optional[Path], typer.Option("--preregistration", help="The signed record from `dpbundle preregister` (REC, with REC.sig beside it): the spec, --configs list and key must be the registered ones (refused before anything is read), and the sampling and projection seeds are derived from its committed secret and --beacon.", show_default=False)] = None,
     beacon: Annotated[Optional[str], typer.Option("--beacon", help="The public value the pre-registration record names (its beacon_source), taken after the record was published.", show_default=False)] = None,
@@ -119,9 +114,10 @@ def cli_release(
                     passphrase_file=passphrase_file, transcript=transcript, ledger=ledger,
                     configs=configs, allow_additional_spend=allow_additional_spend, force=force,
                     make_zip=make_zip, stop_probability=stop_probability, allow_other_spec=allow_other_spec,
+                    allow_other_size=allow_other_size,
                     resume=resume, example_rows=example_rows, preregistration=preregistration,
                     beacon=beacon, preregistration_secret=preregistration_secret)
-    except CommandError as exc:
+    except (CommandError, ReleaseInterrupted) as exc:
         err.print(Text("error: ", style="bold red") + Text(exc.message), soft_wrap=True)
         raise typer.Exit(exc.code) from None
 
@@ -130,20 +126,26 @@ def run_release(*, spec: Optional[Path], data: Optional[Path], out: Path, exampl
                 key: Optional[Path], passphrase_file: Optional[Path], transcript: Optional[Path],
                 ledger: Optional[Path], configs: Optional[Path], allow_additional_spend: bool,
                 force: bool, make_zip: bool, stop_probability: Optional[str], allow_other_spec: bool,
+                allow_other_size: bool = False,
                 resume: Optional[Path], example_rows: Optional[int], preregistration: Optional[Path],
                 beacon: Optional[str], preregistration_secret: Optional[Path]) -> None:
     """The release itself (``dpbundle release`` and :func:`dpbundle.release.api.release`):
     raises :class:`CommandError` (exit code and message) when it stops."""
+    from .sweep import BOOTSTRAP_MESSAGE
+    from .sweep_exec import bootstrapping
+
+    if bootstrapping():    # never a second release from a worker that re-runs the caller's script
+        _fail(BOOTSTRAP_MESSAGE.format(call="release()") + " Nothing was read or spent here.")
     with _signals_as_interrupt(), _interrupt_before_spend():
         prereg = (preregistration, beacon, preregistration_secret)
         _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger, configs,
                   allow_additional_spend, force, make_zip, stop_probability, resume, example_rows,
-                  allow_other_spec, prereg)
+                  (allow_other_spec, allow_other_size), prereg)
 
 
 def _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger, configs,
               allow_additional_spend, force, make_zip, stop_probability, resume, example_rows,
-              allow_other_spec=False, prereg=(None, None, None)) -> None:
+              allow_other=(False, False), prereg=(None, None, None)) -> None:
     if (prereg[0] is None) != (prereg[1] is None):
         _fail("--preregistration and --beacon go together: the record fixes the release, the "
               "beacon value (public, taken after the record was published) binds its seeds")
@@ -180,7 +182,7 @@ def _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger
                 console.print(f"simulated {example} registry: {example_rows:,} rows (SIMULATED, no real person)")
                 _release(spec_path, data_path, out, demo_key, passphrase_file, transcript,
                          ledger or Path(tmp) / "ledger.jsonl", configs, allow_additional_spend, force, make_zip,
-                         example_note=True, stop_option=stop_probability, allow_other_spec=allow_other_spec,
+                         example_note=True, stop_option=stop_probability, allow_other=allow_other,
                          prereg=prereg)
         return
     if spec is None or data is None:
@@ -188,7 +190,7 @@ def _dispatch(spec, data, out, example, key, passphrase_file, transcript, ledger
     if key is None:
         _fail("--key is required to sign the bundle; create one with `dpbundle keygen --out steward`")
     _release(spec, data, out, key, passphrase_file, transcript, ledger, configs, allow_additional_spend, force,
-             make_zip, example_note=False, stop_option=stop_probability, allow_other_spec=allow_other_spec,
+             make_zip, example_note=False, stop_option=stop_probability, allow_other=allow_other,
              prereg=prereg)
 
 
@@ -224,6 +226,8 @@ def _interrupt_before_spend() -> Iterator[None]:
     where the spend is known): say so, instead of a bare exit code."""
     try:
         yield
+    except ReleaseInterrupted:
+        raise                     # already stated what exists (the spend is recorded)
     except KeyboardInterrupt as exc:
         how = f"terminated ({exc})" if isinstance(exc, Terminated) else "interrupted"
         _fail(f"{how} before any privacy budget was spent: the ledger is untouched and no bundle "
@@ -296,7 +300,7 @@ def _inside(path: Path, directory: Path) -> bool:
 def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passphrase_file: Optional[Path],
              transcript_path: Optional[Path], ledger_path: Optional[Path], configs_path: Optional[Path],
              allow_additional_spend: bool, force: bool, make_zip: bool, example_note: bool,
-             stop_option: Optional[str] = None, allow_other_spec: bool = False,
+             stop_option: Optional[str] = None, allow_other: tuple[bool, bool] = (False, False),
              prereg: tuple = (None, None, None)) -> None:
     from dpbundle.mechanisms.noise import Randomness, Transcript
 
@@ -337,11 +341,11 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
         private_key = load_private_key(key_path, passphrase)
     except KeyFileError as exc:
         _fail(f"cannot load the signing key: {exc}")
-    configs, estimates = None, None
+    configs, estimates, measured = None, None, None
     if configs_path is not None:
-        configs, estimates = _load_configs(configs_path, spec, check_config, allow_other_spec)
+        configs, estimates, measured = _load_configs(configs_path, spec, check_config, allow_other[0])
     binding, public_files = _bind_preregistration(prereg, spec, private_key, configs_path)
-    _choose_stop(spec, stop_option, estimates)
+    stop = _choose_stop(spec, stop_option, estimates)
     from dpbundle.mechanisms.generators import generator_types
 
     available = generator_types()
@@ -367,7 +371,9 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
     # 3. Everything else that could stop the bundle from being written, then the spend goes to
     # the ledger before the first iteration.
     ledger_path = ledger_path or Ledger.default_path()
-    _preflight_after_prepare(out, spec, prepared.n, make_zip, Path(ledger_path))
+    if configs_path is not None:
+        _check_list_size(configs_path, measured, prepared, spec, allow_other[1], example_note)
+    _preflight_after_prepare(out, spec, _rows_for_room(prepared, spec), make_zip, Path(ledger_path))
     ledger = Ledger(ledger_path)
     table_fp = table_fingerprint(prepared, spec)
     try:
@@ -387,14 +393,12 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
 
     # 4. Private selection, with a transient display of the current step only.
     transcript = Transcript()
-    started = time.monotonic()
     try:
         released = release_records(prepared, spec, Randomness(transcript))
         if spec.records_policy == "dp_count":
             console.print(f"n = {released.n:,} records (DP count; the table is resized to it)")
-        with Live(_Phase.TEXT, console=console, transient=True, refresh_per_second=4) as live:
-            phase = _Phase(live, started)
-            selection = select(released, spec, transcript, configs, phase=phase, seeds=binding)
+        console.print(_selection_line(stop.gamma), highlight=False)
+        selection = select(released, spec, transcript, configs, seeds=binding, stop_probability=stop.gamma)
     except NothingSelected as exc:
         ledger.mark_finished(entry, "nothing released")
         kept = _keep_private_transcript(transcript, transcript_path)
@@ -421,11 +425,11 @@ def _release(spec_path: Path, data_path: Path, out: Path, key_path: Path, passph
               "recorded in the ledger.", code=1)
     result = selection.result
     # No duration here: the time the selection took is a proxy for the number of attempts, which
-    # is private; only the transient live display (erased when done) showed the elapsed time.
+    # is private.
     console.print("private selection finished: a candidate passed every criterion")
 
     # 5. The bundle (atomic) and the private transcript.
-    budget = build_budget(spec, result.generator, selection.total_epsilon_opendp, released.n)
+    budget = build_budget(spec, result.generator, selection.total_epsilon_opendp, released.n, stop=stop)
     if spec.publish_model:
         public_files = public_files | {"model.json": _model_file(spec, result)}
     try:
@@ -590,36 +594,89 @@ def _load_configs(path: Path, spec, check_config, allow_other_spec: bool = False
                   "sweep --configs` to re-measure the list), or pass --allow-other-spec to use it anyway.")
         console.print(f"[yellow]warning:[/] {path} was swept on another spec (spec_sha256 {listed[:16]}..., "
                       f"this spec {mine[:16]}...); used because of --allow-other-spec", highlight=False)
+    measured = (read_list_document(path) or {}).get("measured_on")
     acc = [e.get("acceptance") for e in entries]
     if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in acc):
-        return configs, None
-    return configs, (acc, [e.get("wilson_low") for e in entries])
+        return configs, None, measured
+    return configs, (acc, [e.get("wilson_low") for e in entries]), measured
 
 
-def _choose_stop(spec, option: Optional[str], estimates) -> None:
-    """Set the spec's stop probability from --stop-probability (a number or auto), print the
-    arithmetic, and warn before anything is spent when the acceptance is unknown or low."""
+def _choose_stop(spec, option: Optional[str], estimates):
+    """The stop plan (:class:`StopPlan`) from --stop-probability (a number or auto), printed
+    with its arithmetic; warnings before anything is spent when the acceptance is unknown or low
+    or the run may never end. A list with sweep estimates makes ``auto`` the default (unless the
+    spec sets a stop probability above 0); 0 then needs ``--stop-probability 0``."""
     from .stopping import LOW_ACCEPTANCE, plan_stop
 
     acc, lows = estimates if estimates else (None, None)
+    if option is None and acc is not None and spec.stop_probability == 0:
+        option = "auto"
     try:
         plan = plan_stop(option, spec.stop_probability, acc, lows)
     except ValueError as exc:
         _fail(str(exc))
-    spec.raw["privacy"].setdefault("selection", {})["stop_probability"] = plan.gamma
-    if plan.source != "spec" or plan.p_mean is not None:
-        for line in plan.lines():
-            console.print(line, highlight=False)
+    for line in plan.lines():
+        console.print(line, highlight=False)
+    if plan.gamma == 0:
+        console.print("[yellow]warning:[/] stop probability 0: the selection runs until a candidate "
+                      "passes, and may never end if none can" + (
+                          " (the list's sweep estimates allow --stop-probability auto, which ends "
+                          "every run)" if acc is not None else
+                          "; pass --configs with the narrowed.yaml of `dpbundle sweep` and "
+                          "--stop-probability auto"), highlight=False)
     if plan.p_mean is None:
         console.print("[yellow]warning:[/] no sweep estimate of the acceptance for these configurations "
                       "(pass --configs with the narrowed.yaml of `dpbundle sweep`): the run may take "
-                      "many attempts" + (", and with stop probability 0 it may never end"
-                      if plan.gamma == 0 else ""), highlight=False)
+                      "many attempts", highlight=False)
     elif plan.p_mean < LOW_ACCEPTANCE:
         console.print(f"[yellow]warning:[/] the configurations pass only {plan.p_mean:.1%} of the time "
-                      f"on public data (below {LOW_ACCEPTANCE:.0%}): expect many attempts"
-                      + ("; with stop probability 0 the run may never end (consider "
-                         "--stop-probability auto)" if plan.gamma == 0 else ""), highlight=False)
+                      f"on public data (below {LOW_ACCEPTANCE:.0%}): expect many attempts", highlight=False)
+    return plan
+
+
+SIZE_FACTOR = 2.0   # the data and the list's sweep data may differ in size by at most this factor
+
+
+def _check_list_size(path: Path, measured: dict | None, prepared, spec, allow: bool,
+                     example: bool) -> None:
+    """Refuse (before the ledger entry) a --configs list measured on data of another size: the
+    acceptance of a configuration changes with n (the noise of the criteria scales as 1/n), so
+    the list's figures, and the stop probability derived from them, may not describe this run.
+    Compared: the public number of records (declared_public), else the rows of the file (the
+    same for every neighbour: the plausible count is private under dp_count)."""
+    if not measured:
+        console.print(f"[yellow]warning:[/] {path} does not say on how many records it was measured "
+                      "(swept before dpbundle 0.2): its acceptance figures may not fit these data",
+                      highlight=False)
+        return
+    if spec.records_policy == "declared_public":
+        mine, theirs, what = prepared.n, measured.get("n"), "plausible records"
+    else:
+        mine, theirs, what = prepared.rows_read, measured.get("rows"), "rows"
+    if not isinstance(theirs, int) or theirs < 1 or max(mine, theirs) <= SIZE_FACTOR * min(mine, theirs):
+        return
+    text = (f"{path} was measured on {theirs:,} {what}; these data have {mine:,}, more than a factor "
+            f"of {SIZE_FACTOR:g} {'fewer' if mine < theirs else 'more'}. Its acceptance figures (and "
+            "the stop probability derived from them) may not describe this run, which could take "
+            "very many attempts.")
+    if allow:
+        console.print(f"[yellow]warning:[/] {text} Used because of --allow-other-size.", highlight=False)
+        return
+    hint = ("choose --example-rows within that factor of the list's size, or run `dpbundle sweep` "
+            "on public data of this size and pass its narrowed.yaml with --configs" if example else
+            "run `dpbundle sweep` on public data of about this size (or `dpbundle sweep --configs "
+            f"{path}` to re-measure the list), or pass --allow-other-size")
+    _fail(f"{text}\n{hint}; nothing was spent")
+
+
+def _rows_for_room(prepared, spec) -> int:
+    """The number of rows to budget disk room for, without reading the private n under dp_count:
+    the file's rows plus 20 noise scales of the DP count (exceeded with probability e^-20 / 2)."""
+    if spec.records_policy == "declared_public":
+        return prepared.n
+    from dpbundle.mechanisms.noise import calibrated_laplace_scale
+
+    return prepared.rows_read + int(20 * calibrated_laplace_scale(1, spec.epsilon_count, integer=True)) + 1
 
 
 def _summary(bundle: Path, result, budget: dict, transcript_path: Path, key_path: Path | None = None) -> None:

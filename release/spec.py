@@ -581,6 +581,25 @@ def _check_inputs(doc: dict, problems: list[str]) -> None:
                 problems.append(f"input.columns[{i}]: {both[0]!r} is both a declared category and a missing-value marker")
 
 
+def _missing_problems(doc: dict) -> list[str]:
+    """A column that may hold a missing-value marker needs a raw constraint that drops missing
+    values (``any_missing: true``): otherwise one record with a missing cell would make the
+    release refuse the registry, a refusal that depends on one record (outside the neighbouring
+    relation, under which any record may hold any value the input schema accepts)."""
+    if any(c.get("any_missing") for c in doc.get("raw_constraints") or []):
+        return []
+    fix = ("but no raw constraint drops missing values; add {name: missing value, any_missing: "
+           "true} to raw_constraints (a release must not refuse a registry because one record has "
+           "a missing cell)")
+    shared = list(doc["input"].get("missing_values") or [])
+    if shared:
+        return [f"input.missing_values: cells may be marked missing "
+                f"({', '.join(repr(m) for m in shared[:3])}), {fix}"]
+    return [f"input.columns[{i}].missing: cells of {c['name']!r} may be marked missing "
+            f"({', '.join(repr(m) for m in missing_markers(doc['input'], c)[:3])}), {fix}"
+            for i, c in enumerate(doc["input"]["columns"]) if missing_markers(doc["input"], c)]
+
+
 def _publish_items(doc: dict) -> list[str]:
     value = doc.get("publish") or []
     return [value] if isinstance(value, str) else list(value)
@@ -599,7 +618,7 @@ def _publish_problems(doc: dict) -> list[str]:
 
 def semantic_problems(doc: dict) -> list[str]:
     """Everything the JSON Schema cannot check. Returns ``path: message`` lines."""
-    problems: list[str] = _publish_problems(doc)
+    problems: list[str] = _publish_problems(doc) + _missing_problems(doc)
     inputs = {c["name"]: c for c in doc["input"]["columns"]}
     for key, names in (("input.columns", [c["name"] for c in doc["input"]["columns"]]),
                        ("columns", [c["name"] for c in doc["columns"]]),

@@ -1,7 +1,8 @@
 """When the private selection stops: the stop probability and what it costs in utility.
 
-OpenDP's ``make_select_private_candidate`` runs attempts until one passes; after each failed
-attempt it stops (releasing nothing) with probability gamma (the spec's ``stop_probability``).
+The private selection (release/selection.py, mechanisms/private_selection.py) runs attempts until
+one passes; after each failed attempt it stops (releasing nothing) with probability gamma (the
+spec's ``stop_probability``, or ``--stop-probability``), drawn exactly.
 Its privacy cost is 2 x one attempt's epsilon whatever gamma is (Liu & Talwar 2019, Thm 3.1
 with a known threshold), so gamma is a utility choice: gamma = 0 may run for ever on data where
 nothing passes; gamma > 0 ends every run, at the price of a chance of releasing nothing.

@@ -66,6 +66,12 @@ SUMMARY_CSV, SUMMARY_JSON, NARROWED = "summary.csv", "summary.json", "narrowed.y
 REPORT_HTML, REPORT_PDF = "report.html", "report.pdf"
 
 
+BOOTSTRAP_MESSAGE = (
+    "{call} was called while a worker process was starting: the script that calls it is being "
+    "re-run by Python's multiprocessing (spawn), because the call is not under "
+    "`if __name__ == \"__main__\":`. Nothing was run in this worker; put the call under that guard.")
+
+
 class SweepError(Exception):
     """Unusable input or output directory (exit code 2); the message says what and why."""
 
@@ -304,6 +310,7 @@ def _narrowed_yaml(summary: dict, configs_by_id: dict[str, dict], where: str = N
         "format": NARROWED_FORMAT,
         "spec_sha256": summary["spec_sha256"],
         "data_sha256": summary["data_sha256"],
+        "measured_on": {"n": summary["n"]} | ({"rows": summary["rows"]} if summary.get("rows") else {}),
         "min_acceptance": summary["min_acceptance"],
         "expected_private_iterations": nar["expected_private_iterations"],
         "expected_private_iterations_low": nar["expected_private_iterations_low"],
@@ -453,6 +460,7 @@ def summarise(*, meta: dict, selected: list[str], configs_by_id: dict[str, dict]
         "spec_sha256": meta["spec"]["sha256"],
         "data_sha256": meta["data"]["sha256"],
         "n": meta["data"].get("n"),
+        "rows": meta["data"].get("rows"),
         "space_size": meta["space_size"],
         "sample": meta.get("sample"),
         "seed": meta.get("seed"),
@@ -645,6 +653,10 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
     from .spec import SpecError, load_spec
     from .space import config_id, enumerate_configs
 
+    from .sweep_exec import bootstrapping
+
+    if bootstrapping():
+        raise SweepError(BOOTSTRAP_MESSAGE.format(call="sweep()"))
     spec_path, data_path, out = Path(spec_path), Path(data_path), Path(out)
     if reps is not None and reps < 1:
         raise SweepError("--reps must be at least 1")
@@ -756,13 +768,16 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
         except ValueError as exc:  # InputError
             raise SweepError(str(exc)) from None
     n = int(getattr(prepared, "n", 0)) if prepared is not None else int(old_meta["data"]["n"])
+    rows = int(getattr(prepared, "rows_read", 0) or 0) if prepared is not None \
+        else old_meta["data"].get("rows")
 
     out.mkdir(parents=True, exist_ok=True)
     meta = {
         "format": FORMAT,
         "created": old_meta["created"] if old_meta else _now(),
         "spec": {"path": str(spec_path), "sha256": spec_sha},
-        "data": {"path": str(data_path), "sha256": data_sha, "n": n},
+        "data": {"path": str(data_path), "sha256": data_sha, "n": n}
+        | ({"rows": int(rows)} if isinstance(rows, int) and rows > 0 else {}),
         "space_size": len(ids),
         "sample": sample,
         "seed": int(seed),
@@ -799,12 +814,15 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
     if plan.has_work():
         payload = {"prepared": prepared, "spec": spec, "iteration": iteration or _default_iteration(),
                    "utility_options": utility_options or {}}
-        from .sweep_exec import DaskBackend, LocalBackend
+        from .sweep_exec import DaskBackend, InProcessBackend, LocalBackend, WorkerStartError
 
+        n_local = min(workers or os.cpu_count() or 1, max(plan.potential(), 1))
         try:
             backend = (DaskBackend(payload, scheduler) if scheduler
-                       else LocalBackend(payload, min(workers or os.cpu_count() or 1, max(plan.potential(), 1)),
-                                         mp_context=mp_context))
+                       else InProcessBackend(payload) if n_local == 1
+                       else LocalBackend(payload, n_local, mp_context=mp_context))
+        except WorkerStartError as exc:
+            raise SweepError(str(exc)) from None
         except (OSError, TimeoutError) as exc:
             raise SweepError(f"cannot start the {'Dask client for ' + scheduler if scheduler else 'process pool'}: {exc}") from None
         backend_name, n_workers = backend.name, backend.workers

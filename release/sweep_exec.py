@@ -5,7 +5,9 @@ measures) with a *payload* shipped once per worker: the prepared public data, th
 iteration function and the utility options.
 
 - :class:`LocalBackend`: ``concurrent.futures.ProcessPoolExecutor``; the payload is pickled once in
-  the parent and handed to every worker process by the pool's initializer.
+  the parent and handed to every worker process by the pool's initializer. The workers are
+  started and checked before the first run, without re-running the caller's main script.
+- :class:`InProcessBackend`: one worker, the runs in the calling process (``workers=1``).
 - :class:`DaskBackend`: ``distributed.Client(address)``; the payload is scattered once to every
   worker (``broadcast=True``) and every task refers to it by its future.
 
@@ -19,15 +21,18 @@ import math
 import os
 import pickle
 import socket
+import sys
 import time
 import traceback
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor
 from concurrent.futures import wait as cf_wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator
 
-__all__ = ["Task", "run_task", "LocalBackend", "DaskBackend", "execute", "jsonable", "wilson_interval",
+__all__ = ["Task", "run_task", "LocalBackend", "InProcessBackend", "WorkerStartError", "bootstrapping",
+           "DaskBackend", "execute", "jsonable", "wilson_interval",
            "decide", "AdaptivePlan", "WILSON_Z", "ABOVE", "BELOW", "UNDECIDED"]
 
 WILSON_Z = 1.959963984540054  # Phi^-1(0.975)
@@ -274,12 +279,87 @@ def _pool_task(task: Task) -> dict:
     return run_task(_WORKER_PAYLOAD, task)
 
 
+WORKER_START_SECONDS = 60.0   # every worker process must answer a first task within this time
+
+
+class WorkerStartError(RuntimeError):
+    """The local process pool's workers could not start (message for the user)."""
+
+
+def _ping() -> bool:
+    return _WORKER_PAYLOAD is not None
+
+
+def bootstrapping() -> bool:
+    """True while this process is a multiprocessing child still importing its parent's main
+    module (spawn/forkserver): a script without ``if __name__ == "__main__":`` is being re-run."""
+    import multiprocessing
+
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+@contextmanager
+def _main_module_not_rerun(blob: bytes) -> Iterator[None]:
+    """While worker processes start, hide the parent's ``__main__`` file and module name from
+    multiprocessing, so that a spawned worker does not re-run the user's script (a plain script
+    that calls ``sweep()`` at top level would otherwise start the sweep again in every worker,
+    and a ``release()`` above it would run again). The workers need nothing from ``__main__``:
+    the payload is checked to hold no reference to it (if it does, nothing is hidden)."""
+    main = sys.modules.get("__main__")
+    if main is None or b"__main__" in blob:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    try:
+        main.__dict__.pop("__file__", None)
+        main.__dict__["__spec__"] = None
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
+class InProcessBackend:
+    """One worker: the runs execute in this process, one at a time (no pool to start)."""
+
+    name = "in-process"
+    workers = 1
+
+    def __init__(self, payload: dict):
+        self._payload = payload
+
+    @property
+    def description(self) -> str:
+        return "in this process, 1 worker"
+
+    def submit(self, task: Task):
+        fut: Future = Future()
+        try:
+            fut.set_result(run_task(self._payload, task))
+        except Exception as exc:  # noqa: BLE001 - reported as the run's error, as a pool would
+            fut.set_exception(exc)
+        return fut
+
+    @staticmethod
+    def wait(futures: set):
+        return set(futures), set()
+
+    @staticmethod
+    def outcome(future) -> dict:
+        return future.result()
+
+    def close(self, cancel: bool = False) -> None:
+        pass
+
+
 class LocalBackend:
-    """A local process pool; ``workers`` processes (default: every core)."""
+    """A local process pool; ``workers`` processes (default: every core), started and checked
+    before the first run (each answers a first task within ``WORKER_START_SECONDS``)."""
 
     name = "local"
 
-    def __init__(self, payload: dict, workers: int | None = None, *, mp_context: str = "spawn"):
+    def __init__(self, payload: dict, workers: int | None = None, *, mp_context: str = "spawn",
+                 start_timeout: float = WORKER_START_SECONDS):
         import multiprocessing
 
         self.workers = int(workers or os.cpu_count() or 1)
@@ -294,6 +374,29 @@ class LocalBackend:
         self._pool = ProcessPoolExecutor(
             max_workers=self.workers, mp_context=multiprocessing.get_context(mp_context),
             initializer=_init_worker, initargs=(blob,))
+        with _main_module_not_rerun(blob):
+            self._start(start_timeout)
+
+    def _start(self, timeout: float) -> None:
+        """Start every worker (one ping each) and wait for all to answer; else shut the pool
+        down and raise :class:`WorkerStartError`."""
+        pings = {self._pool.submit(_ping) for _ in range(self.workers)}
+        done, pending = cf_wait(pings, timeout=timeout)
+        problem = None
+        if pending:
+            problem = f"the worker processes did not start within {timeout:g} s"
+        else:
+            for fut in done:
+                try:
+                    if not fut.result():
+                        problem = "a worker process started without its work (initializer failed)"
+                except Exception as exc:  # noqa: BLE001 - BrokenProcessPool and the like
+                    problem = f"a worker process could not start ({type(exc).__name__}: {exc})"
+        if problem:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            raise WorkerStartError(
+                f"{problem}. If you call dpbundle from a script, put the call under "
+                "`if __name__ == \"__main__\":`, or use workers=1 (runs in this process).")
 
     @property
     def description(self) -> str:

@@ -102,12 +102,18 @@ def test_na_marker_is_dropped_by_any_missing(tmp_path, births_spec):
     assert prepared.n == 7
 
 
-def test_missing_values_without_any_missing_constraint_is_an_error(tmp_path, births_doc):
+def test_missing_values_without_any_missing_constraint_is_refused_by_the_spec(births_doc):
+    """A spec that declares missing-value markers but drops no missing value is refused before
+    any data is read: otherwise one record with a missing cell would make the release refuse the
+    registry, a refusal outside the neighbouring relation (issue 22)."""
+    from dpbundle.release.spec import SpecError
+
     births_doc["raw_constraints"] = births_doc["raw_constraints"][1:]
-    spec = validate_spec(births_doc)
-    with pytest.raises(InputError) as info:
-        prepare(_csv(tmp_path, _rows((3, "30,NA,39,True,3400,2019-01-15"))), spec)
-    assert "'parity'" in str(info.value) and "missing value" in str(info.value)
+    with pytest.raises(SpecError) as info:
+        validate_spec(births_doc)
+    assert "input.missing_values" in str(info.value) and "any_missing: true" in str(info.value)
+    births_doc["input"]["missing_values"] = []
+    validate_spec(births_doc)          # no marker declared: nothing to drop
 
 
 def test_csv_gz_is_read(tmp_path, births_spec):

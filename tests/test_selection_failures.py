@@ -240,6 +240,15 @@ def test_warnings_for_no_or_low_estimates(small, monkeypatch):
     assert "no sweep estimate" in res.output and "may never end" in res.output
     _script(monkeypatch, [KeyboardInterrupt()])
     res = runner.invoke(app, _release_args(tmp, data, "w2", "--configs", str(_narrowed(tmp, 0.05, 0.01))))
-    assert "only 5.0%" in res.output and "--stop-probability auto" in res.output
+    # a list with sweep estimates makes the DP-safe stop the default (issue 22)
+    assert "only 5.0%" in res.output and "(auto: chance of releasing nothing" in res.output
+    assert "may never end" not in res.output
     # the warnings come before anything is spent: before the ledger line of the run
     assert res.output.index("only 5.0%") < res.output.index("prepared")
+    # stop probability 0 with such a list needs the explicit option, and warns
+    _script(monkeypatch, [KeyboardInterrupt()])
+    res = runner.invoke(app, _release_args(tmp, data, "w3", "--configs", str(_narrowed(tmp, 0.05, 0.01)),
+                                           "--stop-probability", "0"))
+    text = " ".join(res.output.split())
+    assert "stop probability 0 (option)" in text and "may never end" in text
+    assert "--stop-probability auto" in text
