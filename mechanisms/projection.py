@@ -33,12 +33,19 @@ from __future__ import annotations
 import numpy as np
 
 from .cells import RecordTypes
+from .failures import AttemptFailure
 
 __all__ = ["ProjectionError", "project", "record_types", "project_types", "arrange"]
 
 
 class ProjectionError(ValueError):
     """The projection is impossible or its input is unusable."""
+
+
+class TooFewRecords(ProjectionError, AttemptFailure):
+    """Fewer records than min_count: no table of that size has every record min_count times.
+    The size is public (the declared n, or the DP count of records), so this is a failed attempt
+    (a function of DP outputs), not an internal error."""
 
 
 def record_types(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +119,7 @@ def project(codes: np.ndarray, min_count: int, rng: np.random.Generator) -> np.n
     m = int(min_count)
     n = codes.shape[0]
     if n < m:
-        raise ProjectionError(
+        raise TooFewRecords(
             f"project: impossible: {n} records cannot all appear at least min_count={m} times")
     codes = codes.astype(np.int64, copy=False)
     types, counts = record_types(codes)
@@ -135,7 +142,7 @@ def project_types(types: RecordTypes, min_count: int, rng: np.random.Generator) 
     if isinstance(min_count, bool) or m != min_count or m < 1:
         raise ProjectionError(f"project: min_count must be an integer >= 1, got {min_count!r}")
     if types.n < m:
-        raise ProjectionError(
+        raise TooFewRecords(
             f"project: impossible: {types.n} records cannot all appear at least min_count={m} times")
     out = _out_counts(types.counts, m, rng)
     keep = np.flatnonzero(out)

@@ -76,7 +76,7 @@ def cli_release(
     allow_additional_spend: Annotated[bool, typer.Option("--allow-additional-spend", help="Allow a further release on data that the ledger shows budget was already spent on.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing bundle directory.")] = False,
     make_zip: Annotated[bool, typer.Option("--zip", help="Also write a deterministic OUT.zip.")] = False,
-    stop_probability: Annotated[Optional[str], typer.Option("--stop-probability", help="Chance of stopping (releasing nothing) after each failed attempt: a number in [0, 1), or 'auto' to derive it from the --configs list's sweep estimates so that the chance of releasing nothing is 5% (the arithmetic is printed). Default: the spec's privacy.selection.stop_probability. It does not change the epsilon.", show_default=False)] = None,
+    stop_probability: Annotated[Optional[str], typer.Option("--stop-probability", help="Chance of stopping (releasing nothing) after each failed attempt: a number in [0, 1), or 'auto' to derive it from the --configs list's sweep estimates so that the chance of releasing nothing is 5% (the arithmetic is printed). Default: auto when the --configs list has sweep estimates (the built-in examples do), else the spec's privacy.selection.stop_probability; 0 runs until a candidate passes, and may never end. It does not change the epsilon.", show_default=False)] = None,
     allow_other_spec: Annotated[bool, typer.Option("--allow-other-spec", help="Use a --configs list whose spec_sha256 (the spec it was swept on) differs from this spec's.")] = False,
     allow_other_size: Annotated[bool, typer.Option("--allow-other-size", help="Use a --configs list measured on data more than a factor of 2 larger or smaller than DATA (refused by default: its acceptance figures may not describe the run).")] = False,
     resume: Annotated[Optional[Path], typer.Option("--resume", help="Write the bundle of a selected result kept by a run whose bundle could not be written (the PRIVATE .pending.npz file it named): no new selection, no new spend. Needs --out and --key.", show_default=False)] = None,
@@ -94,11 +94,12 @@ def cli_release(
     README.html/.pdf, manifest.json and its Ed25519 signature. The private transcript is written
     outside the bundle. Nothing about failed attempts is shown or stored in the bundle.
 
-    With the spec's stop_probability 0 the selection runs until a candidate passes, so run
-    `dpbundle sweep` on similar public data first and pass its narrowed.yaml with --configs;
-    `--stop-probability auto` then ends every run, with a 5% chance of releasing nothing at the
-    sweep's (lower) acceptance estimate. The spend is written to the ledger before the first
-    attempt: an interrupted run (Ctrl-C) is outside the selection's guarantee and counts as spent.
+    Run `dpbundle sweep` on similar public data first and pass its narrowed.yaml with --configs:
+    the stop probability then defaults to auto, which ends every run with a 5% chance of
+    releasing nothing at the sweep's (lower) acceptance estimate, and a list measured on data
+    more than a factor of 2 larger or smaller than DATA is refused (--allow-other-size). The spend
+    is written to the ledger before the first attempt: an interrupted run (Ctrl-C) is outside the
+    selection's guarantee and counts as spent.
 
     Examples:
 
@@ -107,7 +108,7 @@ def cli_release(
         dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key \\
             --configs sweep/narrowed.yaml
         dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key \\
-            --configs sweep/narrowed.yaml --stop-probability auto
+            --configs sweep/narrowed.yaml --stop-probability 0.05
     """
     try:
         run_release(spec=spec, data=data, out=out, example=example, key=key,
