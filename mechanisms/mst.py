@@ -66,6 +66,7 @@ __all__ = [
     "pair_counts",
     "independence_estimate",
     "selection_score",
+    "score_grid",
     "consistent_tree",
     "grid_problems",
     "MAX_PAIR_CELLS",
@@ -98,6 +99,14 @@ D and its neighbour D'. By the reverse triangle inequality
 every candidate pair at once, so the linf sensitivity of the score vector (OpenDP's
 report-noisy-max input metric) is 2. It is attained: a cell with ``T < E`` losing the record
 and a cell with ``T >= E`` gaining it move the score by +2.
+
+Exactly, not up to rounding (:func:`selection_score`): summed in floating point, ``|T - E|``
+and its sum are rounded, and two neighbours' float scores can differ by more than 2
+(2.000000000000007 in the issue's report: when a partial sum crosses a power of two the two sums
+round differently; tests/test_sensitivity_exact.py finds such pairs), beyond the noise layer's
+one-ulp slack. So ``E`` is first rounded to a dyadic grid (post-processing of the noisy 1-ways, the same for
+D and D'), after which the score is an integer multiple of the grid computed in int64 and an
+exact float, and the bound above holds for it with no rounding term.
 """
 
 
@@ -151,9 +160,45 @@ def independence_estimate(noisy_i: np.ndarray, noisy_j: np.ndarray, n: float) ->
     return float(n) * np.outer(p_i, p_j)
 
 
+def score_grid(n: int, estimate: np.ndarray) -> int:
+    """k of the grid 2^-k that :func:`selection_score` rounds ``estimate`` to: the largest k
+    with 2^k (n + ceil(sum |E|) + 1 + cells) < 2^52 (sum |E| bounded from above) -- public (n,
+    the noisy estimate, its size). Then every |T - E'| sum over the table is below 2^52 grid
+    steps: exact in int64 and as a float. At least 0 (ValueError for tables too large)."""
+    e = np.abs(np.asarray(estimate, dtype=np.float64))
+    if not np.all(np.isfinite(e)):
+        raise ValueError("selection_score: the estimate must be finite")
+    # sum |E| from a float sum of m >= 0 terms, which is within (m - 1) 2^-53 / (1 - ...) of
+    # the exact sum in any order: the factor (1 + m 2^-51) bounds the exact sum from above
+    total = float(e.sum()) * (1.0 + e.size * 2.0 ** -51)
+    bound = int(n) + math.ceil(total) + 1 + int(e.size)
+    k = 52 - bound.bit_length()
+    if k < 0:
+        raise ValueError(f"selection_score: {n} records and {e.size} cells are too many for exact scores")
+    return k
+
+
 def selection_score(true_table: np.ndarray, estimate: np.ndarray) -> float:
-    """``||true_table - estimate||_1`` (sensitivity 2 for a fixed estimate: :data:`SCORE_SENSITIVITY`)."""
-    return float(np.abs(np.asarray(true_table, dtype=np.float64) - estimate).sum())
+    """``||T - E'||_1`` with ``E'`` = ``estimate`` rounded to the grid 2^-k of
+    :func:`score_grid` (n = the table's total, public): an exact float whose neighbour distance
+    is at most 2 exactly (:data:`SCORE_SENSITIVITY`). The rounding moves the score by at most
+    cells x 2^-(k+1) from the float ``||T - E||_1``.
+
+    Exactness: T 2^k and round(E 2^k) are integers below 2^52, so their differences and the sum
+    of the absolute differences (at most 2^k (n + sum |E| + cells / 2) < 2^52) are exact in
+    int64, and the sum times 2^-k is an exact float."""
+    t = np.asarray(true_table)
+    if t.size and not np.all(t == np.rint(t)):
+        raise ValueError("selection_score: the true table must hold counts")
+    t = np.rint(t).astype(np.int64)
+    est = np.asarray(estimate, dtype=np.float64)
+    if est.shape != t.shape:
+        raise ValueError(f"selection_score: table {t.shape} and estimate {est.shape} differ in shape")
+    n = int(t.sum())
+    k = score_grid(n, est)
+    e_int = np.rint(np.ldexp(est, k)).astype(np.int64)
+    total = int(np.abs((t << k) - e_int).sum())
+    return math.ldexp(float(total), -k)
 
 
 # --------------------------------------------------------------------------------------------

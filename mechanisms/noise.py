@@ -5,7 +5,10 @@ every post-processing random generator is seeded from :mod:`secrets`; each step 
 JSON-able record to a :class:`Transcript`. Replay mode walks the records of a recorded run
 instead: it re-checks what the code asks for (kind, purpose, sensitivity, epsilon, scale, the
 recomputed true value) against the record and returns the recorded output, so that an auditor
-with the private data and the transcript reproduces the released data byte for byte.
+with the private data and the transcript reproduces the released data byte for byte. Frozen
+mode (the self-audit, ``dpbundle selftest``) runs other data along a recorded random path: it
+returns the recorded noisy outputs and seeds and records the run's own true values and
+sensitivities, for comparison with the recorded ones.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ __all__ = [
     "Transcript",
     "Randomness",
     "ReplayMismatch",
+    "PathDivergence",
     "laplace_measurement",
     "noisy_max_measurement",
     "calibrated_laplace_scale",
@@ -59,6 +63,21 @@ class ReplayMismatch(Exception):
         self.index = index
         self.purpose = purpose
         self.field = field
+
+
+class PathDivergence(ReplayMismatch):
+    """Frozen mode: the run asked for another call than the recorded run made at this point
+    (kind, purpose, mechanism, epsilon or output shape), or made fewer or more calls.
+
+    ``recorded`` and ``asked`` are ``(kind, purpose)`` pairs (``None`` past the end of the
+    record list). Like :class:`ReplayMismatch` the message names calls, never values.
+    """
+
+    def __init__(self, message: str, *, index: int, purpose: str | None, field: str,
+                 recorded: tuple[str, str] | None, asked: tuple[str, str] | None) -> None:
+        super().__init__(message, index=index, purpose=purpose, field=field)
+        self.recorded = recorded
+        self.asked = asked
 
 
 # --------------------------------------------------------------------------- JSON helpers
@@ -365,11 +384,20 @@ def _where(rec: dict, kind: str | None = None, purpose: str | None = None) -> st
     return out + (f" via {mech}" if isinstance(mech, str) and len(mech) <= 80 else "")
 
 
+def _call_of(rec: dict) -> tuple[str, str]:
+    """(kind, purpose or mark name) of a record, for :class:`PathDivergence`."""
+    kind = rec.get("kind")
+    what = rec.get("mark") if kind == "mark" else rec.get("purpose")
+    return (kind if isinstance(kind, str) else "unknown", what if isinstance(what, str) else "?")
+
+
 class Randomness:
-    """Source of all randomness of a run; records (default) or replays a transcript.
+    """Source of all randomness of a run; records (default), replays a transcript, or
+    follows one on other data (frozen mode, :meth:`frozen`).
 
     In replay mode ``transcript`` collects the replayed records, so it equals the recorded
-    transcript once the replay has consumed it.
+    transcript once the replay has consumed it. In frozen mode it collects the run's own
+    records (its true values, sensitivities and scales) with the recorded outputs.
     """
 
     def __init__(self, transcript: Transcript | None = None, seeds: Any = None) -> None:
@@ -377,6 +405,7 @@ class Randomness:
         bound post-processing steps are then derived from it instead of drawn from ``secrets``."""
         self.transcript: Transcript = transcript if transcript is not None else Transcript()
         self._replay: list[dict] | None = None
+        self._frozen: list[dict] | None = None
         self._cursor: int = 0
         self._seeds = seeds
         self._seed_uses: dict[str, int] = {}
@@ -392,6 +421,23 @@ class Randomness:
         r._cursor = int(start)
         return r
 
+    @classmethod
+    def frozen(cls, records: Iterable[dict] | Transcript) -> "Randomness":
+        """Frozen mode (the self-audit): follow a recorded run's random path on other data.
+
+        Every DP call returns the *recorded* output (noisy value, chosen index) and every
+        :meth:`rng` the *recorded* seed, so that a run on a neighbouring dataset takes the
+        recorded run's random path (the coupling of a DP proof: same noise, same outputs);
+        the transcript collects the run's *own* records (true value, sensitivity, scale, with
+        the recorded output), for comparison with the recorded ones. The call sequence must
+        follow the recording: another kind, purpose, mechanism or epsilon, another output
+        shape, or a run past the end raises :class:`PathDivergence`
+        (:meth:`check_finished` catches a run that ends early). Marks are followed by name
+        only (their fields are private diagnostics). Nothing is drawn, nothing is spent."""
+        r = cls()
+        r._frozen = list(records.records if isinstance(records, Transcript) else records)
+        return r
+
     # ---- state
 
     @property
@@ -400,16 +446,34 @@ class Randomness:
         return self._replay is not None
 
     @property
+    def following(self) -> bool:
+        """True in frozen mode (:meth:`frozen`)."""
+        return self._frozen is not None
+
+    def _script(self) -> list[dict] | None:
+        return self._replay if self._replay is not None else self._frozen
+
+    @property
     def cursor(self) -> int:
-        """Index of the next record (replay mode) or the number of records so far (record mode)."""
-        return self._cursor if self.replaying else len(self.transcript)
+        """Index of the next record (replay and frozen mode) or the number of records so far
+        (record mode)."""
+        return self._cursor if self._script() is not None else len(self.transcript)
 
     def remaining(self) -> int:
-        """Records not yet replayed (0 in record mode)."""
-        return len(self._replay) - self._cursor if self._replay is not None else 0
+        """Records not yet replayed or followed (0 in record mode)."""
+        script = self._script()
+        return len(script) - self._cursor if script is not None else 0
 
     def check_finished(self) -> None:
-        """Raise :class:`ReplayMismatch` if replay mode has records left over."""
+        """Raise :class:`ReplayMismatch` if replay mode has records left over
+        (:class:`PathDivergence` in frozen mode)."""
+        if self._frozen is not None and self.remaining():
+            rec = self._frozen[self._cursor]
+            raise PathDivergence(
+                f"record {self._cursor} ({_where(rec)}) and {self.remaining() - 1} more records "
+                "of the recorded run were not asked for: the run ended earlier",
+                index=self._cursor, purpose=rec.get("purpose"), field="end",
+                recorded=_call_of(rec), asked=None)
         if self.remaining():
             rec = self._replay[self._cursor]
             raise ReplayMismatch(
@@ -484,8 +548,64 @@ class Randomness:
 
     def _emit(self, record: dict) -> None:
         self.transcript.append(record)
-        if self._replay is not None:
+        if self._script() is not None:
             self._cursor += 1
+
+    # ---- frozen-mode plumbing
+
+    def _follow(self, kind: str, purpose: str) -> tuple[int, dict]:
+        """The recorded record the run's next call must match (kind and purpose), else
+        :class:`PathDivergence`."""
+        assert self._frozen is not None
+        i = self._cursor
+        if i >= len(self._frozen):
+            raise PathDivergence(
+                f"the recorded run ended after {len(self._frozen)} records but this run asked "
+                f"for another ({kind} {purpose!r})", index=i, purpose=purpose, field="end",
+                recorded=None, asked=(kind, purpose))
+        rec = self._frozen[i]
+        name = rec.get("mark") if kind == "mark" else rec.get("purpose")
+        if rec.get("kind") != kind or name != purpose:
+            raise PathDivergence(
+                f"record {i}: the recorded run made {_where(rec)} but this run asked for "
+                f"{kind} {purpose!r}", index=i, purpose=purpose,
+                field="kind" if rec.get("kind") != kind else "purpose",
+                recorded=_call_of(rec), asked=(kind, purpose))
+        return i, rec
+
+    def _diverge_if(self, differs: bool, i: int, rec: dict, field: str, what: str) -> None:
+        if differs:
+            raise PathDivergence(
+                f"record {i} ({_where(rec)}): this run's {what} differs from the recorded run's",
+                index=i, purpose=rec.get("purpose"), field=field, recorded=_call_of(rec),
+                asked=_call_of(rec))
+
+    def _frozen_laplace(self, record: dict, shape: tuple | None, integer: bool) -> Any:
+        """Frozen mode: ``record`` (this run's own) gets the recorded output, which is returned."""
+        i, rec = self._follow("laplace", record["purpose"])
+        self._diverge_if(rec.get("mechanism") != record["mechanism"], i, rec, "mechanism", "mechanism")
+        self._diverge_if(rec.get("epsilon") != record["epsilon"], i, rec, "epsilon", "epsilon")
+        mine, theirs = record["true"], rec.get("true")
+        self._diverge_if(isinstance(mine, list) != isinstance(theirs, list)
+                         or (isinstance(mine, list) and len(mine) != len(theirs))
+                         or record.get("shape") != rec.get("shape"),
+                         i, rec, "shape", "output shape")
+        noisy = rec.get("noisy")
+        self._emit({**record, "noisy": noisy})
+        if shape is None:
+            return int(noisy) if integer else float(noisy)
+        return np.asarray(noisy, dtype=np.int64 if integer else np.float64).reshape(shape)
+
+    def _frozen_choice(self, record: dict) -> int:
+        """Frozen mode: the recorded choice of a report-noisy-max call."""
+        i, rec = self._follow("exponential", record["purpose"])
+        self._diverge_if(rec.get("epsilon") != record["epsilon"], i, rec, "epsilon", "epsilon")
+        theirs = rec.get("true")
+        self._diverge_if(not isinstance(theirs, list) or len(theirs) != len(record["true"]),
+                         i, rec, "shape", "number of candidates")
+        choice = int(rec.get("noisy"))
+        self._emit({**record, "noisy": choice})
+        return choice
 
     # ---- mechanisms
 
@@ -570,6 +690,13 @@ class Randomness:
             self._emit(rec)
             return out
 
+        if self._frozen is not None:
+            own = {"kind": "laplace", "purpose": purpose, "mechanism": mech, "sensitivity": s,
+                   "epsilon": e, "scale": scale, "true": true_rec}
+            if vector and len(shape) != 1:
+                own["shape"] = list(shape)
+            return self._frozen_laplace(own, shape if vector else None, integer)
+
         conv = int if integer else float
         if vector:
             noisy_list = [conv(v) for v in meas(true_rec)]
@@ -625,6 +752,11 @@ class Randomness:
             self._emit(rec)
             return noisy
 
+        if self._frozen is not None:
+            return self._frozen_choice({
+                "kind": "exponential", "purpose": purpose, "mechanism": "opendp.make_noisy_max",
+                "sensitivity": s, "epsilon": e, "scale": scale, "true": true_rec})
+
         choice = int(meas(true_rec))
         self._emit({
             "kind": "exponential", "purpose": purpose, "mechanism": "opendp.make_noisy_max",
@@ -651,6 +783,13 @@ class Randomness:
                 raise ReplayMismatch(
                     f"transcript record {i} (seed {purpose!r}): the recorded seed is not hex",
                     index=i, purpose=purpose, field="seed") from None
+            self._emit(rec)
+        elif self._frozen is not None:
+            i, rec = self._follow("seed", purpose)
+            hexseed = rec.get("seed")
+            self._diverge_if(not isinstance(hexseed, str) or len(hexseed) != 64, i, rec, "seed",
+                             "seed record")
+            seed = int(hexseed, 16)
             self._emit(rec)
         else:
             seed = self._fresh_seed(purpose)
@@ -690,4 +829,6 @@ class Randomness:
                     "recorded run", index=i, purpose=kind, field=",".join(diff))
             self._emit(rec)
             return
+        if self._frozen is not None:
+            self._follow("mark", kind)
         self._emit(record)

@@ -57,6 +57,7 @@ import itertools
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
@@ -70,6 +71,10 @@ __all__ = [
     "oneway_grid_problems",
     "r_score",
     "r_score_sensitivity",
+    "r_of_table",
+    "r_numerator",
+    "mi_of_table",
+    "mi_rounding_allowance",
     "mi_score",
     "mi_score_sensitivity",
     "count_table",
@@ -127,6 +132,16 @@ def theta_max_cells(n: int, epsilon_2: float, d: int, theta: float) -> float:
     return float(n) * float(epsilon_2) / (2.0 * int(d) * float(theta))
 
 
+#: Largest n for which R's sensitivity 3/n + 2/n^2 also covers the rounding of the released
+#: score (:func:`r_score_sensitivity`); above it an allowance of 2^-52 is added.
+R_ROUNDED_ROWS = 1 << 27
+
+#: Assumed accuracy of ``np.log2`` on float64, relative: 2^-42 (1024 ulps). NumPy validates
+#: its float64 log2 to 1 ulp (numpy/_core/tests/data/umath-validation-set-log2.csv); the margin
+#: makes the MI allowance below hold for any libm that is not broken.
+LOG2_REL_ERROR = 2.0 ** -42
+
+
 def r_score_sensitivity(n: int) -> float:
     """Sensitivity of R(X, Pi) = 1/2 ||Pr[X,Pi] - Pr[X] Pr[Pi]||_1 under change-one, n public: 3/n + 2/n^2.
 
@@ -136,20 +151,64 @@ def r_score_sensitivity(n: int) -> float:
     |da|_1 |db|_1 <= 2/n + 2/n + 4/n^2. By the triangle inequality the L1 norm inside R moves
     at most 2/n + 4/n + 4/n^2, so R moves at most 3/n + 2/n^2. (Holds for generalised parents
     too: they are a fixed public function of the record.)
+
+    The released float, not only the exact R. In counts R = N / (2 n^2) with the integer
+    N = sum |n T - A B^T| (T the count table, A, B its margins), and a changed record moves N by
+    at most 6n - 2 (:func:`dpbundle.mechanisms.privsyn.indif_sensitivity`: N is n InDif), so the
+    exact R moves by at most (3n - 1)/n^2, 3/n^2 below the bound. :func:`r_of_table` releases a
+    float within 1/n^2 of the exact R (the float formula when an exact check shows it is that
+    close, else the correctly rounded N / (2 n^2), within 2^-54 <= 1/n^2 for n <= 2^27), so two
+    neighbours' floats differ by at most (3n + 1)/n^2; the float returned here is checked
+    (exactly, with fractions) to be at least that. For n > 2^27 the score is always the correctly
+    rounded quotient (within 2^-54 each) and 2^-52 is added to the bound.
     """
-    n = float(n)
-    return 3.0 / n + 2.0 / (n * n)
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    nf = float(n)
+    s = 3.0 / nf + 2.0 / (nf * nf)
+    if n <= R_ROUNDED_ROWS:
+        need = Fraction(3 * n + 1, n * n)
+    else:
+        s += 2.0 ** -52
+        need = Fraction(3 * n - 1, n * n) + Fraction(1, 2 ** 53)
+    while Fraction(s) < need:   # never for n <= 2^27 (the float formula is 3 ulps from 3/n + 2/n^2)
+        s = math.nextafter(s, math.inf)
+    return s
+
+
+def mi_rounding_allowance(n: int) -> float:
+    """2 E(n), E(n) = log2(n) 2^-39 bounding the rounding of :func:`mi_of_table` (and of the
+    float formula of the sensitivity), added to :func:`mi_score_sensitivity`.
+
+    Derivation. mi_of_table computes I = log2 n + (sum_c T_c log2 T_c - sum_x A_x log2 A_x -
+    sum_pi B_pi log2 B_pi) / n over positive integer counts (each family sums to n). With eta =
+    LOG2_REL_ERROR and u = 2^-53: each term c log2 c is computed within (eta + u + eta u) of
+    itself (relatively); the terms' absolute values sum to W <= 3 n log2 n; math.fsum rounds
+    their sum once (u W at most); the division by n and the final addition round once each.
+    So |I^ - I| <= log2(n) (3 (eta + 4u) + eta + 2u) <= log2(n) (4 eta + 14 u) <= log2(n) 2^-39
+    (4 eta = 2^-40, 14 u < 2^-49). The float formula of the sensitivity (a few log2 calls and
+    roundings on numbers below 2 log2(n + 1)/n) is off by far less than log2(n) 2^-40. So the
+    allowance 2 log2(n) 2^-39 + log2(n) 2^-40 <= log2(n) 2^-37 covers both neighbours' rounding
+    and the formula's: the released floats move by at most the returned sensitivity.
+    """
+    n = int(n)
+    return math.log2(n) * 2.0 ** -37 if n > 1 else 0.0
 
 
 def mi_score_sensitivity(n: int, kx: int, kpi: int) -> float:
-    """Sensitivity (bits) of the empirical mutual information I(X; Pi) under change-one, n public.
+    """Sensitivity (bits) of the empirical mutual information I(X; Pi) under change-one, n public,
+    plus :func:`mi_rounding_allowance` (the released scores are floats).
 
     PrivBayes (SIGMOD 2014 Lemma 4.1 / TODS 2017): if X or Pi has at most 2 values,
     S = (1/n) log2 n + ((n-1)/n) log2(n/(n-1)); otherwise
     S = (2/n) log2((n+1)/2) + ((n-1)/n) log2((n+1)/(n-1)). (Not re-derived here: the tests check
     it exhaustively for n <= 5 on small domains -- it is attained there -- and by hypothesis on
-    random neighbours.) If X or Pi has one value, I = 0 for every dataset (sensitivity 0). For
-    n = 1, I = 0 for every dataset; we return 1.0 (any positive bound is valid).
+    random neighbours.) Being attained, S leaves no room for the rounding of the float scores:
+    hence the allowance (log2(n) 2^-37, about 1e-11 at n = 160,000 against S = 2e-4). If X or
+    Pi has one value, I = 0 for every dataset and :func:`mi_of_table` returns exactly 0
+    (sensitivity 0). For n = 1, I = 0 for every dataset; we return 1.0 (any positive bound is
+    valid).
     """
     n = int(n)
     if min(kx, kpi) < 2:
@@ -157,8 +216,10 @@ def mi_score_sensitivity(n: int, kx: int, kpi: int) -> float:
     if n <= 1:
         return 1.0
     if min(kx, kpi) == 2:
-        return math.log2(n) / n + (n - 1) / n * math.log2(n / (n - 1))
-    return 2.0 / n * math.log2((n + 1) / 2.0) + (n - 1) / n * math.log2((n + 1) / (n - 1))
+        s = math.log2(n) / n + (n - 1) / n * math.log2(n / (n - 1))
+    else:
+        s = 2.0 / n * math.log2((n + 1) / 2.0) + (n - 1) / n * math.log2((n + 1) / (n - 1))
+    return s + mi_rounding_allowance(n)
 
 
 def count_table_sensitivity() -> float:
@@ -194,27 +255,69 @@ def count_table(codes: np.ndarray, domain: Sequence[int], x: int, parents: Seque
 
 
 def _r_of_table(table: np.ndarray, n: float) -> float:
-    """R = 1/2 * sum |p(pi, x) - p(pi) p(x)| for a count table of shape (|Pi|, |X|)."""
+    """R = 1/2 * sum |p(pi, x) - p(pi) p(x)| for a count table of shape (|Pi|, |X|), in floating
+    point (the formula of earlier versions; :func:`r_of_table` releases it only when it is
+    within 1/n^2 of the exact value)."""
     p = table / n
     return 0.5 * float(np.abs(p - np.outer(p.sum(axis=1), p.sum(axis=0))).sum())
 
 
-def _mi_of_table(table: np.ndarray, n: float) -> float:
-    """I(X; Pi) in bits = sum p(pi, x) log2(p(pi, x) / (p(pi) p(x))) over cells with p > 0."""
-    p = table / n
-    q = np.outer(p.sum(axis=1), p.sum(axis=0))
-    nz = p > 0
-    return float((p[nz] * np.log2(p[nz] / q[nz])).sum())
+def r_numerator(table: np.ndarray) -> int:
+    """N = sum |n T - A B^T| of a count table, exactly (R = N / (2 n^2))."""
+    t = np.rint(np.asarray(table, dtype=np.float64))
+    n = int(t.sum())
+    if n < 2 ** 31:
+        ti = t.astype(np.int64)
+        return int(np.abs(n * ti - np.outer(ti.sum(axis=1), ti.sum(axis=0))).sum())
+    to = t.astype(np.int64).astype(object)
+    return int(np.abs(n * to - np.outer(to.sum(axis=1), to.sum(axis=0))).sum())
+
+
+def r_of_table(table: np.ndarray, n: int) -> float:
+    """The released R score of a count table (n = its total, public): the float formula
+    :func:`_r_of_table` when it lies within 1/n^2 of the exact R = N / (2 n^2) (checked with
+    fractions; n <= 2^27), else the correctly rounded N / (2 n^2). Within 1/n^2 (n <= 2^27) or
+    2^-54 (larger n) of R either way, which :func:`r_score_sensitivity` covers. The first branch
+    keeps the scores (and transcripts) of earlier versions wherever they were that accurate."""
+    n = int(n)
+    N = r_numerator(table)
+    den = 2 * n * n
+    if n <= R_ROUNDED_ROWS:
+        approx = _r_of_table(table, float(n))
+        if math.isfinite(approx) and abs(Fraction(approx) - Fraction(N, den)) <= Fraction(1, n * n):
+            return approx
+    return N / den   # int / int: correctly rounded
+
+
+def mi_of_table(table: np.ndarray, n: int) -> float:
+    """I(X; Pi) in bits of a count table of shape (|Pi|, |X|) (n = its total), computed as
+    log2 n + (sum T log2 T - sum A log2 A - sum B log2 B) / n over positive counts, with one
+    correctly rounded sum (math.fsum): within log2(n) 2^-39 of the exact I
+    (:func:`mi_rounding_allowance`). Exactly 0 when X or Pi has a single value (then I = 0 for
+    every dataset); never below 0."""
+    t = np.rint(np.asarray(table, dtype=np.float64))
+    if min(t.shape) < 2:
+        return 0.0
+    n = int(n)
+    if n <= 1:
+        return 0.0
+    terms = []
+    for v, sign in ((t.ravel(), 1.0), (t.sum(axis=0), -1.0), (t.sum(axis=1), -1.0)):
+        v = v[v > 1]          # 1 log2 1 = 0
+        terms.append(sign * v * np.log2(v))
+    bracket = math.fsum(np.concatenate(terms).tolist())
+    return max(0.0, math.log2(n) + bracket / n)
 
 
 def mi_score(codes: np.ndarray, domain: Sequence[int], x: int, parents: Sequence[Parent]) -> float:
-    """Empirical mutual information I(X; Pi) in bits."""
-    return _mi_of_table(count_table(codes, domain, x, parents), float(codes.shape[0]))
+    """Empirical mutual information I(X; Pi) in bits, as released (:func:`mi_of_table`)."""
+    return mi_of_table(count_table(codes, domain, x, parents), codes.shape[0])
 
 
 def r_score(codes: np.ndarray, domain: Sequence[int], x: int, parents: Sequence[Parent]) -> float:
-    """R(X, Pi) = 1/2 ||Pr[X, Pi] - Pr[X] Pr[Pi]||_1 on the empirical distribution of ``codes``."""
-    return _r_of_table(count_table(codes, domain, x, parents), float(codes.shape[0]))
+    """R(X, Pi) = 1/2 ||Pr[X, Pi] - Pr[X] Pr[Pi]||_1 on the empirical distribution of ``codes``,
+    as released (:func:`r_of_table`)."""
+    return r_of_table(count_table(codes, domain, x, parents), codes.shape[0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -554,7 +657,7 @@ class PrivBayes:
         data, weights = _compress(codes, domain)
         columns = _Columns(data, domain)
         score_sens = r_score_sensitivity(n)
-        score_of = _r_of_table if self.score == "R" else _mi_of_table
+        score_of = r_of_table if self.score == "R" else mi_of_table
 
         # ---- structure (eps_1) ----
         first = int(rand.rng("privbayes: first attribute").integers(d))
@@ -572,7 +675,7 @@ class PrivBayes:
                 n_pi = math.prod(_parent_sizes(ps, domain))
                 idx = columns.index(ps + ((x, 0),))
                 tab = np.bincount(idx, weights=weights, minlength=n_pi * kx).reshape(n_pi, kx)
-                scores[i] = score_of(tab, float(n))
+                scores[i] = score_of(tab, n)
             if self.score == "MI":  # one bound for all candidates of the step (public: domain sizes)
                 score_sens = max(
                     mi_score_sensitivity(n, domain[x], math.prod(_parent_sizes(ps, domain)))

@@ -57,6 +57,7 @@ __all__ = [
     "MAX_PAIR_CELLS",
     "indif",
     "indif_numerator",
+    "indif_score",
     "indif_sensitivity",
     "candidate_pairs",
     "pair_table",
@@ -109,6 +110,23 @@ def indif_sensitivity() -> float:
     tests), above the 4 that PrivSyn states for add/remove-one neighbours: the change-one
     bound must not be taken from there. The bound holds for every pair at once, so the vector
     of K scores has L1 sensitivity ``6 K``.
+
+    **Strictly below 6, and why that matters for floats.** In counts, ``N = n InDif =
+    sum |n T - A B^T|`` is an integer, and ``|N - N'| <= 6n - 2``: when the record changes both
+    its row (x1 -> x2) and its column (y1 -> y2), the entry (x2, y1) of ``dA B^T + A' dB^T`` is
+    ``B_y1 - A'_x2`` with ``B_y1 >= 1`` (the record was in column y1) and ``A'_x2 >= 1`` (it is in
+    row x2 after), so it is smaller than ``B_y1 + A'_x2`` by at least 2 and
+    ``||A' B'^T - A B^T||_1 <= 4n - 2``; when only one of them changes the product moves by 2n.
+    So neighbouring exact scores differ by at most ``6 - 2/n``. The released float is
+    :func:`indif_score`: for ``n <= 2^26`` the correctly rounded quotient ``N / n`` (one
+    division), whose rounding adds at most ``(ulp(x) + ulp(x'))/2 <= 2^(bitlen(2n) - 53) <=
+    4n 2^-53`` to the distance (InDif < 2n, and 2^bitlen(2n) <= 4n); ``4n 2^-53 <= 2/n`` iff
+    ``n^2 <= 2^52``, so for ``n <= 2^26`` every coordinate of two neighbours' score vectors
+    differs by at most 6 and the vector by at most ``6 K`` in L1, exactly (the values are
+    those of earlier versions). For larger n the score is ``floor(N 2^g / n) 2^-g``
+    (g = 52 - bitlen(2n)), an exact float on a grid that divides 6: two coordinates within 6 of
+    each other before the floor are within 6 after it (the floored difference is a multiple of
+    the grid below 6 + grid).
     """
     return INDIF_SENSITIVITY
 
@@ -131,10 +149,30 @@ def indif_numerator(table: np.ndarray) -> int:
     return int(np.abs(n * t - np.outer(a, b)).sum())
 
 
+#: Largest n for which the correctly rounded quotient N / n keeps InDif's sensitivity 6 exactly
+#: (:func:`indif_sensitivity`); above it :func:`indif_score` floors onto a grid.
+ROUNDED_ROWS = 1 << 26
+
+
+def indif_score(numerator: int, n: int) -> float:
+    """The released float of InDif = N / n (N = :func:`indif_numerator`, n public): the
+    correctly rounded quotient for n <= 2^26, else floor(N 2^g / n) 2^-g with
+    g = 52 - bitlen(2n). Either way two neighbours' floats differ by at most 6
+    (:func:`indif_sensitivity`)."""
+    N, n = int(numerator), int(n)
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if n <= ROUNDED_ROWS:
+        return N / n   # int / int: correctly rounded
+    g = 52 - (2 * n).bit_length()
+    return math.ldexp(float((N << g) // n), -g)   # (N 2^g) // n < 2n 2^g < 2^52: exact
+
+
 def indif(table: np.ndarray) -> float:
-    """InDif of a count table (counts): ``||T - A B^T / n||_1``, correctly rounded (0 if n = 0)."""
+    """InDif of a count table (counts): ``||T - A B^T / n||_1`` as :func:`indif_score` releases
+    it (0 if n = 0)."""
     n = int(np.asarray(table).sum())
-    return indif_numerator(table) / n if n else 0.0
+    return indif_score(indif_numerator(table), n) if n else 0.0
 
 
 def candidate_pairs(domain: Sequence[int]) -> list[tuple[int, int]]:
@@ -523,7 +561,8 @@ class PrivSyn:
         if pairs:
             for a, b in pairs:
                 tables[(a, b)] = pair_table(codes, dom, a, b)
-            true = np.array([indif_numerator(tables[p]) / n for p in pairs], dtype=np.float64)
+            true = np.array([indif_score(indif_numerator(tables[p]), n) for p in pairs],
+                            dtype=np.float64)
             noisy_scores = np.asarray(rand.laplace(
                 true, sensitivity=INDIF_SENSITIVITY * len(pairs), epsilon=self.epsilon_select,
                 purpose="privsyn: InDif scores of all candidate pairs"), dtype=np.float64)

@@ -208,6 +208,9 @@ def _register() -> None:
     from .spec_docs import cli_spec_explain
 
     add_command(spec_app, "explain", cli_spec_explain)
+    from .selftest import cli_selftest
+
+    add_command(app, "selftest", cli_selftest)
 
 
 _register()

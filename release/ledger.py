@@ -21,7 +21,11 @@ File format: UTF-8 JSON lines, one object per line, never rewritten:
     {"kind": "spend", "id", "timestamp", "data_fingerprint", ["table_fingerprint",]
      "spec_fingerprint", "epsilon", "description", "status": "started"}
     {"kind": "status", "id", "timestamp", "status"}
-Appends are made under an exclusive file lock (release/filelock.py: flock, or msvcrt on Windows), then flushed and fsync'ed; the file is 0600.
+Reads and appends are made under an exclusive lock (release/filelock.py: the `filelock`
+package's FileLock on the companion file ``<ledger>.lock``, mode 0600), appends then flushed and
+fsync'ed; the file is 0600. Waiting for the lock is bounded (``lock_timeout``, default
+:data:`~dpbundle.release.filelock.DEFAULT_TIMEOUT` = 60 s): a lock held longer raises
+:class:`LedgerLocked` (a :class:`LedgerError`) instead of hanging.
 """
 from __future__ import annotations
 
@@ -46,8 +50,8 @@ from .fingerprint import table_fingerprint
 from .fingerprint import file_sha256
 from .spec import canonical_json
 
-__all__ = ["Ledger", "LedgerError", "LedgerRefusal", "data_fingerprint", "spec_fingerprint",
-           "fingerprint", "table_fingerprint"]
+__all__ = ["Ledger", "LedgerError", "LedgerLocked", "LedgerRefusal", "data_fingerprint",
+           "spec_fingerprint", "fingerprint", "table_fingerprint"]
 
 FILE_MODE = 0o600
 SCHEMA = "ledger-entry"  # schemas/ledger-entry.schema.json: the structure of one line
@@ -55,6 +59,10 @@ SCHEMA = "ledger-entry"  # schemas/ledger-entry.schema.json: the structure of on
 
 class LedgerError(ValueError):
     """The ledger file is unreadable or corrupt, or a call is invalid."""
+
+
+class LedgerLocked(LedgerError):
+    """The ledger's lock was not obtained within the timeout (another process holds it)."""
 
 
 class LedgerRefusal(RuntimeError):
@@ -141,8 +149,21 @@ def _same_data(spends: list[dict], data_fp: str, table_fp: str | None) -> list[d
 class Ledger:
     """An append-only JSON-lines ledger of epsilon spent per private dataset."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lock_timeout: float = filelock.DEFAULT_TIMEOUT) -> None:
         self.path = Path(path)
+        lock_timeout = float(lock_timeout)
+        if not lock_timeout > 0:
+            raise LedgerError(f"lock_timeout must be > 0 seconds, got {lock_timeout!r}")
+        self.lock_timeout = lock_timeout
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        """The ledger's exclusive lock (its directory must exist); LedgerLocked on timeout."""
+        try:
+            with filelock.locked(self.path, self.lock_timeout):
+                yield
+        except filelock.LockTimeout as exc:
+            raise LedgerLocked(f"the budget ledger {self.path} is locked: {exc}") from None
 
     @staticmethod
     def default_path() -> Path:
@@ -187,18 +208,17 @@ class Ledger:
         return records
 
     def _read(self) -> list[dict]:
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise LedgerError(f"{self.path}: cannot read the ledger ({exc.strerror})") from None
-        with os.fdopen(fd, "rb") as fh:
-            filelock.lock(fh.fileno(), exclusive=False)
+        if not self.path.exists():
+            return []  # no ledger yet (and no lock file is created for it)
+        with self._lock():
             try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return []
+            except OSError as exc:
+                raise LedgerError(f"{self.path}: cannot read the ledger ({exc.strerror})") from None
+            with os.fdopen(fd, "rb") as fh:
                 data = fh.read()
-            finally:
-                filelock.unlock(fh.fileno())
         try:
             return self._parse(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
@@ -262,7 +282,7 @@ class Ledger:
 
     # -- writing -----------------------------------------------------------------------------
     def _open_locked(self) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        """Open (create) the ledger for appending; the caller holds the lock."""
         created = not self.path.exists()
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
@@ -270,7 +290,6 @@ class Ledger:
             raise LedgerError(f"{self.path}: cannot open the ledger for writing ({exc.strerror})") from None
         if hasattr(os, "fchmod"):
             os.fchmod(fd, FILE_MODE)  # also tightens a ledger created with a looser mode
-        filelock.lock(fd)
         if created:
             try:  # make the new directory entry durable (not possible on Windows)
                 dfd = os.open(self.path.parent, os.O_RDONLY)
@@ -303,13 +322,17 @@ class Ledger:
 
     @contextmanager
     def _locked(self) -> Iterator[tuple[int, list[dict]]]:
-        """The open ledger under an exclusive lock, with its parsed records."""
-        fd = self._open_locked()
+        """The open ledger under the exclusive lock, with its parsed records."""
         try:
-            yield fd, self._locked_records(fd)
-        finally:
-            filelock.unlock(fd)
-            os.close(fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise LedgerError(f"{self.path}: cannot create the ledger's directory ({exc.strerror})") from None
+        with self._lock():
+            fd = self._open_locked()
+            try:
+                yield fd, self._locked_records(fd)
+            finally:
+                os.close(fd)
 
     def record(self, data_fp: str, spec_fp: str, epsilon: Any, description: str,
                status: str = "started", table_fp: str | None = None) -> str:

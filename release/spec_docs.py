@@ -157,7 +157,7 @@ CRITERIA: dict[str, TypeDoc] = {
     "classification": TypeDoc(
         "Logistic regression of the one-vs-rest outcome 1[target in positive]: the DP fit on T "
         "(functional mechanism on the second-order Taylor expansion of the logistic loss, "
-        "sensitivity d + (d-1)/8 + d(d-1)/4) against the same fit on the candidate, reported as "
+        "sensitivity (d + 2)^2/8) against the same fit on the candidate, reported as "
         "the L1 distance of the coefficients, or as |accuracy on T of the DP model - accuracy on "
         "T of the candidate's model| (sensitivity 2/n).",
         (

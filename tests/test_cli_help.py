@@ -12,7 +12,7 @@ from dpbundle.release.cli import app
 
 COMMANDS = [["release"], ["audit"], ["sweep"], ["keygen"], ["example"], ["ledger", "list"],
             ["ledger", "mark"], ["spec", "validate"], ["spec", "space"], ["spec", "explain"],
-            ["preregister"], ["sample"]]
+            ["preregister"], ["sample"], ["selftest"]]
 WIDTH = 80
 
 

@@ -44,7 +44,7 @@ def cls_case(draw):
 @settings(max_examples=250, deadline=None)
 @given(cls_case())
 def test_polynomial_l1_sensitivity_on_neighbours(cs):
-    """Change one record of T (C fixed): the noised vector moves by <= d + (d-1)/8 + d(d-1)/4."""
+    """Change one record of T (C fixed): the noised vector moves by <= (d + 2)^2 / 8."""
     t, t2, c = cs
     crit = make_criterion(COEF)
     ctx, ctx2 = EvalContext(t, c, {}), EvalContext(t2, c, {})
@@ -63,10 +63,13 @@ def test_polynomial_l1_sensitivity_on_neighbours(cs):
 
 
 def test_sensitivity_formula_values():
-    """By hand: d=1 -> 1, d=2 -> 2 + 1/8 + 1/2, d=4 -> 4 + 3/8 + 3."""
+    """By hand: d=1 -> 1 (only lin_0 moves), d=2 -> 16/8, d=3 -> 25/8, d=4 -> 36/8."""
     assert logistic_fm_sensitivity(1) == 1
-    assert logistic_fm_sensitivity(2) == 2.625
-    assert logistic_fm_sensitivity(4) == 7.375
+    assert logistic_fm_sensitivity(2) == 2.0
+    assert logistic_fm_sensitivity(3) == 3.125
+    assert logistic_fm_sensitivity(4) == 4.5
+    with pytest.raises(ValueError):
+        logistic_fm_sensitivity(0)
 
 
 def _worst_pair(d: int) -> float:
@@ -78,13 +81,13 @@ def _worst_pair(d: int) -> float:
     return max(np.abs(a - b).sum() for a in vecs for b in vecs)
 
 
-def test_worst_cases_stay_within_the_bound():
-    """Exhaustive over extreme records: the largest change is <= the claim. At d = 2 it is 2
-    (by hand: (1, x=1, y=0) -> (1, x=1, y=1) moves lin_0 and lin_1 by 1 each), so the declared
-    2.625 is sound but 0.625 loose: the per-term maxima are not reached by one pair."""
-    assert _worst_pair(2) == pytest.approx(2.0)
-    for d in (2, 3, 4):
-        assert _worst_pair(d) <= logistic_fm_sensitivity(d) + 1e-12
+def test_worst_cases_reach_the_bound():
+    """Exhaustive over extreme records: the largest change is the claim, exactly. At d = 2 it is
+    2 (by hand: (1, x=1, y=0) -> (1, x=1, y=1) moves lin_0 and lin_1 by 1 each); the bound of
+    earlier versions, 2.625, was sound but 0.625 loose."""
+    assert _worst_pair(2) == 2.0
+    for d in (1, 2, 3, 4):
+        assert _worst_pair(d) == logistic_fm_sensitivity(d)
 
 
 @settings(max_examples=100, deadline=None)

@@ -484,12 +484,12 @@ def test_nominal_rule_examples():
         rules = {"exact": [], "adjacent": ["a"], "nominal": ["p", "q"], "max_adjacent": 1, **rules}
         return crit.value(EvalContext(t, Coded(codes=np.array([c_row]), columns=cols), {"faithfulness": rules}))
 
-    assert f([2, 0, 0]) == 1.0                   # max_nominal defaults to 0
-    assert f([2, 0, 0], max_nominal=1) == 0.0    # p differs to a non-neighbouring category
-    assert f([2, 1, 0], max_nominal=1) == 1.0    # two nominal columns differ
-    assert f([2, 0, 1], max_nominal=1) == 0.0    # one nominal + one adjacent
-    assert f([2, 0, 1], max_nominal=1, max_differing=1) == 1.0
-    assert f([0, 0, 2], max_nominal=1) == 1.0    # adjacent means one bin
+    assert f([2, 0, 0]) == pytest.approx(1.0, abs=1e-12)                  # max_nominal defaults to 0
+    assert f([2, 0, 0], max_nominal=1) == pytest.approx(0.0, abs=1e-12)    # p differs to a non-neighbouring category
+    assert f([2, 1, 0], max_nominal=1) == pytest.approx(1.0, abs=1e-12)    # two nominal columns differ
+    assert f([2, 0, 1], max_nominal=1) == pytest.approx(0.0, abs=1e-12)    # one nominal + one adjacent
+    assert f([2, 0, 1], max_nominal=1, max_differing=1) == pytest.approx(1.0, abs=1e-12)
+    assert f([0, 0, 2], max_nominal=1) == pytest.approx(1.0, abs=1e-12)    # adjacent means one bin
 
 
 # ------------------------------------------------------------------ the audit recomputes them

@@ -74,7 +74,7 @@ def test_empty_cells_count():
     t = t.with_codes(tc)
     c = t.with_codes(np.where(np.arange(200)[:, None] < 5, codes, tc))
     v = make_criterion(ENTRY).value(ctx_of(t, c))
-    assert v >= 5 / 200
+    assert v >= 5 / 200 * (1 - 1e-10)  # released through lipschitz_float: a hair below M/n
 
 
 def test_births_like_paths_agree():
@@ -92,4 +92,4 @@ def test_births_like_paths_agree():
     # 1-way lower bound computed directly
     one = max(np.abs(np.bincount(t.codes[:, j], minlength=k) - np.bincount(c.codes[:, j], minlength=k)).max()
               for j, k in enumerate(t.domain)) / 5000
-    assert v >= one
+    assert v >= one * (1 - 1e-10)

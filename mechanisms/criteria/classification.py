@@ -23,18 +23,41 @@ log 2 + (1/2 - y) s + s^2 / 8. Summed over T this is the polynomial in w
 The constant n log 2 and quad_00 = n/8 are public (n is public); the other d + d(d+1)/2 - 1
 coefficients get Laplace noise with the L1 sensitivity
 
-    Delta = d + (d - 1)/8 + d(d - 1)/4.
+    Delta = (d + 2)^2 / 8   for d >= 2,      Delta = 1   for d = 1,
 
-Derivation (change one record (tx, y) -> (tx', y'), every |tx_j| <= 1, y in {0, 1}):
-* lin_j changes by |(1/2 - y) tx_j - (1/2 - y') tx'_j| <= 1/2 + 1/2 = 1, d entries: d;
-* quad_jj, j >= 1, changes by (1/8)|tx_j^2 - tx'_j^2| <= 1/8 (both squares lie in [0, 1]),
-  d - 1 entries: (d - 1)/8 (quad_00 is the public n/8: no change);
-* quad_jk, j < k, changes by (1/4)|tx_j tx_k - tx'_j tx'_k| <= (1/4) * 2, d(d - 1)/2 entries:
-  d(d - 1)/4.
-Each bound is reached by some pair of records, so the sum is a valid L1 bound, but not by one
-pair: at d = 2 the largest change over all records is 2 (y flips at x = 1), not 2.625 (tested
-exhaustively in tests/test_criteria_classification.py). It is below Zhang et al.'s d^2/4 + d
-for the same scaling.
+d counting the intercept's constant (d = active design columns + 1, as in ``regression.py``).
+
+Derivation (change one record (tx, y) -> (tx', y'), tx_0 = tx'_0 = 1, every |tx_j| <= 1,
+y in {0, 1}). Put s = 1/2 - y in {-1/2, 1/2} and w = (4s, tx_0, ..., tx_{d-1}) (d + 1 entries).
+The entries of (1/8) w w^T are: (4s)^2/8 = 1/2 and tx_0^2/8 = 1/8 (the same for every record),
+(1/8) tx_j^2 = quad_jj (j >= 1), and each off-diagonal pair (twice (1/8) w_a w_b) is
+2 (1/8) 4s tx_j = s tx_j = lin_j or 2 (1/8) tx_j tx_k = quad_jk (j < k, j = 0 included). So
+the noised vector of one record is the upper triangle of (1/8) w w^T without its two constant
+diagonal entries, each off-diagonal pair counted once, and its L1 change is exactly
+(1/8) ||w w^T - w' w'^T||_1 (entrywise, full matrix). As for the regression's polynomial: with
+p = (w + w')/2, q = (w - w')/2, w w^T - w' w'^T = 2 (p q^T + q p^T), whose entrywise L1 norm is
+at most 4 |p|_1 |q|_1 <= (|p|_1 + |q|_1)^2, and |p_i| + |q_i| = max(|w_i|, |w'_i|): 2 for the
+4s entry, 1 for tx_0, <= 1 for each of the d - 1 features, so |p|_1 + |q|_1 <= d + 2 and
+
+    ||v(tx, y) - v(tx', y')||_1 <= (d + 2)^2 / 8.
+
+Attained for d >= 2: all of p, q >= 0 makes every inequality an equality, and |p|_1 = |q|_1 is
+reachable. Take y = 0, y' = 1 (4s = 2, 4s' = -2: p = 0, q = 2 there), tx = (1, 1, ..., 1) and
+tx' = (1, 2 p_1 - 1, ..., 2 p_{d-1} - 1) with p_j in [0, 1] summing to d/2 (q_j = 1 - p_j):
+|p|_1 = 1 + d/2 = |q|_1. For instance tx' = (1; 1 x floor(d/2), 0 if d is odd, -1 for the rest);
+at d = 2, y flips at tx = tx' = (1, 1) and lin_0, lin_1 move by 1 each: 2 = 16/8. (Corners of
+the box alone reach only ((d + 2)^2 - 1)/8 for odd d: the 0 is needed.) For d = 1 the vector is
+lin_0 = sum (1/2 - y_i) alone, which moves by |s - s'| <= 1 (here (d + 2)^2 / 8 = 9/8 is not
+reached: the 4s entry is all in p or all in q and tx_0 all in p, so 4 |p|_1 |q|_1 <= 4 * 1 * 2).
+Brute force over {-1, -1/2, 0, 1/2, 1}^(d-1) x {0, 1}, d = 1..5, finds exactly these maxima
+(tests/test_sensitivity_exact.py). The bound of the earlier versions, adding each entry's own
+maximum (d + (d - 1)/8 + d(d - 1)/4 = (2 d^2 + 7 d - 1)/8), is sound but up to about twice
+as large (d = 8: 22.875 vs 12.5); Zhang et al.'s d^2/4 + d for the same scaling is larger too.
+
+Exact arithmetic (tests/test_sensitivity_exact.py). The DP fit rounds the scaled features to the
+dyadic grid of :func:`~dpbundle.mechanisms.criteria.rounding.on_grid` (post-processing of the
+public design, |tx| <= 1 kept) before the sums, so every product and partial sum of the vector
+is an exact float and the noised vector moves by at most Delta exactly, not Delta plus rounding.
 
 Post-processing: Q (symmetric, Q_jj = quad_jj, Q_jk = quad_jk / 2) with eigenvalues clipped from
 below at sqrt(d) * scale (public), w = argmin w'Qw + lin.w = -Q^-1 lin / 2, mapped back to
@@ -53,7 +76,9 @@ sum_i 1[prediction_i = y_i] and beta_ref the DP coefficients of a ``coefficients
 evaluated earlier on the same context (both models are then public and fixed, as for
 ``regression_mae_difference``). Sensitivity 2/n: each record contributes g_i =
 1[beta_ref right on i] - 1[beta_C right on i] in {-1, 0, 1}; changing one record changes one
-g_i by at most 2, so (1/n) sum g_i and its absolute value by at most 2/n. Laplace release.
+g_i by at most 2, so (1/n) sum g_i and its absolute value by at most 2/n. Laplace release of
+``lipschitz_float(|G|/n, 2/n, fl(2/n), 1)`` with the integer G = sum_i g_i (criteria/rounding.py:
+neighbours' floats differ by less than fl(2/n) exactly).
 
 Sums over records are computed on record types weighted by their counts
 (``dpbundle.mechanisms.cells``): sum_i g(x_i) = sum_t c_t g(x_t).
@@ -61,12 +86,14 @@ Sums over records are computed on record types weighted by their counts
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ..cells import types_of
 from .base import _column_name, Criterion, CriterionError, EvalContext, register
+from .rounding import lipschitz_float, on_grid
 from .regression import (RegressionDesign, _parse_features, _solve, _triu, cached_design,
                          coef_distance)
 
@@ -81,8 +108,13 @@ REPORTS = ("coefficients", "accuracy")
 
 
 def logistic_fm_sensitivity(d: int) -> float:
-    """d + (d - 1)/8 + d(d - 1)/4 (module docstring), d counting the intercept's constant."""
-    return d + (d - 1) / 8.0 + d * (d - 1) / 4.0
+    """(d + 2)^2 / 8 for d >= 2 and 1 for d = 1: the exact L1 sensitivity of
+    :func:`logistic_fm_vector` under a changed record (module docstring), d counting the
+    intercept's constant. An exact float (a multiple of 1/8)."""
+    d = int(d)
+    if d < 1:
+        raise ValueError(f"logistic_fm_sensitivity: d must be >= 1 (the intercept counts), got {d}")
+    return 1.0 if d == 1 else (d + 2) * (d + 2) / 8.0
 
 
 def logistic_fm_vector(tX: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
@@ -206,7 +238,7 @@ class Classification(Criterion):
         return table[coded.codes[:, coded.column(self.target)]].astype(np.float64)
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
-        """coefficients: d + (d-1)/8 + d(d-1)/4 (d from C); accuracy: 2/n."""
+        """coefficients: (d + 2)^2 / 8 (1 at d = 1; d from C); accuracy: 2/n."""
         n = ctx.n
         if self.report == "accuracy":
             return 2.0 / n, {"n": n, "formula": "2 / n", "positive": self.positive,
@@ -218,7 +250,7 @@ class Classification(Criterion):
             "features_constant_in_C": list(des.dropped), "positive": self.positive,
             "feature_means_C": des.mu.tolist(), "feature_sds_C": des.sd.tolist(),
             "feature_bounds_C": [des.lo.tolist(), des.hi.tolist()],
-            "formula": "d + (d - 1)/8 + d (d - 1)/4", "include_intercept": self.include_intercept,
+            "formula": "(d + 2)^2 / 8 (1 if d = 1)", "include_intercept": self.include_intercept,
             "note": ("Laplace noise is added to the Taylor-expanded logistic loss's polynomial "
                      "coefficients (L1 sensitivity above); dp_value is the L1 distance of the "
                      "resulting DP coefficients to C's fit, not a noisy distance")}
@@ -265,7 +297,11 @@ class Classification(Criterion):
             except CriterionError:
                 beta_ref = exact_fit(des, t, y_t, w)
         g = accuracy(des, t, y_t, beta_ref) - accuracy(des, t, y_t, beta_c)
-        return abs(float(np.sum(w * g)) / float(w.sum()))
+        # G = sum_i g_i is an integer (exact: counts and g in {-1, 0, 1}); |G|/n is released
+        # through lipschitz_float, so neighbours' floats differ by less than fl(2/n) exactly
+        G = int(np.sum(np.rint(w).astype(np.int64) * g.astype(np.int64)))
+        n = int(round(float(w.sum())))
+        return lipschitz_float(Fraction(abs(G), n), Fraction(2, n), 2.0 / n, 1)
 
     def dp_coefficients(self, ctx: EvalContext, rand: "Randomness") -> tuple[np.ndarray, float]:
         """The functional-mechanism fit on T -> (beta, noise scale)."""
@@ -275,7 +311,8 @@ class Classification(Criterion):
         d = des.d
         sens = logistic_fm_sensitivity(d)
         tt = types_of(ctx.real)
-        vec = logistic_fm_vector(des.tx(tt.table), self.y(tt.table), tt.weights)
+        # features on the exact grid: every sum of the vector is an exact float (module docstring)
+        vec = logistic_fm_vector(on_grid(des.tx(tt.table), ctx.n), self.y(tt.table), tt.weights)
         noisy = np.asarray(rand.laplace(vec, sensitivity=sens, epsilon=self.epsilon,
                                         purpose=self.purpose()), dtype=np.float64)
         scale = calibrated_laplace_scale(sens, self.epsilon, vector=True)

@@ -37,6 +37,16 @@ changes by one element replaced by another or by a pad (<= U - L); so each resiz
 drawn independently of T, the mechanism is a mixture over keys of eps-DP mechanisms, hence eps-DP
 (Hod & Canetti, Prop. 7-8).
 
+Exact arithmetic. The target's numbers y (clipped to [L, U]) are written as integers Y = y 2^e
+on one dyadic grid (:func:`~dpbundle.mechanisms.criteria.rounding.dyadic_units`: exact for the
+usual released numbers -- integers, midpoints -- a change below 2^-e inside [L, U] otherwise).
+Every kept sum is then an exact integer (int64), each mean an exact rational (the pad
+(L + U)/2 exactly), and f(T, C) the exact maximum of rationals; a changed record still moves
+a kept sum by at most (U - L) 2^e. The released float is
+``lipschitz_float(f, (U - L)/min m_g, fl((U - L)/min m_g), U - L)`` (criteria/rounding.py):
+neighbours' floats differ by less than the declared sensitivity exactly (means computed in
+floating point could differ by the sensitivity plus rounding).
+
 Computation on counts. Only the order of T's rows by key matters, and that order is a uniformly
 random permutation; what a grouping keeps depends on it only through the *fine type* of each
 position (target code and group of every grouping). So the value is computed from T's record
@@ -52,12 +62,14 @@ so the same guarantee holds (DP is a property of the output distributions); the 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ..cells import types_of
 from .base import _column_name, Criterion, CriterionError, EvalContext, _number, register
+from .rounding import dyadic_units, exact, lipschitz_float
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.coding import Coded
@@ -207,6 +219,18 @@ class LazyOrder:
         return out
 
 
+def _counts(weights: np.ndarray) -> np.ndarray:
+    """Record-type counts (float64 integers) as int64."""
+    return np.rint(np.asarray(weights, dtype=np.float64)).astype(np.int64)
+
+
+def _int_bincount(ids: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` per id (np.bincount would sum in float64)."""
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, np.asarray(ids, dtype=np.int64), np.asarray(values, dtype=np.int64))
+    return out
+
+
 def fine_types(keys: list[np.ndarray], counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge record types equal in every key array (non-negative integers): (counts of the
     merged types, merged type of every record type, numbered in lexicographic key order)."""
@@ -310,33 +334,58 @@ class ConditionalMeans(Criterion):
     def value(self, ctx: EvalContext, rng: np.random.Generator | None = None) -> float:
         """f(T, C) from the record types of T and C; with ``rng=None`` each subsampled mean is
         replaced by its expectation (the full group's mean), otherwise the kept records are the
-        first m_g of each group in a uniformly random order of T (:meth:`resize_order`)."""
+        first m_g of each group in a uniformly random order of T (:meth:`resize_order`).
+        Computed exactly and released through ``lipschitz_float`` (module docstring)."""
         self._check(ctx)
         n = ctx.n
         tt, tc = types_of(ctx.real), types_of(ctx.synth)
-        y_t, y_c = self._y(tt.table), self._y(tc.table)
-        w_t, w_c = tt.weights, tc.weights
-        mid = 0.5 * (self.L + self.U)
-        err = 0.0
+        units, e = self._units(ctx)
+        code_t = tt.table.codes[:, tt.table.column(self.target)]
+        code_c = tc.table.codes[:, tc.table.column(self.target)]
+        y_t, y_c = units[code_t], units[code_c]          # int64: y 2^e
+        w_t, w_c = _counts(tt.weights), _counts(tc.weights)
+        scale = Fraction(1, 2 ** e)
+        L, U = exact(self.L), exact(self.U)
+        mid = (L + U) / 2
+        err = Fraction(0)
         if None in self.by:
-            err = abs(float(np.sum(w_t * y_t)) / n - float(np.sum(w_c * y_c)) / n)
+            err = abs(Fraction(int(np.dot(w_t, y_t)) - int(np.dot(w_c, y_c)), n)) * scale
         groups = self._groups(ctx)
         ids_t = self._ids(ctx, tt)
         order = None if rng is None else self.resize_order(ctx, rng)
         for (col, labels, ids_c, s, m, reach), gid in zip(groups, ids_t):
             G = len(labels)
-            r = np.bincount(gid, weights=w_t, minlength=G)
-            total = np.bincount(gid, weights=w_t * y_t, minlength=G)
-            if order is None:
-                kept_sum = np.where(r > m, total / np.maximum(r, 1) * m, total)
-            else:
-                kept_sum = self._kept_sum(order, gid, y_t, m)
-            sum_c = np.bincount(ids_c, weights=w_c * y_c, minlength=G)
-            mean_c = np.where(s > 0, sum_c / np.maximum(s, 1), mid)
-            pad = np.maximum(m - r, 0)
-            mean_t = (kept_sum + pad * mid) / m
-            err = max(err, float(np.abs(mean_t - mean_c)[reach].max()))
-        return err
+            r = np.bincount(gid, weights=w_t, minlength=G).astype(np.int64)
+            total = _int_bincount(gid, w_t * y_t, G)
+            if order is not None:
+                kept = self._kept_sum(order, gid, y_t, m)
+            sum_c = _int_bincount(ids_c, w_c * y_c, G)
+            for g in np.flatnonzero(reach):
+                mg, rg = int(m[g]), int(r[g])
+                if order is None:   # expectation of the subsample's sum
+                    kept_g = Fraction(int(total[g]) * mg, rg) if rg > mg else Fraction(int(total[g]))
+                else:
+                    kept_g = Fraction(int(kept[g]))
+                mean_t = (kept_g * scale + max(mg - rg, 0) * mid) / mg
+                mean_c = Fraction(int(sum_c[g]), int(s[g])) * scale if s[g] > 0 else mid
+                err = max(err, abs(mean_t - mean_c))
+        best = self._min_size(ctx)   # the declared sensitivity is (U - L) / best, as below
+        return lipschitz_float(err, (U - L) / best, (self.U - self.L) / best, U - L)
+
+    def _units(self, ctx: EvalContext) -> tuple[np.ndarray, int]:
+        """The target's clipped numbers per code as int64 integers on the grid 2^-e (public)."""
+        vals = np.clip(np.asarray(ctx.synth.columns[ctx.synth.column(self.target)].values,
+                                  dtype=np.float64), self.L, self.U)
+        return dyadic_units(vals, self.L, self.U, ctx.n)
+
+    def _min_size(self, ctx: EvalContext) -> int:
+        """min m_g over the compared groups (n for the overall mean): public."""
+        best = ctx.n if None in self.by else None
+        for _, _, _, _, m, reach in self._groups(ctx):
+            mg = int(np.min(m[reach])) if reach.any() else None
+            if mg is not None and (best is None or mg < best):
+                best = mg
+        return int(best) if best is not None else ctx.n
 
     def _ids(self, ctx: EvalContext, tt) -> list[np.ndarray]:
         """Group of every record type of T, per grouping (``null`` left out)."""
@@ -355,13 +404,14 @@ class ConditionalMeans(Criterion):
     @staticmethod
     def _kept_sum(order: tuple[LazyOrder, np.ndarray], gid: np.ndarray, y: np.ndarray,
                   m: np.ndarray) -> np.ndarray:
-        """Sum of y over the first min(r_g, m_g) records of each group g in the order."""
+        """Sum of y over the first min(r_g, m_g) records of each group g in the order (int64
+        when y is: exact)."""
         lazy, fine = order
         fine_gid = np.empty(lazy.size, dtype=np.int64)
-        fine_y = np.empty(lazy.size, dtype=np.float64)
+        fine_y = np.empty(lazy.size, dtype=np.asarray(y).dtype)
         fine_gid[fine], fine_y[fine] = gid, y
-        return np.array([np.sum(lazy.first(fine_gid == g, int(m[g])) * fine_y) for g in range(m.size)],
-                        dtype=np.float64)
+        return np.array([np.dot(lazy.first(fine_gid == g, int(m[g])), fine_y) for g in range(m.size)],
+                        dtype=fine_y.dtype)
 
     def evaluate(self, ctx: EvalContext, rand: "Randomness"):
         from dpbundle.mechanisms.noise import calibrated_laplace_scale

@@ -32,9 +32,13 @@ at most 1 (drop its edge from an optimal
 matching) and cannot raise it; adding a record raises M by at most 1 (an optimal matching
 restricted to the other records is a matching) and cannot lower it. A changed record is a
 removal then an addition, so |M(T) - M(T')| <= 1 and |f(T) - f(T')| <= 1/n (n, C fixed).
+The released float is ``lipschitz_float((n - M)/n, 1/n, fl(1/n), 1)`` from the integer M
+(:mod:`~dpbundle.mechanisms.criteria.rounding`): neighbours' floats differ by less than
+fl(1/n) exactly, where 1.0 - M/n could differ by 1/n plus two roundings.
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from itertools import combinations, product
 from typing import TYPE_CHECKING, ClassVar
 
@@ -42,6 +46,7 @@ import numpy as np
 
 from ..cells import types_of
 from .base import Criterion, CriterionError, EvalContext, group_keys, register
+from .rounding import lipschitz_float
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.cells import RecordTypes
@@ -248,7 +253,10 @@ class Faithfulness(Criterion):
     def value(self, ctx: EvalContext) -> float:
         self._check(ctx)
         m, _ = max_matching(ctx.real, ctx.synth, self._rules(ctx))
-        return 1.0 - m / ctx.n
+        n = ctx.n
+        # (n - m)/n exactly, released through lipschitz_float: neighbours' floats differ by
+        # less than fl(1/n), not by 1/n plus the rounding of 1 - m/n (criteria/rounding.py)
+        return lipschitz_float(Fraction(n - int(m), n), Fraction(1, n), 1.0 / n, 1)
 
     def metric_range(self) -> tuple[float, float]:
         """A share of T's records: [0, 1]."""

@@ -12,6 +12,12 @@ Sensitivity 1/n: changing one record of T moves it from one cell x to a cell x' 
 marginal, so each p_T(x) changes by at most 1/n, hence each |p_T - p_C| and their maximum
 change by at most 1/n (C and n are fixed and public). Restricting to a subset of columns keeps
 this: the record still moves between one pair of cells of each marginal. f lies in [0, 1].
+
+The released float is not fl(M/n) (M = the largest count difference, an integer): two such
+floats can differ by 1/n plus rounding, more than the noise layer's one-ulp slack covers
+(:mod:`~dpbundle.mechanisms.criteria.rounding`). It is ``lipschitz_float(M/n, 1/n, fl(1/n), 1)``,
+computed from the integer M exactly: below M/n by at most a relative n 2^-52, and two
+neighbours' values differ by less than fl(1/n), exactly.
 """
 from __future__ import annotations
 
@@ -20,8 +26,11 @@ from typing import ClassVar
 
 import numpy as np
 
+from fractions import Fraction
+
 from ..cells import types_of
 from .base import Criterion, CriterionError, EvalContext, group_keys, register
+from .rounding import lipschitz_float
 
 __all__ = ["KWayMarginals", "max_marginal_error"]
 
@@ -139,7 +148,8 @@ class KWayMarginals(Criterion):
         tt, tc = types_of(ctx.real), types_of(ctx.synth)  # record types: O(types), not O(n)
         real, synth = tt.table.codes[:, idx], tc.table.codes[:, idx]
         m, _ = max_marginal_error(real, synth, dom, self._k(len(dom)), tt.counts, tc.counts)
-        return m / ctx.n
+        n = ctx.n
+        return lipschitz_float(Fraction(int(m), n), Fraction(1, n), 1.0 / n, 1)
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
         """1/n (public n)."""

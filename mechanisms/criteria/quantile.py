@@ -22,6 +22,17 @@ with da, db in {-1, 0, 1} and not both of one sign, so (1 - alpha) da - alpha db
 [-1, 1]; or it moves the record out of / into the group: only one of a_k, b_k (or neither)
 changes by 1, a change of at most max(alpha, 1 - alpha) <= 1. And ||u| - |u'|| <= |u - u'|.
 
+Exact scores. In floating point, (1 - alpha) a_k - alpha b_k is rounded three times, and two
+neighbours' float scores can differ by more than 1 (1.0000000000000018 in the issue's report;
+with alpha = 0.1 and counts near a million by up to 5e-10 more; tests/test_sensitivity_exact.py),
+which the noise layer's one-ulp slack does not cover. So the score is computed from the
+integers: with alpha = m / 2^e exactly (its binary value), u_k = -|2^e a_k - m (a_k + b_k)| / 2^e, and the released float is
+floor(u_k / G) G on the grid G = 2^-g, g = 52 - bitlen(n) (n public, the same for neighbours;
+|u_k| <= n, so |u_k| / G < 2^52 and the value is an exact float). Flooring keeps the
+sensitivity exactly: 1/G is an integer, and if |u - u'| <= 1 then floor(u/G) - floor(u'/G) is an
+integer below 1/G + 1, so at most 1/G. For the usual levels (0.5, 0.25, 0.75, ...) 2^e divides
+2^g and the scores are the exact (1 - alpha) a_k - alpha b_k, as the float formula gave them.
+
 Composition (bounded neighbours). Groups of one grouping are disjoint: a changed record touches
 at most two of them (it leaves one and joins another), the overall group once. So a grouping
 costs 2 eps_0 per level (1 eps_0 for ``null``), and the criterion's epsilon is split evenly:
@@ -63,13 +74,37 @@ def quantile_releases(levels: int, by: list) -> int:
     return levels * sum(1 if b is None else 2 for b in by)
 
 
-def quantile_scores(hist: np.ndarray, alpha: float) -> np.ndarray:
+def quantile_scores(hist: np.ndarray, alpha: float, n: int | None = None) -> np.ndarray:
     """Scores -|(1 - alpha) a_k - alpha b_k| of every candidate, per row of ``hist`` (counts
-    per candidate; shape (groups, K) or (K,))."""
-    hist = np.asarray(hist, dtype=np.float64)
-    below = np.cumsum(hist, axis=-1) - hist
-    above = hist.sum(axis=-1, keepdims=True) - below - hist
-    return -np.abs((1.0 - alpha) * below - alpha * above)
+    per candidate; shape (groups, K) or (K,)), computed exactly from the integers and floored
+    to the grid 2^-(52 - bitlen(n)) (module docstring): exact floats whose neighbour distance is
+    at most 1 exactly. ``n`` is the public bound on a group's size (the number of records);
+    default the total of ``hist`` (the table's n when ``hist`` holds every group of a
+    grouping -- pass n explicitly for a single group's row)."""
+    h = np.asarray(hist)
+    if h.size and not np.all(h == np.rint(h)):
+        raise ValueError("quantile_scores: counts must be integers")
+    h = np.rint(h).astype(np.int64)
+    if h.size and h.min() < 0:
+        raise ValueError("quantile_scores: counts must be >= 0")
+    n = int(h.sum()) if n is None else int(n)
+    g = 52 - max(n, 1).bit_length()
+    if g < 0:
+        raise ValueError(f"quantile_scores: too many records ({n})")
+    m, den = float(alpha).as_integer_ratio()
+    e = den.bit_length() - 1                                  # alpha = m / 2^e exactly
+    below = np.cumsum(h, axis=-1) - h                         # a_k
+    others = h.sum(axis=-1, keepdims=True) - h                # a_k + b_k
+    if e + n.bit_length() + 2 <= 62 and m.bit_length() + n.bit_length() + 2 <= 62:
+        num = np.abs((below << e) - m * others)               # int64, exact
+        if g >= e:
+            return -np.ldexp(num.astype(np.float64), -e)      # exact: |num| < 2^(52 - g + e) <= 2^52
+    else:
+        num = np.abs(below.astype(object) * (1 << e) - m * others.astype(object))
+    # floor(u / G) with u = -num / 2^e, G = 2^-g: (-num 2^g) >> e in integers (>> floors)
+    num = num.astype(object)
+    steps = (-(num << g)) >> e if e > g else -(num << (g - e))
+    return np.ldexp(np.asarray(steps, dtype=np.float64), -g)   # |steps| <= 2^52: exact
 
 
 @register
@@ -148,7 +183,7 @@ class Quantile(Criterion):
             h_c, labels = self._hist(ctx.synth, item, ctx, of_code, K)
             compared = np.flatnonzero(h_c.sum(axis=1) > 0)
             for alpha in self.levels:
-                q_c = np.argmax(quantile_scores(h_c, alpha), axis=1)
+                q_c = np.argmax(quantile_scores(h_c, alpha, ctx.n), axis=1)
                 plan.append((item, alpha, labels, compared, q_c))
         return cand, of_code, plan
 
@@ -173,7 +208,7 @@ class Quantile(Criterion):
         err = 0.0
         for item, alpha, labels, compared, q_c in plan:
             h_t, _ = self._hist(ctx.real, item, ctx, of_code, cand.size)
-            q_t = np.argmax(quantile_scores(h_t, alpha), axis=1)
+            q_t = np.argmax(quantile_scores(h_t, alpha, ctx.n), axis=1)
             if compared.size:
                 err = max(err, float(np.abs(cand[q_t[compared]] - cand[q_c[compared]]).max()))
         return err
@@ -188,7 +223,7 @@ class Quantile(Criterion):
         err, dp_q = 0.0, {}
         for item, alpha, labels, compared, q_c in plan:
             h_t, _ = self._hist(ctx.real, item, ctx, of_code, cand.size)
-            scores = quantile_scores(h_t, alpha)
+            scores = quantile_scores(h_t, alpha, ctx.n)
             name = f"{by_name(item) if item else 'all'} q{alpha:g}"
             got = {}
             for g in compared:

@@ -24,6 +24,13 @@ A changed record changes r at two values per column at most, each term by <= Del
 maximum over all terms by <= Delta. s' uses the smoothed count over the full domain (known bug 2:
 the 2024 code used the smallest *observed* count, which ignores values absent from C).
 
+Exact arithmetic. rho is a rational of the integer counts and the (dyadic) k and c, and f its
+maximum; it is computed with fractions and released as
+``lipschitz_float(f, Delta, fl(Delta), c)`` with Delta the exact value of the formula at s'
+(criteria/rounding.py): neighbours' floats differ by less than the declared sensitivity exactly,
+where the float quotients could differ by Delta plus rounding. (When the float formula rounds
+below the exact Delta, the smaller of the two is what the release keeps to.)
+
 Derived threshold (``{derive: laplace_false_positive, stakeholder: c0, false_positive: p,
 assumed_min_count: m}``): Delta_assumed = Delta at s' = max(m, k) (the smoothed count is at
 least k for every candidate, so with k >= m the "assumption" is a guarantee), and threshold =
@@ -34,14 +41,17 @@ candidate could pass); with k = 100: Delta = 4/102 = 0.0392, scale 0.261, thresh
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import ClassVar
 
 import numpy as np
 
 from ..cells import known_types, types_of
 from .base import Criterion, CriterionError, EvalContext, _number, register
+from .rounding import exact, lipschitz_float
 
-__all__ = ["SmoothedRatio", "ratio_sensitivity", "smoothed_ratio_value"]
+__all__ = ["SmoothedRatio", "ratio_sensitivity", "ratio_sensitivity_exact", "smoothed_ratio_value",
+           "smoothed_ratio_exact"]
 
 
 def ratio_sensitivity(min_smoothed: float, clip: float) -> float:
@@ -49,6 +59,28 @@ def ratio_sensitivity(min_smoothed: float, clip: float) -> float:
     s = float(min_smoothed)
     # c - 1/(1/c + 1/s') written as c^2/(c + s'): the same number without cancellation.
     return max(1.0 / s, clip * clip / (clip + s))
+
+
+def ratio_sensitivity_exact(min_smoothed, clip) -> Fraction:
+    """max(1/s', c^2/(c + s')) as an exact rational (s', c read as the rationals of their
+    floats)."""
+    s, c = exact(min_smoothed), exact(clip)
+    return max(1 / s, c * c / (c + s))
+
+
+def smoothed_ratio_exact(real: np.ndarray, synth: np.ndarray, domain: tuple[int, ...],
+                         clip: float, smoothing: float = 1.0) -> Fraction:
+    """:func:`smoothed_ratio_value` exactly: max over columns and values of
+    min(c, max((r+k)/(s+k), (s+k)/(r+k))) as a rational."""
+    c, k = exact(clip), exact(smoothing)
+    best = Fraction(1)
+    for r, s in zip(_counts(real, domain), _counts(synth, domain)):
+        for a, b in set(zip(np.asarray(r).tolist(), np.asarray(s).tolist())):
+            x, y = int(a) + k, int(b) + k
+            rho = min(c, max(x / y, y / x))
+            if rho > best:
+                best = rho
+    return best
 
 
 def _counts(codes: np.ndarray, domain: tuple[int, ...]) -> list[np.ndarray]:
@@ -110,8 +142,12 @@ class SmoothedRatio(Criterion):
     def value(self, ctx: EvalContext) -> float:
         self._check(ctx)
         types_of(ctx.real), types_of(ctx.synth)  # so that _counts reads the record types
-        return smoothed_ratio_value(ctx.real.codes, ctx.synth.codes, ctx.synth.domain, self.clip,
-                                    self.smoothing)
+        f = smoothed_ratio_exact(ctx.real.codes, ctx.synth.codes, ctx.synth.domain, self.clip,
+                                 self.smoothing)
+        low = min(int(c.min()) for c in _counts(ctx.synth.codes, ctx.synth.domain))  # public
+        delta = ratio_sensitivity_exact(low + exact(self.smoothing), self.clip)
+        declared = ratio_sensitivity(low + self.smoothing, self.clip)  # as sensitivity() has it
+        return lipschitz_float(f, delta, declared, self.clip)
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
         """Delta from s' = min smoothed synthetic count over the full domain (C only)."""

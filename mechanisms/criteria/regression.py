@@ -56,6 +56,13 @@ noised vector, noise_scale = its Laplace scale (per entry). The DP coefficients 
 ``ctx.released[id]`` for the MAE criterion (public post-processing of this release).
 ``value(ctx)`` (the private, non-noisy counterpart) is the same distance with OLS on T.
 
+Exact arithmetic. Before the DP fit the scaled features and target (all in [-1, 1]) are
+rounded to the dyadic grid of :func:`~dpbundle.mechanisms.criteria.rounding.on_grid` (2^-k,
+2k + bitlen(n) <= 53; k = 17 at n = 160,000): the records stay in [-1, 1], so every
+sensitivity above holds for them, and every product and partial sum of the noised vector is an
+exact float, so the vector moves by at most Delta exactly (a float vector summed with rounding
+could move by Delta plus the rounding, which the noise layer's one-ulp slack does not cover).
+
 Every sum over records is computed on record types with their counts as weights
 (``dpbundle.mechanisms.cells``): sum_i g(x_i) = sum_t c_t g(x_t), so the fits cost O(types).
 """
@@ -70,6 +77,7 @@ import numpy as np
 
 from ..cells import types_of
 from .base import _column_name, Criterion, CriterionError, EvalContext, register
+from .rounding import on_grid
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.coding import Coded
@@ -438,6 +446,9 @@ class RegressionCoefficients(Criterion):
         sens, _ = self.sensitivity(ctx)
         tt = types_of(ctx.real)
         tX, ty = des.scaled(tt.table)
+        # on the exact grid (criteria/rounding.py): every sum of the vector is an exact float,
+        # so it moves by at most the sensitivity exactly, not by it plus rounding
+        tX, ty = on_grid(tX, ctx.n), on_grid(ty, ctx.n)
         d = des.d
         vec = (fm_vector if self.fit == "functional_mechanism" else ss_vector)(tX, ty, tt.weights)
         noisy = np.asarray(rand.laplace(vec, sensitivity=sens, epsilon=self.epsilon,
