@@ -1,6 +1,17 @@
-"""Check 8, documentation: the datasheet (README.pdf, and README.html when present) prints the
-total epsilon and every criterion's DP value as in metrics.json / budget.json (numbers are
-printed with ``format(x, ".6g")``)."""
+"""Check 8, documentation: what the bundle says in words is what its public files say.
+
+- ``codebook.csv``: every released column's values, bounds and numbers, as the audit derives
+  them from the spec and the selected configuration (audit/labels.py, independent of release/);
+- ``README.html``: rendered again from the bundle's public files by the datasheet renderer
+  (:mod:`dpbundle.templates.datasheet`, shared with the release) and required byte for byte; a
+  difference is reported with the first differing sentence;
+- ``README.pdf``: its extracted text must have the same words, each as often, as the datasheet
+  (fonts, line breaks and page layout aside, page furniture removed);
+- ``metrics.csv``: one row per criterion of metrics.json, numbers as ``format(x, ".6g")``.
+
+Bundles made before dpbundle 0.2 have no codebook and were not rendered from their public files:
+for them, the datasheet is only searched for the total epsilon and every DP value (with a warning).
+"""
 from __future__ import annotations
 
 import html as html_mod
@@ -11,7 +22,7 @@ from .bundle_io import BundleFileError
 from .context import AuditContext, Missing
 from .report import CheckResult
 
-__all__ = ["check_documentation", "number_forms", "pdf_text"]
+__all__ = ["check_documentation", "number_forms", "pdf_text", "pdf_pages"]
 
 MAX_PAGES = 200
 
@@ -64,8 +75,8 @@ def _html_text(data: bytes) -> str:
     return html_mod.unescape(text)
 
 
-def check_documentation(ctx: AuditContext) -> CheckResult:
-    r = CheckResult("documentation")
+def _legacy_numbers(ctx: AuditContext, r: CheckResult) -> CheckResult:
+    """Bundles before dpbundle 0.2: the datasheet shows the total epsilon and every DP value."""
     try:
         metrics = ctx.json("metrics.json")
         budget = ctx.json("budget.json")
@@ -112,6 +123,153 @@ def check_documentation(ctx: AuditContext) -> CheckResult:
         r.detail = (f"{', '.join(n for n, _ in docs)} show the total epsilon and the "
                     f"{len(numbers) - 1} DP values; metrics.csv agrees with metrics.json")
     return r
+
+
+def pdf_pages(data: bytes) -> list[str]:
+    """The extracted text of every page of a PDF (ValueError if encrypted or too long)."""
+    import logging
+
+    from pypdf import PdfReader
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    reader = PdfReader(io.BytesIO(data), strict=False)
+    if reader.is_encrypted:
+        raise ValueError("the PDF is encrypted")
+    if len(reader.pages) > MAX_PAGES:
+        raise ValueError(f"{len(reader.pages)} pages, more than {MAX_PAGES}")
+    return [page.extract_text() or "" for page in reader.pages]
+
+
+def _made_before_02(ctx: AuditContext) -> bool:
+    try:
+        version = str(ctx.json("manifest.json").get("dpbundle_version", ""))
+    except (Missing, AttributeError):
+        return False
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return bool(m) and (int(m.group(1)), int(m.group(2))) < (0, 2)
+
+
+def check_documentation(ctx: AuditContext) -> CheckResult:
+    r = CheckResult("documentation")
+    if not ctx.bundle.has("codebook.csv") and _made_before_02(ctx):
+        r.warn("a bundle made before dpbundle 0.2: its datasheet was not rendered from its public "
+               "files, so only its numbers are checked")
+        return _legacy_numbers(ctx, r)
+    try:
+        _check_codebook(ctx, r)
+        want = _rendered(ctx)
+    except Missing as e:
+        r.fail(str(e))
+        return r
+    _check_html(ctx, r, want)
+    _check_pdf(ctx, r, want)
+    rows = None
+    try:
+        rows = ctx.json("metrics.json").get("criteria")
+    except (Missing, AttributeError):
+        pass
+    if ctx.bundle.has("metrics.csv") and isinstance(rows, list):
+        _metrics_csv(ctx, rows, r)
+    if not r.failed:
+        r.detail = ("codebook.csv agrees with the spec; README.html is the datasheet rendered from the "
+                    "public files, byte for byte; README.pdf has the same words; metrics.csv agrees "
+                    "with metrics.json")
+    return r
+
+
+def _check_codebook(ctx: AuditContext, r: CheckResult) -> None:
+    """codebook.csv against the audit's own reading of the spec (labels, numbers, bounds)."""
+    import math
+
+    from dpbundle.templates.datasheet.codebook import CodebookError, read_codebook
+
+    view = ctx.view()
+    if not ctx.bundle.has("codebook.csv"):
+        raise Missing("codebook.csv: missing from the bundle")
+    try:
+        cols, _units, _desc = read_codebook(ctx.bundle.read_bytes("codebook.csv"), view.names,
+                                            {c.name: c.ordered for c in view.columns})
+    except (CodebookError, BundleFileError) as e:
+        raise Missing(str(e)) from None
+
+    def same(a, b) -> bool:
+        return len(a) == len(b) and all((math.isnan(x) and math.isnan(y)) or x == y for x, y in zip(a, b))
+
+    for mine, theirs in zip(view.columns, cols):
+        where = f"codebook.csv: column {mine.name!r}"
+        if mine.labels != theirs.labels:
+            r.fail(f"{where}: its values differ from the spec's")
+        elif not same(list(map(float, mine.numbers)), list(theirs.values)):
+            r.fail(f"{where}: the numbers the values stand for differ from the spec's")
+        elif mine.lower is not None and not (same(list(mine.lower), list(theirs.lower))
+                                             and same(list(mine.upper), list(theirs.upper))):
+            r.fail(f"{where}: the bounds of its values differ from the spec's")
+
+
+def _rendered(ctx: AuditContext) -> str:
+    """The datasheet rendered from the bundle's public files."""
+    from dpbundle.templates.datasheet import DatasheetInputError, datasheet_html, meta_from_manifest, read_public_files
+
+    try:
+        meta = meta_from_manifest(ctx.json("manifest.json"))
+        try:
+            codes = ctx.codes()
+        except Missing:
+            codes = None
+        public = read_public_files(ctx.bundle.read_bytes, ctx.bundle.has, meta, codes=codes)
+        return datasheet_html(public)
+    except (DatasheetInputError, BundleFileError) as e:
+        raise Missing(f"the datasheet cannot be rendered from the public files: {e}") from None
+
+
+def _check_html(ctx: AuditContext, r: CheckResult, want: str) -> None:
+    from dpbundle.templates.datasheet.words import first_difference
+
+    if not ctx.bundle.has("README.html"):
+        r.fail("README.html: missing from the bundle")
+        return
+    try:
+        got = ctx.bundle.read_bytes("README.html")
+    except BundleFileError as e:
+        r.fail(f"README.html: {e}")
+        return
+    if got == want.encode("utf-8"):
+        return
+    text = got.decode("utf-8", errors="replace")
+    diff = first_difference(text, want)
+    if diff is None:
+        r.fail("README.html differs from the datasheet rendered from the public files (in its markup, "
+               "not in its visible text)")
+    else:
+        r.fail(f"README.html differs from the datasheet rendered from the public files; first "
+               f"differing sentence: {_quote(diff[0])} (rendered: {_quote(diff[1])})")
+
+
+def _quote(sentence: str, limit: int = 240) -> str:
+    return "\u201c" + (sentence if len(sentence) <= limit else sentence[:limit] + "\u2026") + "\u201d"
+
+
+def _check_pdf(ctx: AuditContext, r: CheckResult, want: str) -> None:
+    from dpbundle.templates.datasheet.words import compare_pdf_words
+
+    if not ctx.bundle.has("README.pdf"):
+        r.fail("README.pdf: missing from the bundle")
+        return
+    try:
+        pages = pdf_pages(ctx.bundle.read_bytes("README.pdf"))
+    except BundleFileError as e:
+        r.fail(f"README.pdf: {e}")
+        return
+    except Exception as e:  # noqa: BLE001 - pypdf raises many types on malformed files
+        r.fail(f"README.pdf: text cannot be extracted ({type(e).__name__}: {e})")
+        return
+    title = ""
+    try:
+        title = str(((ctx.json("spec.json").get("spec") or {}).get("release") or {}).get("title") or "")
+    except (Missing, AttributeError):
+        pass
+    for problem in compare_pdf_words(pages, want, title or "Differentially private synthetic data"):
+        r.fail(f"README.pdf's text differs from the datasheet: {problem}")
 
 
 def _metrics_csv(ctx: AuditContext, rows: list, r: CheckResult) -> None:

@@ -8,7 +8,8 @@ Reading: an input column comes from the CSV column headed by its ``header`` (def
 integer category 3 is the text "3"). Raw constraints compare in input units (category values by
 text; ``in`` / ``not in`` take lists); a comparison with a missing cell is false. Binning derives
 month, year, ``age`` (completed years at ``source.reference``) or ``linear`` (scale * x + offset)
-and maps categories by ``map``, then ``default``, then the same text.
+and maps categories by ``map``, then ``default``, then the same text; a category that a raw
+constraint always removes (one single ``==`` / ``in`` condition on its column) need not be mapped.
 """
 from __future__ import annotations
 
@@ -529,13 +530,48 @@ def _bin_edges(alt: dict) -> list[float]:
     return [float(v) for v in range(int(a), int(b) + 2)]
 
 
-def _target(alt: dict, key: str, cats: list[str]) -> int:
-    """Released code of one input category text: map, else default, else the same text."""
+def _target(alt: dict, key: str, cats: list[str], removed: frozenset = frozenset()) -> int:
+    """Released code of one input category text: map, else default, else the same text; -1 for
+    a text the raw constraints always remove (see :func:`always_removed`) that maps nowhere."""
     mp = alt.get("map", {}) or {}
     name = mp[key] if key in mp else alt["default"] if alt.get("default") is not None else key
     if name not in cats:
+        if key in removed:
+            return -1
         raise PrivateDataError(f"input category {key!r} has no released category among {cats}")
     return cats.index(name)
+
+
+def always_removed(spec: dict) -> dict[str, frozenset]:
+    """Input column -> the category texts no plausible record can hold: those named by a raw
+    constraint with one single condition ``[column, "==", v]`` or ``[column, "in", [v, ...]]`` on
+    a category column (it drops every record holding v whatever its other cells). Such a text
+    need not be mapped by any alternative. A condition joined with others, ``!=`` and ``not in``
+    do not count."""
+    inputs = {c.get("name"): c for c in (spec.get("input") or {}).get("columns", []) or []
+              if isinstance(c, dict)}
+    out: dict[str, set] = {}
+    for con in spec.get("raw_constraints", []) or []:
+        when = con.get("when") if isinstance(con, dict) else None
+        if not isinstance(when, list) or len(when) != 1:
+            continue
+        cond = when[0]
+        if not isinstance(cond, list) or len(cond) != 3:
+            continue
+        col, op, value = cond
+        meta = inputs.get(col)
+        if not isinstance(meta, dict) or meta.get("type") != "category":
+            continue
+        if op == "==" and not isinstance(value, list):
+            items = [value]
+        elif op == "in" and isinstance(value, list):
+            items = value
+        else:
+            continue
+        cats = {_text(x) for x in meta.get("categories", []) or []}
+        texts = {_text(v) for v in items if isinstance(v, (str, int)) and not isinstance(v, bool)}
+        out.setdefault(col, set()).update(texts & cats)
+    return {k: frozenset(v) for k, v in out.items() if v}
 
 
 def _derived(table: PrivateTable, source: dict) -> np.ndarray:
@@ -565,6 +601,7 @@ def bin_private(table: PrivateTable, view: SpecView) -> tuple[np.ndarray, list[t
     cols = {c["name"]: c for c in spec["columns"]}
     inputs = {c["name"]: c for c in spec["input"]["columns"]}
     codes = np.empty((table.n, len(view.columns)), dtype=np.int64)
+    removed = always_removed(spec)
     edges_out = []
     for j, vc in enumerate(view.columns):
         col = cols[vc.name]
@@ -578,8 +615,12 @@ def bin_private(table: PrivateTable, view: SpecView) -> tuple[np.ndarray, list[t
                 codes[:, j] = np.where(x > 0.5, t, f)
             else:
                 srccats = [_text(c) for c in inputs[src].get("categories", [])]
-                lookup = np.array([_target(alt, c, cats) for c in srccats], dtype=np.int64)
+                gone = removed.get(src, frozenset())
+                lookup = np.array([_target(alt, c, cats, gone) for c in srccats], dtype=np.int64)
                 codes[:, j] = lookup[x.astype(np.int64)]
+                if (codes[:, j] < 0).any():   # the raw constraints rule this out; no value named
+                    raise PrivateDataError(f"column {vc.name!r}: a record holds an input category "
+                                           f"that a raw constraint removes")
             nan = np.full(len(cats), np.nan)
             edges_out.append((nan, nan))
             continue

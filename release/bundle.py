@@ -43,6 +43,10 @@ import numpy as np
 
 from dpbundle.mechanisms import exact, noise
 
+from dpbundle.mechanisms.coding import ColumnCoding
+from dpbundle.templates.datasheet import Meta, datasheet_html, read_public_files
+from dpbundle.templates.datasheet.codebook import codebook_bytes
+
 from . import datasheet, jsonschemas, keys, value_noise
 from .fingerprint import file_sha256
 
@@ -301,16 +305,15 @@ def _check_public_files(files: dict[str, bytes]) -> dict[str, bytes]:
     return out
 
 
-def _publication(optional: dict[str, bytes]) -> dict:
-    """What the datasheet says about pre-registration and a published model (public facts from
-    the optional files, already validated)."""
-    out: dict[str, Any] = {"model": "model.json" in optional}
-    if "seeds.json" in optional and "preregistration.json" in optional:
-        seeds = json.loads(optional["seeds.json"])
-        record = json.loads(optional["preregistration.json"])
-        out.update(beacon=seeds["beacon"], record_created=record["created"],
-                   spec_sha256=record["spec_sha256"], commitment=seeds["commitment"])
-    return out
+def _as_coding(col: Any) -> ColumnCoding:
+    """A released column as a :class:`ColumnCoding` (the codebook needs its numbers and bounds);
+    a column known only by name and labels gets its codes as numbers and no bounds."""
+    if isinstance(col, ColumnCoding):
+        return col
+    k = len(col.labels)
+    nan = np.full(k, np.nan)
+    return ColumnCoding(name=col.name, labels=tuple(col.labels), values=np.arange(k, dtype=float),
+                        ordered=False, lower=nan, upper=nan)
 
 
 def sha256sums_bytes(directory: Path, files: Sequence[str]) -> bytes:
@@ -644,6 +647,9 @@ def write_bundle(
         os.chmod(tmp, 0o755)
         data = _data_csv_bytes(columns, codes)
         _write_bytes(tmp / "data.csv", data)
+        codings = [_as_coding(c) for c in columns]
+        units = {c.get("name"): str(c.get("unit") or "") for c in spec.get("columns") or []}
+        _write_bytes(tmp / "codebook.csv", codebook_bytes(codings, units, descriptions))
         value_noise_est = value_noise.estimate(spec, columns, codes, criteria)  # noise of the reported values
         _write_bytes(tmp / "metrics.csv", metrics_csv_bytes(criteria, value_noise_est))
         _write_json(tmp, "metrics.json", metrics_doc, "metrics")
@@ -655,15 +661,15 @@ def write_bundle(
 
         for name, content in optional.items():
             _write_bytes(tmp / name, content)
-        files = ["data.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json", "datapackage.json",
-                 *optional, "README.html", "README.pdf"]
-        context = datasheet.build_context(
-            spec=spec, configuration=spec_doc["configuration"], configuration_id=spec_doc["configuration_id"],
-            columns=columns, codes=codes, metrics=criteria, budget=budget_doc, created=created,
-            dpbundle_version=__version__, fingerprint=fingerprint, public_key_pem=public_pem,
-            commitment=commitment, files=[*files, SHA256SUMS], extra=extra_doc,
-            noise_estimates=value_noise_est, publication=_publication(optional))
-        html = datasheet.render_html(context)
+        files = ["data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
+                 "datapackage.json", *optional, "README.html", "README.pdf"]
+        # The datasheet from the public files just written (what the audit renders again).
+        meta = Meta(created=created, dpbundle_version=__version__, fingerprint=fingerprint,
+                    public_key_pem=public_pem, commitment=commitment, files=(*files, SHA256SUMS),
+                    extra=json.loads(_json_bytes(extra_doc)) if extra_doc else None)
+        public = read_public_files(lambda name: (tmp / name).read_bytes(), lambda name: (tmp / name).is_file(),
+                                   meta, codes=codes)
+        html = datasheet_html(public)
         _write_bytes(tmp / "README.html", html.encode("utf-8"))
         datasheet.render_pdf(html, tmp / "README.pdf")
         os.chmod(tmp / "README.pdf", 0o644)

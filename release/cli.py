@@ -72,14 +72,18 @@ def load_spec_or_exit(path: Path):
 @spec_app.command("validate", cls=StyledCommand)
 def spec_validate(
     spec: Annotated[Path, typer.Argument(help="Release spec (YAML or JSON).")],
-    data: Annotated[Optional[Path], typer.Option("--data", help="Also load this CSV/CSV.gz, validate it and apply the raw constraints (run inside the enclave: the per-constraint counts are private).")] = None,
+    data: Annotated[Optional[Path], typer.Option("--data", help="Also load this CSV/CSV.gz, validate it, apply the raw constraints and count the plausible records each synthetic constraint would remove (run inside the enclave: every count is private).")] = None,
 ) -> None:
     """Validate a release spec, and optionally prepare a data file with it.
 
     Checks the spec against its JSON Schema and what a schema cannot check (bin edges, column
     references, the privacy budget against the cap). With --data, reads the file exactly as a
     release would: types, ranges, missing values, then the raw-data constraints, and prints the
-    rows read, the rows each raw constraint drops and the resulting n.
+    rows read, the rows each raw constraint drops and the resulting n; then evaluates every
+    synthetic constraint on the plausible records, binned with each alternative of the columns
+    it names, and prints how many (and what share) it would remove: a rule that removes real
+    records is probably wrong. These counts are private (the steward's console inside the
+    enclave); `release` never prints them.
 
     Example:
 
@@ -123,6 +127,50 @@ def spec_validate(
     console.print(table)
     console.print(f"n = {prepared.n:,}" + ("" if s.records_policy == "declared_public" else
                                            " plausible records (private; run inside the enclave)"))
+    _print_synthetic_hits(prepared, s)
+
+
+def _print_synthetic_hits(prepared, s) -> None:
+    """``spec validate --data`` only: the plausible records each synthetic constraint would remove
+    under each binning of its columns (private counts; ``release`` never prints them)."""
+    from rich.markup import escape
+
+    from .transform import MAX_LISTED_BINNINGS, synthetic_constraint_hits
+
+    hits = synthetic_constraint_hits(prepared, s)
+    if not hits:
+        return
+    table = Table(title="Synthetic constraints on the real plausible records (PRIVATE: steward's "
+                  "console only; a release never prints these)", show_lines=False)
+    table.add_column("synthetic constraint")
+    table.add_column("binning (column: alternative)")
+    table.add_column("records it would remove", justify="right")
+    table.add_column("share", justify="right")
+
+    def row(h, name: str, binning: str | None = None) -> None:
+        text = binning if binning is not None else ", ".join(f"{c}: {a}" for c, a in h.binning)
+        table.add_row(escape(name), escape(text), f"{h.removed:,}", f"{h.share:.2%}")
+
+    for index in dict.fromkeys(h.index for h in hits):
+        group = [h for h in hits if h.index == index]
+        name = f"[{index}] {group[0].name}"
+        if len(group) <= MAX_LISTED_BINNINGS:
+            for k, h in enumerate(group):
+                row(h, name if k == 0 else "")
+            continue
+        fewest = min(group, key=lambda h: h.removed)
+        most = max(group, key=lambda h: h.removed)
+        row(fewest, name, "fewest: " + ", ".join(f"{c}: {a}" for c, a in fewest.binning))
+        row(most, "", "most: " + ", ".join(f"{c}: {a}" for c, a in most.binning))
+        evaluated = (f"{len(group)} binnings in all" if len(group) == group[0].binnings else
+                     f"the first {len(group)} of {group[0].binnings:,} binnings")
+        table.add_row("", f"({evaluated})", "", "")
+    console.print(table)
+    if any(h.removed for h in hits):
+        console.print("[yellow]note[/] a synthetic constraint should remove only combinations that "
+                      "cannot occur; one that matches real plausible records is probably wrong (or "
+                      "those records are implausible, and a raw constraint should drop them)",
+                      markup=True, highlight=False)
 
 
 def _warn_missing_generators(s) -> None:

@@ -58,9 +58,42 @@ def json_path(parts: Iterable[Any]) -> str:
     return out or "(root)"
 
 
+_EDGES_EXAMPLE = "e.g. {edges: [25, 30], labels: ['<25', '25-29', '30+']}"
+
+
+def _group_edges_message(error: jsonschema.ValidationError) -> str | None:
+    """``group_bins.<column>[.per_alternative.<id>]`` whose ``edges`` are not a list of numbers
+    (e.g. the group labels written as edges) or are missing: say that edges must be numbers."""
+    path = list(error.absolute_path)
+    if len(path) < 2 or path[0] != "group_bins":
+        return None
+    rest = path[2:]
+    if rest[:1] == ["per_alternative"]:
+        if len(rest) < 2:
+            return None
+        rest = rest[2:]
+    if error.validator == "required" and not rest and isinstance(error.instance, dict) \
+            and "edges" not in error.instance:
+        return (f"missing required field 'edges': group_bins edges must be numbers, the released "
+                f"numbers at which the groups are cut (the group names go in labels; {_EDGES_EXAMPLE})")
+    if error.validator != "type":
+        return None
+    if rest == ["edges"]:
+        return (f"group_bins edges must be numbers: a list of the released numbers at which the "
+                f"groups are cut (got {error.instance!r}; {_EDGES_EXAMPLE})")
+    if len(rest) == 2 and rest[0] == "edges" and isinstance(rest[1], int):
+        return (f"group_bins edges must be numbers, the released numbers at which the groups are "
+                f"cut, not labels or texts (got {error.instance!r}); the group names go in labels, "
+                f"{_EDGES_EXAMPLE}")
+    return None
+
+
 def _message(error: jsonschema.ValidationError) -> str:
     """A short 'what was expected' message for one schema error."""
     v, val = error.validator, error.validator_value
+    edges = _group_edges_message(error)
+    if edges is not None:
+        return edges
     if v == "exclusiveMinimum":
         return f"must be > {val} (got {error.instance!r})"
     if v == "minimum":
@@ -90,12 +123,42 @@ def _message(error: jsonschema.ValidationError) -> str:
         return "items must be unique"
     if v in ("oneOf", "anyOf"):
         if error.context:
-            best = jsonschema.exceptions.best_match(error.context)
-            return _message(best)
+            return _message(_best_branch_error(error))
         return "does not match any allowed form"
     if v == "not":
         return "has a combination of fields that is not allowed"
     return error.message
+
+
+def _branch_misfit(errors: list[jsonschema.ValidationError]) -> tuple[int, int]:
+    """How badly a oneOf/anyOf branch fits the instance itself: (wrong type, unknown fields), both
+    counted on the instance (not inside its values). A branch whose fields the instance uses is
+    the one the author meant, even when a value inside it is wrong."""
+    own = [e for e in errors if not e.relative_path]
+    return (sum(e.validator == "type" for e in own),
+            sum(e.validator == "additionalProperties" for e in own))
+
+
+def _best_branch_error(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """The error to report for a failed oneOf/anyOf: when exactly one branch fits the instance's
+    type and fields best (see :func:`_branch_misfit`), its first error (shallowest, then in
+    document order; a nested oneOf/anyOf descends the same way); otherwise jsonschema's
+    ``best_match``. Without this, ``group_bins.x: {edges: ['<25'], labels: [...]}`` was reported
+    as "unknown field 'edges', 'labels'" (the other branch's complaint)."""
+    branches: dict[Any, list[jsonschema.ValidationError]] = {}
+    for e in error.context:
+        branches.setdefault(e.relative_schema_path[0] if e.relative_schema_path else None, []).append(e)
+    scores = {k: _branch_misfit(v) for k, v in branches.items()}
+    best = min(scores.values())
+    chosen = [k for k, score in scores.items() if score == best]
+    if len(chosen) != 1 or len(branches) < 2:
+        return jsonschema.exceptions.best_match(error.context)
+    errors = sorted(branches[chosen[0]], key=lambda e: (len(e.relative_path), [
+        (0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in e.relative_path]))
+    first = errors[0]
+    if first.validator in ("oneOf", "anyOf") and first.context:
+        return _best_branch_error(first)
+    return first
 
 
 def schema_problems(document: Any, schema_name: str) -> list[str]:
@@ -107,7 +170,7 @@ def schema_problems(document: Any, schema_name: str) -> list[str]:
         # Descend into oneOf/anyOf to report the most specific location.
         target = err
         if err.validator in ("oneOf", "anyOf") and err.context:
-            target = jsonschema.exceptions.best_match(err.context)
+            target = _best_branch_error(err)
         problems.append(f"{json_path(target.absolute_path)}: {_message(target)}")
     return problems
 
@@ -376,10 +439,58 @@ def _fmt_num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+def removed_categories(doc: dict) -> dict[str, frozenset[str]]:
+    """Input column name -> the category texts that a raw constraint always removes.
+
+    Only a constraint that drops every record holding the value, whatever its other cells, counts:
+    a single condition ``[column, "==", v]`` or ``[column, "in", [v, ...]]`` on a category column
+    (``{name: unknown origin, when: [[origin, "==", unknown]]}``). A conjunction (``[[c, "==", v],
+    [age, "<", 18]]``) keeps some records with v, and ``!=`` / ``not in`` name the values they keep;
+    neither counts. A removed value never reaches an alternative's ``map``: no plausible record
+    holds it, so the alternatives need not map it (release, enclave replay and ``spec explain``
+    agree on this rule; the audit has its own copy in ``audit/private_data.py``)."""
+    inputs = {c.get("name"): c for c in (doc.get("input") or {}).get("columns") or [] if isinstance(c, dict)}
+    out: dict[str, set[str]] = {}
+    for constraint in doc.get("raw_constraints") or []:
+        when = constraint.get("when") if isinstance(constraint, dict) else None
+        if not isinstance(when, list) or len(when) != 1 or not isinstance(when[0], list) or len(when[0]) != 3:
+            continue
+        column, op, value = when[0]
+        meta = inputs.get(column)
+        if meta is None or meta.get("type") != "category":
+            continue
+        if op == "==":
+            items = [value]
+        elif op == "in" and isinstance(value, list):
+            items = value
+        else:
+            continue
+        declared = set(input_categories(meta))
+        texts = {category_text(v) for v in items}
+        out.setdefault(column, set()).update(t for t in texts if t is not None and t in declared)
+    return {k: frozenset(v) for k, v in out.items() if v}
+
+
+def _unmapped_message(path: str, column: str, src_name: str, alt: dict, value: str, target: str,
+                      cats: list[str]) -> str:
+    """An input category that no released category of the alternative takes: name the value, the
+    columns and the alternative, and the two clean routes."""
+    return (f"{path}: input category {value!r} of input column {src_name!r} has no released category "
+            f"in alternative {alt['id']!r} of column {column!r} (it would map to {target!r}, which is "
+            f"not among the categories {cats}); either map it (map: {{{value!r}: ...}}, or a default), "
+            f"or, if {value!r} stands for a missing value, make it a missing marker: move it from the "
+            f"categories of input column {src_name!r} to its missing (missing: [{value!r}]) and drop "
+            f"it with the raw constraint {{name: missing value, any_missing: true}} (a raw constraint "
+            f"whose only condition is [{src_name}, '==', {value!r}] also removes it, and then no "
+            f"alternative needs to map it)")
+
+
 def _check_category_alternative(path: str, src_name: str, src: dict | None, derive: str | None,
-                                alt: dict, problems: list[str]) -> None:
+                                alt: dict, problems: list[str], column: str = "",
+                                removed: frozenset[str] = frozenset()) -> None:
     """map / default of a categorical alternative: every input category (or true/false) lands on
-    one of the released categories; map keys are declared input categories."""
+    one of the released categories, except one that a raw constraint always removes (``removed``,
+    see :func:`removed_categories`); map keys are declared input categories."""
     cats = alt["categories"]
     src_type = src["type"] if src else None
     mp = alt.get("map", {})
@@ -405,18 +516,19 @@ def _check_category_alternative(path: str, src_name: str, src: dict | None, deri
                                 f"(declared: {', '.join(srccats)})")
         for c in srccats:
             target = mp.get(c, default if default is not None else c)
-            if target not in cats:
-                problems.append(f"{path}: input category {c!r} maps to {target!r}, which is not among the categories {cats} "
-                                f"(add it to map, or give a default)")
+            if target not in cats and c not in removed:
+                problems.append(_unmapped_message(path, column, src_name, alt, c, target, cats))
     elif src is not None:
         problems.append(f"{path}.categories: categories need a boolean or category source (source column is {src_type})")
 
 
-def _check_alternative(path: str, col: dict, alt: dict, src: dict | None, problems: list[str]) -> None:
+def _check_alternative(path: str, col: dict, alt: dict, src: dict | None, problems: list[str],
+                       removed: frozenset[str] = frozenset()) -> None:
     derive = col["source"].get("derive")
     src_type = src["type"] if src else None
     if "categories" in alt:
-        _check_category_alternative(path, col["source"]["column"], src, derive, alt, problems)
+        _check_category_alternative(path, col["source"]["column"], src, derive, alt, problems,
+                                    col["name"], removed)
         n_bins = len(alt["categories"])
     else:
         numeric_ok = (src_type in ("integer", "float") and derive in (None, "linear")) or \
@@ -631,6 +743,7 @@ def semantic_problems(doc: dict) -> list[str]:
     _check_inputs(doc, problems)
 
     released = {c["name"]: c for c in doc["columns"]}
+    removed = removed_categories(doc)
     for i, col in enumerate(doc["columns"]):
         src_name = col["source"]["column"]
         src = inputs.get(src_name)
@@ -659,7 +772,8 @@ def semantic_problems(doc: dict) -> list[str]:
             if alt["id"] in ids:
                 problems.append(f"columns[{i}].alternatives[{j}].id: duplicate id {alt['id']!r}")
             ids.add(alt["id"])
-            _check_alternative(f"columns[{i}].alternatives[{j}]", col, alt, src, problems)
+            _check_alternative(f"columns[{i}].alternatives[{j}]", col, alt, src, problems,
+                               removed.get(src_name, frozenset()))
 
     _check_constraints("raw_constraints", doc.get("raw_constraints", []), inputs, problems, raw=True)
     _check_constraints("synthetic_constraints", doc.get("synthetic_constraints", []), released, problems, raw=False)

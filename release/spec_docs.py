@@ -624,10 +624,18 @@ def _columns_section(spec, console: Console) -> None:
     table.add_column("source", overflow="fold")
     table.add_column("alternative", overflow="fold")
     table.add_column("released labels = numbers", overflow="fold")
+    from .spec import removed_categories
+
+    removed = removed_categories(spec.raw)
     for col in spec.columns:
+        source = _source_text(col["source"])
+        gone = removed.get(col["source"]["column"])
+        if gone and any("categories" in alt for alt in col["alternatives"]):
+            source += (f"; input categories {format_value(sorted(gone))} are removed by raw "
+                       "constraints and need no map")
         for j, alt in enumerate(col["alternatives"]):
             table.add_row(_t(col["name"] if j == 0 else "", "bold"),
-                          _t(_source_text(col["source"]) if j == 0 else ""),
+                          _t(source if j == 0 else ""),
                           _t(_alternative_text(alt)), _t(_numbers_text(spec, col["name"], alt)))
     console.print(table)
 

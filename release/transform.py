@@ -16,7 +16,8 @@ bin. The rules (DESIGN.md, and the labels of the 2024 births release):
   its ``categories``);
 * sources: a date's ``month``/``year``, its ``age`` in whole years at ``source.reference``, or a
   ``linear`` recode ``scale * x + offset`` of a number; an input category goes to
-  ``map[c]``, else to ``default``, else to the released category of the same text;
+  ``map[c]``, else to ``default``, else to the released category of the same text (a category
+  that a raw constraint always removes need not land anywhere: ``spec.removed_categories``);
 * ``ColumnCoding.lower``/``upper`` are the bin's edges, infinite on the open side of an open bin.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,7 +33,7 @@ from dpbundle.mechanisms.cells import compact_dtype, remember, types_from_rows
 from dpbundle.mechanisms.coding import Coded, ColumnCoding
 
 from .prepare import Prepared
-from .spec import Spec, derived_range, input_categories
+from .spec import Spec, derived_range, input_categories, removed_categories
 
 
 def _fmt(x: float) -> str:
@@ -146,7 +148,12 @@ def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.nda
             lookup = category_lookup(alt, ["false", "true"])
             f, t = int(lookup[0]), int(lookup[1])
             return np.where(values > 0.5, t, f).astype(np.int64)
-        return category_lookup(alt, input_categories(src_meta))[values]
+        removed = removed_categories(spec.raw).get(col["source"]["column"], frozenset())
+        codes = category_lookup(alt, input_categories(src_meta), removed)[values]
+        if (codes < 0).any():  # prepare's raw constraints rule this out; no private value named
+            raise ValueError(f"column {name!r}: a record holds an input category that a raw constraint "
+                             f"removes (alternative {alternative!r} does not map it); prepare the data first")
+        return codes
     if "clip" in alt:
         values = np.clip(values, alt["clip"][0], alt["clip"][1])
     edges = np.array([a for a, _ in _bins(alt)] + [_bins(alt)[-1][1]], float)
@@ -157,11 +164,18 @@ def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.nda
     return codes.astype(np.int64)
 
 
-def category_lookup(alt: dict, source_categories: list[str]) -> np.ndarray:
-    """Released code of each input category (by text): ``map[c]``, else ``default``, else ``c``."""
+def category_lookup(alt: dict, source_categories: list[str],
+                    removed: frozenset[str] = frozenset()) -> np.ndarray:
+    """Released code of each input category (by text): ``map[c]``, else ``default``, else ``c``;
+    -1 for a category that a raw constraint always removes (``spec.removed_categories``) and that
+    lands on no released category (no plausible record holds it)."""
     mp, default = alt.get("map", {}), alt.get("default")
     cats = list(alt["categories"])
-    return np.array([cats.index(mp.get(c, default if default is not None else c)) for c in source_categories], dtype=np.int64)
+    out = []
+    for c in source_categories:
+        target = mp.get(c, default if default is not None else c)
+        out.append(cats.index(target) if target in cats or c not in removed else -1)
+    return np.array(out, dtype=np.int64)
 
 
 def transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
@@ -251,3 +265,80 @@ def labels_to_codes(coding: ColumnCoding, labels) -> np.ndarray:
 def codes_to_labels(coding: ColumnCoding, codes: np.ndarray) -> np.ndarray:
     """Map codes to their labels."""
     return np.asarray(coding.labels, dtype=object)[codes]
+
+
+# --------------------------------------------------------------------------- spec validate --data
+
+#: A synthetic constraint whose columns have more binnings than this is summarised (the binnings
+#: with the fewest and the most records removed) rather than listed binning by binning.
+MAX_LISTED_BINNINGS = 12
+#: At most this many binnings of one constraint's columns are evaluated (in the order of the
+#: alternatives); a constraint naming many columns with many alternatives each says so.
+MAX_EVALUATED_BINNINGS = 256
+
+
+@dataclass(frozen=True)
+class ConstraintHits:
+    """What one synthetic constraint would remove from the real plausible records under one
+    binning of the columns it names (PRIVATE: counts of the confidential data; printed by
+    ``spec validate --data`` inside the enclave only, never by ``release``)."""
+
+    index: int                       # position in synthetic_constraints
+    name: str
+    binning: tuple[tuple[str, str], ...]  # (released column, alternative id) of each column it names
+    removed: int                     # plausible records it would remove
+    n: int                           # plausible records
+    binnings: int                    # binnings of this constraint's columns in all (public)
+
+    @property
+    def share(self) -> float:
+        return self.removed / self.n if self.n else 0.0
+
+
+def synthetic_constraint_hits(prepared: Prepared, spec: Spec) -> list[ConstraintHits]:
+    """Every synthetic constraint evaluated on the real plausible records, under every binning of
+    the columns it names (a constraint's matches depend on those columns' alternatives only, so
+    these are all the outcomes any configuration can give; at most ``MAX_EVALUATED_BINNINGS`` per
+    constraint). Rows of ``prepared.table`` (before any resize), each coded as a release codes it
+    and tested as the iteration tests synthetic rows
+    (:func:`~dpbundle.release.constraints.bin_condition`: a bin matches when every value it stands
+    for does). A rule that removes real plausible records is probably wrong: synthetic constraints
+    should only remove combinations that cannot occur."""
+    from itertools import islice, product
+    from math import prod
+
+    from .constraints import bin_condition
+
+    coded: dict[tuple[str, str], tuple[ColumnCoding, np.ndarray]] = {}
+
+    def codes_of(name: str, alternative: str) -> tuple[ColumnCoding, np.ndarray]:
+        key = (name, alternative)
+        if key not in coded:
+            coding = column_coding(spec, name, alternative)
+            codes = code_column(spec, name, alternative, prepared.table, coding)
+            coded[key] = coding, codes.astype(compact_dtype([coding.size]))  # n bytes, not 8 n
+        return coded[key]
+
+    n = prepared.rows
+    out = []
+    for i, constraint in enumerate(spec.raw.get("synthetic_constraints") or []):
+        when = constraint["when"]
+        names = list(dict.fromkeys(column for column, _, _ in when))
+        choices = [[a["id"] for a in spec.column(name)["alternatives"]] for name in names]
+        masks: dict[tuple[int, str], np.ndarray] = {}  # (condition, alternative) -> rows meeting it
+
+        def meets(j: int, alternative: str) -> np.ndarray:
+            if (j, alternative) not in masks:
+                column, op, value = when[j]
+                coding, codes = codes_of(column, alternative)
+                masks[(j, alternative)] = bin_condition(coding, op, value)[codes]
+            return masks[(j, alternative)]
+
+        total = prod(len(c) for c in choices)
+        for combo in islice(product(*choices), MAX_EVALUATED_BINNINGS):
+            chosen = dict(zip(names, combo))
+            mask = np.ones(n, dtype=bool)
+            for j, (column, _, _) in enumerate(when):
+                mask &= meets(j, chosen[column])
+            out.append(ConstraintHits(i, constraint["name"], tuple(chosen.items()), int(mask.sum()), n, total))
+    return out

@@ -150,8 +150,8 @@ def _manifest(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_bytes())
 
 
-FILES = ["data.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json", "datapackage.json",
-         "README.html", "README.pdf", "SHA256SUMS"]
+FILES = ["data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
+         "datapackage.json", "README.html", "README.pdf", "SHA256SUMS"]
 
 
 def test_every_file_exists_and_nothing_else(built):

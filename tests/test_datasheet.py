@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from dpbundle.release import charts, datasheet, keys
+from datasheet_util import context_of
 from test_bundle import fake_release
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -19,12 +20,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 @pytest.fixture(scope="module")
 def context():
     rel = fake_release()
-    key = keys.generate_private_key()
-    return rel, datasheet.build_context(
-        spec=rel["spec"], configuration=rel["configuration"], configuration_id=rel["configuration_id"],
-        columns=rel["columns"], codes=rel["codes"], metrics=rel["metrics"], budget=rel["budget"],
-        created="2026-11-22T10:00:00Z", dpbundle_version="0.1.0", fingerprint=keys.public_key_fingerprint(key),
-        public_key_pem=keys.public_key_pem(key), commitment="c" * 64, files=["data.csv", "metrics.csv"])
+    return rel, context_of(rel)
 
 
 @pytest.fixture(scope="module")
@@ -164,13 +160,8 @@ def _context_with(context, **changes):
     rel = copy.deepcopy(context[0])
     for key, fn in changes.items():
         fn(rel[key])
-    key = keys.generate_private_key()
-    return rel, datasheet.build_context(
-        spec=rel["spec"], configuration=rel["configuration"], configuration_id=rel["configuration_id"],
-        columns=rel["columns"], codes=rel["codes"], metrics=rel["metrics"], budget=rel["budget"],
-        created="2026-11-22T10:00:00Z", dpbundle_version="0.1.0", fingerprint=keys.public_key_fingerprint(key),
-        public_key_pem=keys.public_key_pem(key), commitment="c" * 64, files=["data.csv", "metrics.csv", "README.html",
-                                                                             "README.pdf", "datapackage.json"])
+    return rel, context_of(rel, files=["data.csv", "metrics.csv", "README.html", "README.pdf",
+                                       "datapackage.json"])
 
 
 @pytest.fixture(scope="module")
@@ -259,9 +250,11 @@ def _fit_metric(rel):
             m.update(mechanism="functional_mechanism", noise_scale=113.953, noise_std=161.155, sensitivity=49.0)
 
 
-def test_fit_noise_is_not_shown_as_noise_of_the_value(context):
+def test_fit_noise_is_not_shown_as_noise_of_the_value(context, monkeypatch):
     from dpbundle.release import bundle, value_noise
+    from dpbundle.templates.datasheet import value_noise as shared_noise
 
+    monkeypatch.setattr(shared_noise, "estimate", lambda *a, **k: {})     # no estimate
     rel, ctx = _context_with(context, metrics=_fit_metric)
     html = datasheet.render_html(ctx)
     row = html[html.index("<code>regression</code></td><td class=\"desc\">"):]
@@ -270,7 +263,8 @@ def test_fit_noise_is_not_shown_as_noise_of_the_value(context):
     assert "noise is added <em>inside the fit</em>" in html and "161.155" in html  # explained in the note
     # with an estimate (as write_bundle computes it from the released data): shown with its method
     est = {"regression": {"mean": 9.43763, "std": 4.49084, "draws": 200, "method": "simulated"}}
-    ctx2 = datasheet.build_context(**{**_build_kwargs(rel), "noise_estimates": est})
+    monkeypatch.setattr(shared_noise, "estimate", lambda *a, **k: est)
+    ctx2 = context_of(rel)
     html2 = datasheet.render_html(ctx2)
     assert "&asymp;&nbsp;4.49084" in html2 and "running the same mechanism 200 times on the released data" in html2
     # metrics.csv: the mechanism's noise_std stays, and where it goes and the value's noise are added
@@ -283,15 +277,6 @@ def test_fit_noise_is_not_shown_as_noise_of_the_value(context):
     plain = list(csv.DictReader(io.StringIO(bundle.metrics_csv_bytes(rel["metrics"]).decode())))
     assert next(r for r in plain if r["id"] == "regression")["value_noise_std"] == ""
     assert value_noise.noise_on("exponential_mechanism") == "selection_scores"
-
-
-def _build_kwargs(rel):
-    key = keys.generate_private_key()
-    return dict(spec=rel["spec"], configuration=rel["configuration"], configuration_id=rel["configuration_id"],
-                columns=rel["columns"], codes=rel["codes"], metrics=rel["metrics"], budget=rel["budget"],
-                created="2026-11-22T10:00:00Z", dpbundle_version="0.1.0",
-                fingerprint=keys.public_key_fingerprint(key), public_key_pem=keys.public_key_pem(key),
-                commitment="c" * 64, files=["data.csv"])
 
 
 # --------------------------------------------------------------------------- text in any script

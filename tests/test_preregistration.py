@@ -300,6 +300,18 @@ def test_the_public_audit_rederives_data_csv_byte_for_byte(published):
     assert budget["published_model"]["extra_epsilon"] == 0
 
 
+def _rerender_datasheet(bundle: Path) -> None:
+    """README.html and README.pdf rendered again from the bundle's (edited) public files."""
+    from dpbundle.release.datasheet import render_pdf_bytes
+    from dpbundle.templates.datasheet import datasheet_html, meta_from_manifest, read_public_files
+
+    meta = meta_from_manifest(json.loads((bundle / "manifest.json").read_text()))
+    public = read_public_files(lambda n: (bundle / n).read_bytes(), lambda n: (bundle / n).is_file(), meta)
+    html = datasheet_html(public)
+    (bundle / "README.html").write_bytes(html.encode("utf-8"))
+    (bundle / "README.pdf").write_bytes(render_pdf_bytes(html))
+
+
 def test_swapping_a_row_for_another_existing_row_fails_the_public_audit(published, tmp_path):
     """Replace one record by another record that already occurs (every count stays >= the
     minimum count, every constraint holds), re-hash and re-sign: only the re-derivation sees it."""
@@ -326,6 +338,7 @@ def test_swapping_a_row_for_another_existing_row_fails_the_public_audit(publishe
     i = lines.index(victim_line)
     lines[i] = donor
     (copy / "data.csv").write_text("".join(lines))
+    _rerender_datasheet(copy)       # a careful forger renders the datasheet of the forged data
     _resign(copy, published["key"])
     rep = _audit(copy, published["pub"])
     for c in rep.checks:   # a careful forger: every other check passes

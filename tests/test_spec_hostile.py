@@ -348,12 +348,9 @@ def _datasheet_html(total: float, acknowledged: bool = False) -> str:
     spec = json.loads(json.dumps(rel["spec"]))
     if acknowledged:
         spec.setdefault("privacy", {})["acknowledge_weak_guarantee"] = True
-    key = keys.generate_private_key()
-    context = datasheet.build_context(
-        spec=spec, configuration=rel["configuration"], configuration_id=rel["configuration_id"],
-        columns=rel["columns"], codes=rel["codes"], metrics=rel["metrics"], budget=budget,
-        created="2026-11-22T10:00:00Z", dpbundle_version="0.1.0", fingerprint=keys.public_key_fingerprint(key),
-        public_key_pem=keys.public_key_pem(key), commitment="c" * 64, files=["data.csv"])
+    from datasheet_util import context_of
+
+    context = context_of(rel, spec=spec, budget=budget, files=["data.csv"])
     return _flat(re.sub(r"<[^>]+>", "", datasheet.render_html(context)))
 
 

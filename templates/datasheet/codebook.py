@@ -1,0 +1,125 @@
+"""``codebook.csv``: every released column's values, in order, with what each value stands for.
+
+One row per (column, value): ``column, order, label, lower, upper, number, unit, description``.
+
+- ``order``: 1, 2, ... within the column (the order of the categories in datapackage.json);
+- ``label``: the text in data.csv;
+- ``lower`` / ``upper``: the bin's bounds in the source's units, lower inclusive, upper exclusive
+  (empty: no bound, for the open bins "below" / "and over", or not a range, for categories);
+- ``number``: the number the value stands for in every statistic (a single value's value, a
+  bounded bin's midpoint, an open bin's edge, a category's code or declared number);
+- ``unit``: the column's unit (the spec's ``unit``), empty if it has none;
+- ``description``: the column's description (repeated on each of its rows, so that each row
+  reads alone in a spreadsheet).
+
+Numbers are written exactly: integers without a decimal point, other numbers as Python's
+shortest round-trip text, so :func:`read_codebook` rebuilds the same floats. The writer (release)
+and the reader (the datasheet renderer, shared with the audit) live here together.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from dpbundle.mechanisms.coding import ColumnCoding
+
+__all__ = ["CODEBOOK_FIELDS", "codebook_bytes", "read_codebook", "CodebookError", "number_text"]
+
+CODEBOOK_FIELDS = ("column", "order", "label", "lower", "upper", "number", "unit", "description")
+
+
+class CodebookError(ValueError):
+    """codebook.csv is malformed or disagrees with the columns it must describe."""
+
+
+def number_text(x: float) -> str:
+    """Exact, short text of a finite float ("" for nan and the infinities)."""
+    x = float(x)
+    if not math.isfinite(x):
+        return ""
+    if x.is_integer() and abs(x) < 2 ** 53:
+        return str(int(x))
+    return repr(x)
+
+
+def codebook_bytes(columns: Sequence[ColumnCoding], units: Mapping[str, str],
+                   descriptions: Mapping[str, str]) -> bytes:
+    """The bytes of codebook.csv for the released ``columns`` (UTF-8, ``\\n`` line ends)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CODEBOOK_FIELDS)
+    for col in columns:
+        for i, label in enumerate(col.labels):
+            w.writerow([col.name, i + 1, label, number_text(col.lower[i]), number_text(col.upper[i]),
+                        number_text(col.values[i]), units.get(col.name, ""),
+                        descriptions.get(col.name, "")])
+    return buf.getvalue().encode("utf-8")
+
+
+def _number(text: str, where: str) -> float | None:
+    if text == "":
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        raise CodebookError(f"{where}: {text!r} is not a number") from None
+    if not math.isfinite(x):
+        raise CodebookError(f"{where}: {text!r} is not a finite number")
+    return x
+
+
+def read_codebook(data: bytes, names: Sequence[str], ordered: Mapping[str, bool],
+                  max_rows: int = 1_000_000) -> tuple[list[ColumnCoding], dict[str, str], dict[str, str]]:
+    """(columns in the order of ``names``, units, descriptions) from codebook.csv's bytes.
+
+    ``ordered``: whether each column's values are ordered (datapackage.json's
+    ``categoriesOrdered``). Empty bounds are -inf / +inf in a column that has bounds, nan in one
+    that has none. Raises :class:`CodebookError` naming the line and the field."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CodebookError("codebook.csv: not UTF-8") from None
+    rows = csv.reader(io.StringIO(text, newline=""))
+    header = next(rows, None)
+    if header is None or tuple(header) != CODEBOOK_FIELDS:
+        raise CodebookError(f"codebook.csv: the header must be {','.join(CODEBOOK_FIELDS)}")
+    by_col: dict[str, list[tuple]] = {name: [] for name in names}
+    units: dict[str, str] = {}
+    descriptions: dict[str, str] = {}
+    for line, row in enumerate(rows, start=2):
+        if line > max_rows + 1:
+            raise CodebookError(f"codebook.csv: more than {max_rows:,} rows")
+        if len(row) != len(CODEBOOK_FIELDS):
+            raise CodebookError(f"codebook.csv, line {line}: {len(row)} fields, expected {len(CODEBOOK_FIELDS)}")
+        col, order, label, lower, upper, number, unit, description = row
+        if col not in by_col:
+            raise CodebookError(f"codebook.csv, line {line}: {col!r} is not a column of data.csv")
+        where = f"codebook.csv, line {line}"
+        if order != str(len(by_col[col]) + 1):
+            raise CodebookError(f"{where}: order {order!r}, expected {len(by_col[col]) + 1}")
+        value = _number(number, f"{where}, number")
+        if value is None:
+            raise CodebookError(f"{where}: the number is empty")
+        by_col[col].append((label, _number(lower, f"{where}, lower"), _number(upper, f"{where}, upper"), value))
+        if units.setdefault(col, unit) != unit or descriptions.setdefault(col, description) != description:
+            raise CodebookError(f"{where}: the unit or description differs from the column's first row")
+    columns = []
+    for name in names:
+        entries = by_col[name]
+        if not entries:
+            raise CodebookError(f"codebook.csv: no row for column {name!r}")
+        bounded = any(lo is not None or up is not None for _, lo, up, _ in entries)
+        lows = [(-math.inf if bounded else math.nan) if lo is None else lo for _, lo, _, _ in entries]
+        ups = [(math.inf if bounded else math.nan) if up is None else up for _, _, up, _ in entries]
+        try:
+            columns.append(ColumnCoding(name=name, labels=tuple(e[0] for e in entries),
+                                        values=np.array([e[3] for e in entries]),
+                                        ordered=bool(ordered.get(name, False)),
+                                        lower=np.array(lows), upper=np.array(ups)))
+        except ValueError as exc:
+            raise CodebookError(f"codebook.csv: column {name!r}: {exc}") from None
+    return columns, units, descriptions
