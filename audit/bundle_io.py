@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .bounds import MAX_JSON_DEPTH, clip, json_depth_over
+
 __all__ = [
     "BundleError",
     "BundleFileError",
@@ -154,8 +156,8 @@ class Bundle:
             raise BundleFileError(f"{name}: not a regular file")
         return os.fdopen(fd, "rb"), limit
 
-    def read_bytes(self, name: str) -> bytes:
-        """All bytes of ``name`` (size-limited)."""
+    def read_bytes(self, name: str, cache: bool = True) -> bytes:
+        """All bytes of ``name`` (size-limited); kept for the next call when ``cache``."""
         key = ("bytes", name)
         if key in self._cache:
             return self._cache[key]
@@ -172,7 +174,7 @@ class Bundle:
             data = b"".join(parts)
         if len(data) > limit:
             raise BundleFileError(f"{name}: larger than the limit of {limit} bytes")
-        if len(data) <= 64 * MB:
+        if cache and len(data) <= 64 * MB:
             self._cache[key] = data
         return data
 
@@ -198,12 +200,14 @@ class Bundle:
         self._cache[key] = (h.hexdigest(), size)
         return self._cache[key]
 
-    def read_json(self, name: str):
-        """Parsed JSON of ``name``; BundleFileError with a clear message if it is malformed."""
+    def read_json(self, name: str, cache: bool = True):
+        """Parsed JSON of ``name``; BundleFileError with a clear message if it is malformed.
+        ``cache=False``: parsed and not kept (a file no check reads again: a bundle may hold
+        hundreds of 10 MB JSON files, and parsed JSON takes up to ~20 times its bytes)."""
         key = ("json", name)
         if key in self._cache:
             return self._cache[key]
-        data = self.read_bytes(name)
+        data = self.read_bytes(name, cache=cache)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -214,9 +218,15 @@ class Bundle:
 
         try:
             obj = json.loads(text, parse_constant=no_constants)
-        except (ValueError, RecursionError) as e:
-            raise BundleFileError(f"{name}: malformed JSON ({e})") from None
-        self._cache[key] = obj
+        except RecursionError:
+            raise BundleFileError(f"{name}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+        except ValueError as e:
+            raise BundleFileError(f"{name}: malformed JSON ({clip(str(e), 300)})") from None
+        if json_depth_over(obj, MAX_JSON_DEPTH):
+            # every reader after this one may recurse (schemas, canonical JSON, comparisons)
+            raise BundleFileError(f"{name}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        if cache:
+            self._cache[key] = obj
         return obj
 
     def open_text(self, name: str):

@@ -8,9 +8,11 @@ from fractions import Fraction
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON
 
+from .bounds import MAX_CRITERIA, MAX_DATA_PASSES
 from .context import AuditContext, Missing, need, need_number
 from .report import CheckResult
-from .sensitivity import Unverifiable, derive_threshold, quantile_releases, recompute_sensitivity
+from .sensitivity import (Unverifiable, data_passes, derive_threshold, quantile_releases,
+                          recompute_sensitivity)
 
 __all__ = ["check_budget", "check_acceptance", "REL_TOL", "close"]
 
@@ -78,6 +80,16 @@ def check_budget(ctx: AuditContext) -> CheckResult:
     acceptance = spec.get("acceptance")
     if not isinstance(acceptance, list):
         r.fail("spec.json: spec.acceptance is not a list")
+        return r
+    if len(acceptance) > MAX_CRITERIA or len(rows) > MAX_CRITERIA:
+        r.fail(f"{max(len(acceptance), len(rows)):,} acceptance criteria (spec.json or metrics.json), "
+               f"more than the limit of {MAX_CRITERIA}; nothing recomputed")
+        return r
+    passes = sum(data_passes(e, view) for e in acceptance if isinstance(e, dict))
+    if passes > MAX_DATA_PASSES:
+        r.fail(f"spec.json: recomputing the criteria's sensitivities would take {passes:,} passes "
+               f"over the columns of data.csv, more than the limit of {MAX_DATA_PASSES:,}; nothing "
+               f"recomputed")
         return r
     entries = {e.get("id"): e for e in acceptance if isinstance(e, dict)}
     row_ids = [row.get("id") for row in rows]
@@ -155,6 +167,7 @@ def check_budget(ctx: AuditContext) -> CheckResult:
         _budget_arithmetic(budget, rows, spec, r, n)
     except Missing as e:
         r.fail(str(e))
+    _registry_entry_numbers(ctx, budget, r)
     if not r.failed:
         policy = {"dp_count": f"n is a DP count (epsilon {_fmt(r.facts.get('epsilon_count'))})",
                   "declared_public": "n declared public (the count of plausible records, "
@@ -228,6 +241,47 @@ def _records(budget: dict, spec: dict, n: int | None, r: CheckResult) -> Fractio
     return exact.dec(eps)
 
 
+def _generation_parts(parts: list, eps_gen: Fraction, r: CheckResult) -> None:
+    """The generator's parts. With ``epsilon_opendp`` (newer bundles): the decimal
+    shares add up exactly to the generation epsilon, the floats handed to OpenDP have an exact
+    binary sum at most the generation epsilon, and each float is within one unit in its last
+    place of its share. Without it: the parts are the floats handed to OpenDP, whose exact
+    binary sum may not exceed the generation epsilon (and is close to it)."""
+    W = "budget.json"
+    items = [p for p in parts if isinstance(p, dict)]
+    vals = [p.get("epsilon") for p in items]
+    if len(items) != len(parts) or not all(_num(v) for v in vals):
+        r.fail(f"{W}: generation.parts has an entry without a numeric epsilon")
+        return
+    if any("epsilon_opendp" in p for p in items):
+        floats = [p.get("epsilon_opendp") for p in items]
+        if not all(_num(f) for f in floats):
+            r.fail(f"{W}: generation.parts: every part needs a numeric epsilon_opendp when one has it")
+            return
+        shares = exact.total(vals)
+        if shares != eps_gen:
+            r.fail(f"{W}: generation parts sum to {exact.show(shares)}, not the generation "
+                   f"epsilon {exact.show(eps_gen)}")
+        spent = sum((exact.binary(float(f)) for f in floats), Fraction(0))
+        if spent > eps_gen:
+            r.fail(f"{W}: the floats handed to OpenDP (generation.parts[].epsilon_opendp) sum to "
+                   f"{float(spent)!r}, above the generation epsilon {exact.show(eps_gen)}")
+        for i, (v, f) in enumerate(zip(vals, floats)):
+            if abs(exact.binary(float(f)) - exact.dec(v)) >= Fraction(math.ulp(float(f))):
+                r.fail(f"{W}: generation.parts[{i}]: epsilon_opendp {f!r} is not its share "
+                       f"{v!r} rounded to a float")
+        return
+    # the parts are the floats handed to OpenDP: their exact binary sum may not exceed the
+    # declared generation epsilon
+    spent = sum((exact.binary(float(v)) for v in vals), Fraction(0))
+    if spent > eps_gen:
+        r.fail(f"{W}: generation parts sum to {float(spent)!r}, above the generation "
+               f"epsilon {exact.show(eps_gen)}")
+    elif not close(float(spent), float(eps_gen), 1e-6):
+        r.fail(f"{W}: generation parts sum to {float(spent)!r}, not the generation "
+               f"epsilon {exact.show(eps_gen)}")
+
+
 def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResult,
                        n: int | None = None) -> None:
     """Every sum recomputed exactly (declared decimals as fractions): evaluation = sum of the
@@ -266,19 +320,7 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
         r.fail(f"{W}: generation epsilon {exact.show(eps_gen)} differs from the spec's {spec_gen!r}")
     parts = budget.get("generation", {}).get("parts")
     if isinstance(parts, list) and parts:
-        vals = [p.get("epsilon") for p in parts if isinstance(p, dict)]
-        if all(_num(v) for v in vals):
-            # the parts are the floats handed to OpenDP: their exact binary sum may not exceed
-            # the declared generation epsilon
-            spent = sum((exact.binary(float(v)) for v in vals), Fraction(0))
-            if spent > eps_gen:
-                r.fail(f"{W}: generation parts sum to {float(spent)!r}, above the generation "
-                       f"epsilon {exact.show(eps_gen)}")
-            elif not close(float(spent), float(eps_gen), 1e-6):
-                r.fail(f"{W}: generation parts sum to {float(spent)!r}, not the generation "
-                       f"epsilon {exact.show(eps_gen)}")
-        else:
-            r.fail(f"{W}: generation.parts has an entry without a numeric epsilon")
+        _generation_parts(parts, eps_gen, r)
     # pre-selection
     pre = budget.get("pre_selection", [])
     if not isinstance(pre, list):
@@ -339,6 +381,55 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     r.facts.update({"epsilon_generation": float(eps_gen), "epsilon_evaluation": float(eps_eval),
                     "epsilon_pre_selection": float(eps_pre), "epsilon_count": float(eps_count),
                     "total_epsilon": float(total), "epsilon_cap": float(cap)})
+
+
+def composition_formula(budget: dict) -> str:
+    """The total epsilon spelled out from budget.json, as registry-entry.yaml must state it:
+    ``total epsilon = [records count C + ]F x (generation G + acceptance criteria E)[ +
+    pre-selection P] = T``, each number the exact decimal of budget.json's (the audit's own
+    rendering: it does not read the release's)."""
+    show = lambda x: exact.show(exact.dec(x))  # noqa: E731
+    rec = budget.get("records") or {"policy": "declared_public", "epsilon": 0}
+    head = f"records count {show(rec['epsilon'])} + " if rec.get("policy") == "dp_count" else ""
+    pre = budget.get("pre_selection") or []
+    tail = f" + pre-selection {exact.show(exact.total(p['epsilon'] for p in pre))}" if pre else ""
+    return (f"total epsilon = {head}{show(budget['selection']['factor'])} x (generation "
+            f"{show(budget['generation']['epsilon'])} + acceptance criteria "
+            f"{show(budget['evaluation']['epsilon'])}){tail} = {show(budget['total_epsilon'])}")
+
+
+def _registry_entry_numbers(ctx: AuditContext, budget: dict, r: CheckResult) -> None:
+    """registry-entry.yaml (when the bundle has one) states budget.json's numbers: its epsilon
+    is the total, and its composition and privacy parameter details spell the total out as
+    :func:`composition_formula` does from budget.json."""
+    from .checks_schema import REGISTRY_ENTRY, registry_entry
+
+    if not ctx.bundle.has(REGISTRY_ENTRY) or not isinstance(budget, dict):
+        return
+    W = REGISTRY_ENTRY
+    try:
+        entry = registry_entry(ctx)
+    except Missing as e:
+        r.fail(str(e))
+        return
+    dep = entry.get("deployment") if isinstance(entry.get("deployment"), dict) else {}
+    loss = dep.get("privacy_loss") if isinstance(dep.get("privacy_loss"), dict) else {}
+    params = loss.get("privacy_parameters") if isinstance(loss.get("privacy_parameters"), dict) else {}
+    eps, total = params.get("epsilon"), budget.get("total_epsilon")
+    if not _num(eps) or not math.isfinite(eps):
+        r.fail(f"{W}: privacy_parameters.epsilon {eps!r} is not a finite number")
+    elif _num(total) and math.isfinite(total) and exact.dec(eps) != exact.dec(total):
+        r.fail(f"{W}: privacy_parameters.epsilon {_fmt(eps)} differs from budget.json's total epsilon "
+               f"{_fmt(total)}")
+    try:
+        formula = composition_formula(budget)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return  # budget.json itself is malformed: the arithmetic above says so
+    acc = dep.get("accounting") if isinstance(dep.get("accounting"), dict) else {}
+    for where, text in (("accounting.composition", acc.get("composition")),
+                        ("privacy_loss.privacy_parameters_details", loss.get("privacy_parameters_details"))):
+        if not isinstance(text, str) or formula not in text:
+            r.fail(f"{W}: {where} does not state the composition of budget.json ({formula})")
 
 
 def check_acceptance(ctx: AuditContext) -> CheckResult:

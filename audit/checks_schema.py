@@ -1,13 +1,19 @@
 """Check 2, schema: every JSON file validates against its schema; data.csv has exactly the
 spec's released columns, only declared labels and no empty cells; datapackage.json agrees with
-the spec (and with data.csv's size and hash when it declares them)."""
+the spec (and with data.csv's size and hash when it declares them); registry-entry.yaml (the
+OpenDP Deployments Registry entry) parses under the strict YAML rules and validates against its
+schema (its numbers are checked against budget.json by the budget check)."""
 from __future__ import annotations
 
+import yaml
+
+from .bounds import spec_count_problems
+from .bundle_io import BundleFileError
 from .context import AuditContext, Missing
 from .report import CheckResult
 from .schema_util import SchemaMissing, validate
 
-__all__ = ["check_schema", "JSON_SCHEMAS"]
+__all__ = ["check_schema", "JSON_SCHEMAS", "REGISTRY_ENTRY", "registry_entry"]
 
 # bundle file -> schema name in dpbundle.schemas
 JSON_SCHEMAS = {
@@ -22,11 +28,64 @@ JSON_SCHEMAS = {
     "model.json": "model",
 }
 REQUIRED = ("manifest.json", "metrics.json", "budget.json", "spec.json", "datapackage.json", "data.csv")
+REGISTRY_ENTRY = "registry-entry.yaml"   # optional: bundles before it existed have none
+MAX_REGISTRY_ENTRY_BYTES = 1024 * 1024   # an entry is a few kilobytes
 
 
-def check_schema(ctx: AuditContext) -> CheckResult:
+def registry_entry(ctx: AuditContext) -> dict:
+    """registry-entry.yaml as JSON data, parsed once by the audit's strict YAML loader (no
+    anchors, aliases, merge keys or duplicate keys, at most 64 levels, dates as strings) after
+    a size check; Missing naming the rule otherwise."""
+    from .preregistration import _json_value, _Refused, _StrictLoader
+
+    key = f"yaml:{REGISTRY_ENTRY}"
+    if key not in ctx._docs:
+        try:
+            size = ctx.bundle.files.get(REGISTRY_ENTRY)
+            if size is None:
+                raise Missing(f"{REGISTRY_ENTRY}: missing from the bundle")
+            if size > MAX_REGISTRY_ENTRY_BYTES:
+                raise Missing(f"{REGISTRY_ENTRY}: {size:,} bytes, more than the limit of "
+                              f"{MAX_REGISTRY_ENTRY_BYTES:,}")
+            try:
+                data = ctx.bundle.read_bytes(REGISTRY_ENTRY)
+            except BundleFileError as e:
+                raise Missing(str(e)) from None
+            if len(data) > MAX_REGISTRY_ENTRY_BYTES:
+                raise Missing(f"{REGISTRY_ENTRY}: more than {MAX_REGISTRY_ENTRY_BYTES:,} bytes")
+            try:
+                loader = _StrictLoader(data.decode("utf-8"))
+                try:
+                    doc = _json_value(loader.get_single_data())
+                finally:
+                    loader.dispose()
+            except UnicodeDecodeError as e:
+                raise Missing(f"{REGISTRY_ENTRY}: not UTF-8 ({e.reason} at byte {e.start})") from None
+            except _Refused as e:
+                where = f" (line {e.mark.line + 1})" if e.mark is not None else ""
+                raise Missing(f"{REGISTRY_ENTRY}: refused{where}: {e}") from None
+            except (yaml.YAMLError, ValueError, RecursionError) as e:
+                raise Missing(f"{REGISTRY_ENTRY}: not valid YAML ({str(e).splitlines()[0][:200]})") from None
+            if not isinstance(doc, dict):
+                raise Missing(f"{REGISTRY_ENTRY}: not a mapping of fields")
+            ctx._docs[key] = ("ok", doc)
+        except Missing as e:
+            ctx._docs[key] = ("err", str(e))
+    status, value = ctx._docs[key]
+    if status == "err":
+        raise Missing(value)
+    return value
+
+
+def check_schema(ctx: AuditContext, validate_json: bool = True) -> CheckResult:
+    """``validate_json=False`` (the runner's choice when the integrity check failed): the JSON
+    files are parsed but not validated against their schemas, which costs far more than reading
+    them (about 0.5 s a MB); a warning says so."""
     r = CheckResult("schema")
     b = ctx.bundle
+    if not validate_json:
+        r.warn("the JSON files were parsed but not validated against their schemas: the integrity "
+               "check failed, and checks that cost more than reading the files do not run")
     for name in REQUIRED:
         if not b.has(name):
             r.fail(f"{name}: missing from the bundle")
@@ -34,14 +93,21 @@ def check_schema(ctx: AuditContext) -> CheckResult:
     for name in sorted(b.files):
         if not name.endswith(".json"):
             continue
+        schema = JSON_SCHEMAS.get(name)
+        if schema is None:   # parsed once and not kept (no other check reads it)
+            try:
+                b.read_json(name, cache=False)
+            except BundleFileError as e:
+                r.fail(str(e))
+                continue
+            r.warn(f"{name}: no schema is known for this file (parsed as JSON only)")
+            continue
         try:
             doc = ctx.json(name)
         except Missing as e:
             r.fail(str(e))
             continue
-        schema = JSON_SCHEMAS.get(name)
-        if schema is None:
-            r.warn(f"{name}: no schema is known for this file (parsed as JSON only)")
+        if not validate_json:
             continue
         try:
             errors = validate(doc, schema)
@@ -51,13 +117,28 @@ def check_schema(ctx: AuditContext) -> CheckResult:
         for e in errors:
             r.fail(f"{name}: {e}")
         if name == "spec.json" and not errors and isinstance(doc.get("spec"), dict):
+            counts = spec_count_problems(doc["spec"])   # bounded before the slow validation
+            for e in counts:
+                r.fail(f"spec.json: {e}")
             try:
-                spec_errors = validate(doc["spec"], "spec")
+                spec_errors = [] if counts else validate(doc["spec"], "spec")
             except SchemaMissing:
                 spec_errors = []
             for e in spec_errors:
                 r.fail(f"spec.json: spec: {e}")
         validated += 1
+    # -- registry-entry.yaml (optional) --------------------------------------------------
+    if b.has(REGISTRY_ENTRY) and validate_json:
+        try:
+            errors = validate(registry_entry(ctx), "registry-entry")
+        except (Missing, SchemaMissing) as e:
+            errors = None
+            r.fail(str(e))
+        for e in errors or []:
+            r.fail(f"{REGISTRY_ENTRY}: {e}")
+        if errors == []:
+            validated += 1
+            _publication_date(ctx, r)
     # -- data.csv against the spec ------------------------------------------------------
     try:
         view = ctx.view()
@@ -95,9 +176,21 @@ def check_schema(ctx: AuditContext) -> CheckResult:
         except Missing as e:
             r.fail(str(e))
     if not r.failed:
-        r.detail = (f"{validated} JSON files valid; data.csv has the {len(view.names)} released "
-                    f"columns and only declared labels; datapackage.json agrees")
+        r.detail = (f"{validated} files valid against their schemas; data.csv has the "
+                    f"{len(view.names)} released columns and only declared labels; datapackage.json agrees")
     return r
+
+
+def _publication_date(ctx: AuditContext, r: CheckResult) -> None:
+    """The registry entry's publication date is the bundle's creation day (manifest.json)."""
+    try:
+        created = ctx.json("manifest.json").get("created")
+    except (Missing, AttributeError):
+        return
+    date = registry_entry(ctx)["deployment"]["basic"]["publication_date"]
+    if isinstance(created, str) and date != created[:10]:
+        r.fail(f"{REGISTRY_ENTRY}: publication_date {date!r} is not the bundle's creation day "
+               f"{created[:10]!r} (manifest.json)")
 
 
 def _categories(field: dict, col, r: CheckResult) -> None:
@@ -137,14 +230,18 @@ def _datapackage(ctx: AuditContext, view, r: CheckResult) -> None:
         elif list(enum) != list(col.labels):
             r.fail(f"datapackage.json: field {col.name} labels {enum} differ from the spec's {list(col.labels)}")
         _categories(f, col, r)
-    if "bytes" in res and ctx.bundle.has("data.csv"):
-        if res["bytes"] != ctx.bundle.files["data.csv"]:
-            r.fail(f"datapackage.json: bytes {res['bytes']} differs from data.csv's size {ctx.bundle.files['data.csv']}")
-    if isinstance(res.get("hash"), str) and ctx.bundle.has("data.csv"):
-        want = res["hash"].split(":", 1)[-1]
-        got, _ = ctx.bundle.digest("data.csv")
-        if want != got:
-            r.fail("datapackage.json: hash differs from data.csv's SHA-256")
+    for res in resources:  # data.csv, and (newer bundles) codebook.csv and metrics.csv
+        path = res.get("path") if isinstance(res, dict) else None
+        if not isinstance(path, str) or not ctx.bundle.has(path):
+            r.fail(f"datapackage.json: resource path {path!r} is not a file of the bundle")
+            continue
+        if "bytes" in res and res["bytes"] != ctx.bundle.files[path]:
+            r.fail(f"datapackage.json: bytes {res['bytes']} differs from {path}'s size {ctx.bundle.files[path]}")
+        if isinstance(res.get("hash"), str):
+            want = res["hash"].split(":", 1)[-1]
+            got, _ = ctx.bundle.digest(path)
+            if want != got:
+                r.fail(f"datapackage.json: hash differs from {path}'s SHA-256")
     title = (view.spec.get("release") or {}).get("title")
     if isinstance(title, str) and isinstance(dp.get("title"), str) and dp["title"] != title:
         r.warn(f"datapackage.json: title {dp['title']!r} differs from the spec's {title!r}")

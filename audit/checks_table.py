@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .bounds import MAX_QUASI_IDENTIFIER_SETS
 from .context import AuditContext, Missing
 from .report import CheckResult
 
@@ -89,12 +90,17 @@ def check_face_privacy(ctx: AuditContext) -> CheckResult:
     if not isinstance(qis, list):
         r.fail("spec.json: face_privacy.quasi_identifiers is not a list")
         qis = []
+    elif len(qis) > MAX_QUASI_IDENTIFIER_SETS:   # each one is a pass over every row
+        r.fail(f"spec.json: face_privacy.quasi_identifiers has {len(qis):,} sets, more than the "
+               f"limit of {MAX_QUASI_IDENTIFIER_SETS}; k-anonymity not checked")
+        qis = []
+    pos = {c.name: j for j, c in enumerate(view.columns)}
     for i, qi in enumerate(qis):
         if not isinstance(qi, list) or not qi:
             r.fail(f"spec.json: face_privacy.quasi_identifiers[{i}] is not a list of columns")
             continue
         try:
-            idx = [view.index(c) for c in qi]
+            idx = list(dict.fromkeys(pos[c] for c in qi))
         except (KeyError, TypeError):
             r.fail(f"spec.json: face_privacy.quasi_identifiers[{i}] names an unknown column ({qi})")
             continue
@@ -129,7 +135,12 @@ def check_constraints(ctx: AuditContext) -> CheckResult:
         return r
     codes = table.codes
     n = codes.shape[0]
-    from .constraints import ConstraintError, violations
+    from .constraints import ConstraintError, conditions_over_limit, violations
+
+    too_many = conditions_over_limit(cons)   # each condition is a pass over every row
+    if too_many:
+        r.fail(f"spec.json: {too_many}; no constraint checked")
+        return r
 
     checked = 0
     for i, c in enumerate(cons):

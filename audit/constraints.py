@@ -15,9 +15,10 @@ import operator
 
 import numpy as np
 
+from .bounds import MAX_CONSTRAINT_CONDITIONS, clip
 from .labels import AuditColumn
 
-__all__ = ["OPS", "bin_condition", "violations", "ConstraintError"]
+__all__ = ["OPS", "bin_condition", "violations", "conditions_over_limit", "ConstraintError"]
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
        "==": operator.eq, "!=": operator.ne}
@@ -59,10 +60,20 @@ def _one(col: AuditColumn, op: str, v: float) -> np.ndarray:
 
 def _category_codes(col: AuditColumn, names: list) -> np.ndarray:
     cats = list(col.categories) if col.categories is not None else list(col.labels)
-    missing = [x for x in names if x not in cats]
+    code = {}
+    for k, c in enumerate(cats):
+        code.setdefault(c, k)          # the first, as list.index gives it
+    missing = [x for x in names if x not in code]
     if missing:
-        raise ConstraintError(f"column {col.name!r}: {missing[0]!r} is not one of its categories ({', '.join(cats)})")
-    return np.array([cats.index(x) for x in names], dtype=np.int64)
+        raise ConstraintError(clip(f"column {col.name!r}: {missing[0]!r} is not one of its categories "
+                                   f"({', '.join(cats)})", 300))
+    return np.array([code[x] for x in names], dtype=np.int64)
+
+
+def _count_in(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, side_hi: str) -> np.ndarray:
+    """Per bin, how many of the sorted distinct ``values`` lie in [lo, hi) (``side_hi`` "left")
+    or [lo, hi] ("right"): two binary searches per bin, whatever the numbers of bins and values."""
+    return np.searchsorted(values, hi, side=side_hi) - np.searchsorted(values, lo, side="left")
 
 
 def bin_condition(col: AuditColumn, op: str, value) -> np.ndarray:
@@ -84,18 +95,26 @@ def bin_condition(col: AuditColumn, op: str, value) -> np.ndarray:
         return OPS[op](col.numbers, nums[0])
     nums = [float(x) for x in items]
     if op == "in":
+        # a bounded integer bin [a, b) matches when each integer int(a) .. int(b) - 1 is listed
+        # (an empty range too); counted with binary searches over the listed whole numbers, so
+        # that neither many bins nor wide ones make it slow
         out = np.zeros(col.size, dtype=bool)
         if col.integer:
-            wanted = set(nums)
-            for i, (a, b) in enumerate(zip(col.lower, col.upper)):
-                if math.isfinite(a) and math.isfinite(b):
-                    out[i] = all(float(x) in wanted for x in range(int(a), int(b)))
+            whole = np.unique(np.array([v for v in nums if v.is_integer()], dtype=np.float64))
+            finite = np.isfinite(col.lower) & np.isfinite(col.upper)
+            a = np.trunc(np.where(finite, col.lower, 0.0))
+            b = np.trunc(np.where(finite, col.upper, 0.0))
+            width = np.maximum(b - a, 0.0)
+            out = finite & (np.maximum(_count_in(whole, a, b, "left"), 0) == width)
         return out
     if op == "not in":
-        out = np.ones(col.size, dtype=bool)
-        for v in nums:
-            out &= _one(col, "!=", v)
-        return out
+        # no listed value lies in the bin: for an integer bin, no whole number in [lo, top]
+        # (top = up - 1, or +inf when open above); for a real bin, none in [lo, up)
+        if col.integer:
+            whole = np.unique(np.array([v for v in nums if v.is_integer()], dtype=np.float64))
+            top = np.where(np.isfinite(col.upper), col.upper - 1, col.upper)
+            return _count_in(whole, col.lower, top, "right") <= 0
+        return _count_in(np.unique(np.array(nums, dtype=np.float64)), col.lower, col.upper, "left") <= 0
     return _one(col, op, nums[0])
 
 
@@ -116,9 +135,26 @@ def _check_value(where: str, col: AuditColumn, op: str, value) -> None:
             raise ConstraintError(f"{where}: value {v!r} is not a number or a category name")
 
 
+def conditions_over_limit(constraints: list) -> str | None:
+    """A message if the constraints have more than MAX_CONSTRAINT_CONDITIONS conditions together
+    (each is a pass over every row), else None."""
+    conditions = sum(len(c["when"]) if isinstance(c, dict) and isinstance(c.get("when"), list) else 1
+                     for c in constraints)
+    if conditions > MAX_CONSTRAINT_CONDITIONS:
+        return (f"synthetic_constraints: {conditions:,} conditions in all, more than the limit of "
+                f"{MAX_CONSTRAINT_CONDITIONS:,}")
+    return None
+
+
 def violations(constraints: list, columns: list[AuditColumn], codes: np.ndarray,
                names: list[str]) -> list[tuple[str, np.ndarray]]:
-    """(constraint name, row mask) for every constraint; ConstraintError if one is unusable."""
+    """(constraint name, row mask) for every constraint; ConstraintError if one is unusable, or
+    if they have more than MAX_CONSTRAINT_CONDITIONS conditions together (each condition is a
+    pass over every row: checked before any)."""
+    too_many = conditions_over_limit(constraints)
+    if too_many:
+        raise ConstraintError(too_many)
+    pos = {n: j for j, n in enumerate(names)}
     out = []
     for i, c in enumerate(constraints):
         name = c.get("name", f"#{i}") if isinstance(c, dict) else f"#{i}"
@@ -131,11 +167,11 @@ def violations(constraints: list, columns: list[AuditColumn], codes: np.ndarray,
             if not (isinstance(cond, list) and len(cond) == 3):
                 raise ConstraintError(f"{where}: malformed condition {cond!r}")
             col, op, value = cond
-            if col not in names:
-                raise ConstraintError(f"{where}: unknown released column {col!r}")
-            if op not in OPS and op not in SET_OPS:
-                raise ConstraintError(f"{where}: unknown operator {op!r}")
-            j = names.index(col)
+            if not isinstance(col, str) or col not in pos:
+                raise ConstraintError(clip(f"{where}: unknown released column {col!r}", 300))
+            if not isinstance(op, str) or (op not in OPS and op not in SET_OPS):
+                raise ConstraintError(clip(f"{where}: unknown operator {op!r}", 300))
+            j = pos[col]
             _check_value(where, columns[j], op, value)
             mask &= bin_condition(columns[j], op, value)[codes[:, j]]
         out.append((name, mask))

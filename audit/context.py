@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .bundle_io import Bundle, BundleFileError
 from .data_csv import DataTable, read_data_csv, read_header_and_labels
-from .labels import SpecView, SpecViewError, build_view
+from .labels import AmbiguousAlternative, SpecView, SpecViewError, build_view
 
 __all__ = ["AuditContext", "Missing", "need", "need_number"]
 
@@ -69,7 +69,7 @@ class AuditContext:
                 observed = None
                 try:
                     self._view = build_view(spec_json)
-                except SpecViewError:
+                except AmbiguousAlternative:   # read which labels data.csv holds, then again
                     got = read_header_and_labels(self.bundle) if self.bundle.has("data.csv") else None
                     observed = got[1] if got else None
                     self._view = build_view(spec_json, observed)

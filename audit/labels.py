@@ -4,12 +4,19 @@ number of each label (DESIGN / internals "Numbers of codes").
 Independent of ``release/transform.py``: labels are derived from the selected alternative of
 each column, and numbers are parsed back from the labels:
 
-* ``"<18"``  -> open below, number 18
-* ``"44<"``  -> open above, number 44
+* ``"<18"``, ``"under 18"`` -> open below, number 18
+* ``"44<"`` -> open above, number 44 (label style ``births-2024``: "greater than 44")
+* ``"45 and over"``, ``"45+"`` -> open above, number 45 (label styles ``office``, ``plus``)
 * ``"18-19"`` -> bounded, number 18.5 (midpoint of the inclusive integers)
 * ``"7"``   -> 7
 * categories -> the spec's ``values`` (else 0, 1, ...); a categorical alternative's ``labels``
   override what data.csv shows, its ``categories`` stay the names constraints use
+
+The label style of a column: its ``label_style``, else the spec's, else ``births-2024`` for a spec
+of format version 1 (``dpbundle_spec: 1``) and ``office`` for version 2. An open bin below the
+clip range ``[b, ...)`` is ``"under b"`` (office) or ``"<b"``; one above, from a, is ``"a and
+over"`` (office), ``"a+"`` (plus) or ``"(a-1)<"`` (births-2024, integer sources; ``"a<"``
+otherwise).
 
 The range of a derived source, from the spec only: ``month`` 1..12; ``year`` the years of the
 input min/max; ``age`` (whole years at ``reference``) the ages of the input max/min dates;
@@ -24,11 +31,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .bounds import MAX_BINS_PER_COLUMN, MAX_COLUMNS, MAX_LABELS
+
 __all__ = [
     "AuditColumn",
     "SpecView",
     "SpecViewError",
     "label_number",
+    "LABEL_STYLES",
+    "column_label_style",
     "alternative_labels",
     "build_view",
 ]
@@ -36,7 +47,14 @@ __all__ = [
 _NUM = r"-?\d+(?:\.\d+)?"
 _RE_BELOW = re.compile(rf"^<({_NUM})$")
 _RE_ABOVE = re.compile(rf"^({_NUM})<$")
+_RE_UNDER = re.compile(rf"^under ({_NUM})$")
+_RE_AND_OVER = re.compile(rf"^({_NUM}) and over$")
+_RE_PLUS = re.compile(rf"^({_NUM})\+$")
 _RE_RANGE = re.compile(rf"^({_NUM})-({_NUM})$")
+
+#: Label styles of open bins, and the style of a spec that names none by its format version.
+LABEL_STYLES = ("office", "plus", "births-2024")
+_DEFAULT_STYLE = {1: "births-2024", 2: "office"}
 _RE_ONE = re.compile(rf"^({_NUM})$")
 
 
@@ -50,7 +68,7 @@ def label_number(label: str) -> float:
     m = _RE_BELOW.match(s)
     if m:
         return float(m.group(1))
-    m = _RE_ABOVE.match(s)
+    m = _RE_ABOVE.match(s) or _RE_UNDER.match(s) or _RE_AND_OVER.match(s) or _RE_PLUS.match(s)
     if m:
         return float(m.group(1))
     m = _RE_RANGE.match(s)
@@ -59,7 +77,8 @@ def label_number(label: str) -> float:
     m = _RE_ONE.match(s)
     if m:
         return float(m.group(1))
-    raise ValueError(f"label {label!r} is not of the form '<a', 'a<', 'a-b' or 'a'")
+    raise ValueError(f"label {label!r} is not of the form '<a', 'under a', 'a<', 'a and over', "
+                     f"'a+', 'a-b' or 'a'")
 
 
 def _fmt(x) -> str:
@@ -107,22 +126,84 @@ class SpecView:
 
 
 def _bins(alt: dict) -> list[tuple[float, float]]:
+    """The bins of an alternative; SpecViewError over MAX_BINS_PER_COLUMN (before they are made:
+    ``unit_bins: [0, 10**12]`` is two numbers in spec.json and 10^12 bins)."""
     if "edges" in alt:
+        if len(alt["edges"]) - 1 > MAX_BINS_PER_COLUMN:
+            raise SpecViewError(f"alternative {_short(alt.get('id'))}: {len(alt['edges']) - 1:,} bins, "
+                                f"more than the limit of {MAX_BINS_PER_COLUMN:,} per column")
         e = [float(x) for x in alt["edges"]]
         return list(zip(e[:-1], e[1:]))
     a, b = alt["unit_bins"]
+    span = int(b) - int(a) + 1
+    if span > MAX_BINS_PER_COLUMN:
+        raise SpecViewError(f"alternative {_short(alt.get('id'))}: unit_bins {_short([a, b])} make {span:,} "
+                            f"bins, more than the limit of {MAX_BINS_PER_COLUMN:,} per column")
     return [(float(v), float(v) + 1.0) for v in range(int(a), int(b) + 1)]
 
 
-def alternative_labels(column: dict, alt: dict, input_column: dict | None) -> tuple[list[str], list[float], bool]:
+class AmbiguousAlternative(SpecViewError):
+    """The configuration does not name a column's alternative and the labels seen do not single
+    one out (the view is built again with the labels data.csv holds)."""
+
+
+def _alternative_size(alt: dict) -> int:
+    """The number of bins or categories of an alternative, from its size fields alone."""
+    if isinstance(alt.get("categories"), list):
+        return len(alt["categories"])
+    if isinstance(alt.get("edges"), list):
+        return max(len(alt["edges"]) - 1, 0)
+    ub = alt.get("unit_bins")
+    if isinstance(ub, list) and len(ub) == 2 and all(isinstance(x, int) for x in ub):
+        return max(ub[1] - ub[0] + 1, 0)
+    return 1
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def column_label_style(spec: dict, column: dict) -> str:
+    """The label style of a released column (see the module doc); SpecViewError if unknown."""
+    style = column.get("label_style") or spec.get("label_style")
+    if style is None:
+        version = spec.get("dpbundle_spec")
+        if not isinstance(version, int) or isinstance(version, bool) or version not in _DEFAULT_STYLE:
+            raise SpecViewError(f"spec.json: unknown spec format version dpbundle_spec {_short(version)}")
+        style = _DEFAULT_STYLE[version]
+    if style not in LABEL_STYLES:
+        raise SpecViewError(f"spec.json: column {_short(column.get('name'))}: unknown label_style "
+                            f"{_short(style)}")
+    return style
+
+
+def _open_label(style: str, below: bool, edge: float, integer: bool) -> str:
+    """The label of an open bin: below the range (``edge`` = its upper edge b) or above it
+    (``edge`` = its lower edge a)."""
+    if below:
+        return f"under {_fmt(edge)}" if style == "office" else f"<{_fmt(edge)}"
+    if style == "office":
+        return f"{_fmt(edge)} and over"
+    if style == "plus":
+        return f"{_fmt(edge)}+"
+    return f"{_fmt(edge - 1 if integer else edge)}<"
+
+
+def alternative_labels(column: dict, alt: dict, input_column: dict | None,
+                       style: str = "births-2024") -> tuple[list[str], list[float], bool]:
     """(labels, numbers, ordered) of one alternative of a released column."""
-    labels, numbers, ordered, _ = alternative_coding(column, alt, input_column)
+    labels, numbers, ordered, _ = alternative_coding(column, alt, input_column, style)
     return labels, numbers, ordered
 
 
-def alternative_coding(column: dict, alt: dict, input_column: dict | None):
-    """(labels, numbers, ordered, (lower, upper, integer)) of one alternative."""
+def alternative_coding(column: dict, alt: dict, input_column: dict | None, style: str = "births-2024"):
+    """(labels, numbers, ordered, (lower, upper, integer)) of one alternative; ``style``: the
+    column's label style (:func:`column_label_style`)."""
     if "categories" in alt:
+        if len(alt["categories"]) > MAX_BINS_PER_COLUMN:
+            raise SpecViewError(f"column {_short(column.get('name'))}: {len(alt['categories']):,} "
+                                f"categories, more than the limit of {MAX_BINS_PER_COLUMN:,} per column")
         names = [str(c) for c in alt["categories"]]
         labels = [str(c) for c in alt["labels"]] if "labels" in alt else names
         if len(labels) != len(names) or len(set(labels)) != len(labels):
@@ -137,7 +218,10 @@ def alternative_coding(column: dict, alt: dict, input_column: dict | None):
         return labels, [float(v) for v in values], False, (nan, nan, False)
     if "edges" not in alt and "unit_bins" not in alt:
         raise SpecViewError(f"column {column.get('name')!r}, alternative {alt.get('id')!r}: no edges, unit_bins or categories")
-    bins = _bins(alt)
+    try:
+        bins = _bins(alt)
+    except SpecViewError as e:
+        raise SpecViewError(f"spec.json: column {_short(column.get('name'))}, {e}") from None
     clip = alt.get("clip")
     src_min = src_max = None
     integer = True
@@ -153,12 +237,11 @@ def alternative_coding(column: dict, alt: dict, input_column: dict | None):
     for i, (a, b) in enumerate(bins):
         last = b - 1 if integer else b
         if i == 0 and below:
-            default_labels.append(f"<{_fmt(b)}")
+            default_labels.append(_open_label(style, True, b, integer))
             rule_numbers.append(b)
         elif i == len(bins) - 1 and above:
-            edge = a - 1 if integer else a
-            default_labels.append(f"{_fmt(edge)}<")
-            rule_numbers.append(edge)
+            default_labels.append(_open_label(style, False, a, integer))
+            rule_numbers.append(a - 1 if style == "births-2024" and integer else a)
         elif integer and last == a:
             default_labels.append(_fmt(a))
             rule_numbers.append(a)
@@ -287,6 +370,9 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
     cols = spec.get("columns")
     if not isinstance(cols, list) or not cols:
         raise SpecViewError("spec.json: spec.columns missing or empty")
+    if len(cols) > MAX_COLUMNS:
+        raise SpecViewError(f"spec.json: {len(cols):,} released columns, more than the limit of "
+                            f"{MAX_COLUMNS:,}")
     inputs = {}
     for c in (spec.get("input") or {}).get("columns", []) or []:
         if isinstance(c, dict) and isinstance(c.get("name"), str):
@@ -294,6 +380,7 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
     chosen = _selected_ids(configuration)
     notes: list[str] = []
     out: list[AuditColumn] = []
+    total = tried = 0
     for i, col in enumerate(cols):
         if not isinstance(col, dict) or not isinstance(col.get("name"), str):
             raise SpecViewError(f"spec.json: spec.columns[{i}] has no name")
@@ -301,6 +388,7 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
         alts = col.get("alternatives")
         if not isinstance(alts, list) or not alts or not all(isinstance(a, dict) for a in alts):
             raise SpecViewError(f"spec.json: spec.columns[{i}].alternatives missing")
+        style = column_label_style(spec, col)
         src = col.get("source") or {}
         input_column = inputs.get(src.get("column")) if isinstance(src, dict) else None
         if isinstance(src, dict):
@@ -323,21 +411,31 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
                 seen = (observed or {}).get(name)
                 fits = []
                 for a in alts:
-                    labels, _, _ = alternative_labels(col, a, input_column)
+                    tried += _alternative_size(a)   # bounded before the labels are made
+                    if tried > MAX_LABELS:
+                        raise SpecViewError(f"spec.json: inferring the alternatives of the columns "
+                                            f"would make more than {MAX_LABELS:,} labels (the limit)")
+                    labels, _, _ = alternative_labels(col, a, input_column, style)
                     if seen is not None and seen <= set(labels):
                         fits.append(a)
                 if len(fits) != 1:
-                    raise SpecViewError(
+                    raise AmbiguousAlternative(
                         f"spec.json: the configuration does not name the alternative of column "
                         f"{name!r} and the data fit {len(fits)} of its alternatives"
                     )
                 alt = fits[0]
                 notes.append(f"{name}: alternative {alt.get('id')!r} inferred from data.csv")
-            labels, numbers, ordered, (lower, upper, integer) = alternative_coding(col, alt, input_column)
-        except (TypeError, KeyError, IndexError) as e:
-            raise SpecViewError(f"spec.json: column {name!r}: malformed alternative ({e})") from None
+            labels, numbers, ordered, (lower, upper, integer) = alternative_coding(col, alt, input_column, style)
+        except SpecViewError:
+            raise
+        except (TypeError, KeyError, IndexError, ValueError) as e:
+            raise SpecViewError(f"spec.json: column {_short(name)}: malformed alternative ({e})") from None
         if any(not math.isfinite(x) for x in numbers):
             raise SpecViewError(f"spec.json: column {name!r}: non-finite bin number")
+        total += len(labels)
+        if total > MAX_LABELS:
+            raise SpecViewError(f"spec.json: the released columns have more than {MAX_LABELS:,} "
+                                f"labels in all (the limit)")
         cats = tuple(str(c) for c in alt["categories"]) if "categories" in alt else None
         out.append(AuditColumn(name=name, alternative=str(alt.get("id")), labels=tuple(labels),
                                numbers=np.asarray(numbers, dtype=np.float64), ordered=ordered,

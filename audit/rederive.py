@@ -14,6 +14,9 @@ release: re-deriving means running it); everything else is the audit's own.
 """
 from __future__ import annotations
 
+from .bounds import (DRAWN_EXTRA, DRAWN_FACTOR, WORK_FLOOR, WORK_PER_BYTE, clip, first_round_rows,
+                     max_drawn, model_problems, sampling_cost, work_budget)
+from .bundle_io import BundleFileError
 from .checks_seeds import RECORD, SEEDS, derive_seed
 from .context import AuditContext, Missing
 from .report import CheckResult
@@ -42,8 +45,19 @@ def check_rederivation(ctx: AuditContext) -> CheckResult:
     except (Missing, KeyError, TypeError) as e:
         r.fail(f"cannot read what the re-derivation needs: {e}")
         return r
+    # -- every number that sets the work, bounded before any of it (audit/bounds.py) ----------
+    n, released = _bounded_n(ctx, r, metrics)
     _check_model_doc(ctx, r, model_doc, view, config)
     if r.failed:
+        return r
+    cost = sampling_cost(model_doc, view)
+    size = sum(ctx.bundle.files.values())
+    budget = work_budget(size)
+    first = first_round_rows(n)
+    if first * cost > budget:
+        r.fail(f"{MODEL}: re-deriving {n:,} rows would draw {first:,} rows at {cost:,} work units "
+               f"each, more than the audit's bound of {budget:,} units for a bundle of {size:,} "
+               f"bytes ({WORK_PER_BYTE} per byte + {WORK_FLOOR:,}; docs/audit.md, \"Bounds\")")
         return r
     from dpbundle.mechanisms.published import PublishError, model_from_document
 
@@ -52,50 +66,97 @@ def check_rederivation(ctx: AuditContext) -> CheckResult:
     except PublishError as e:
         r.fail(f"{MODEL}: {e}")
         return r
-    rebuilt = _rebuild(model, int(metrics["n"]), config, view, seeds)
-    released = ctx.bundle.read_bytes("data.csv")
+    from .constraints import ConstraintError
+    from .replay import DrawLimit
+
+    limit = min(max_drawn(n), budget // cost)
+    try:
+        rebuilt = _rebuild(model, n, config, view, seeds, limit)
+    except ConstraintError as e:
+        r.fail(f"spec.json: {e}")
+        return r
+    except DrawLimit as e:
+        r.fail(f"{MODEL}: the model's samples fail the synthetic constraints so often that "
+               f"re-deriving n rows would draw more than {e.limit:,} rows (at most {DRAWN_FACTOR} n "
+               f"+ {DRAWN_EXTRA} and the work bound; docs/audit.md, \"Bounds\")")
+        return r
     if rebuilt != released:
         from .replay import _first_differing_line
 
         r.fail("data.csv is not what the published model and seeds produce (first difference "
                f"at line {_first_differing_line(rebuilt, released)})")
         return r
-    r.facts.update({"rows": int(metrics["n"]), "model_kind": model_doc["kind"]})
+    r.facts.update({"rows": n, "model_kind": model_doc["kind"], "work_units_per_row": cost})
     r.detail = ("data.csv re-derived byte for byte from the published model, the beacon-bound "
                 "seeds, n, the configuration and the synthetic constraints")
     return r
 
 
-def _check_model_doc(ctx: AuditContext, r: CheckResult, doc: dict, view, config: dict) -> None:
-    """Schema, and the model belongs to this release: generator, epsilon, columns, domain."""
-    from .schema_util import validate
+def _bounded_n(ctx: AuditContext, r: CheckResult, metrics) -> tuple[int, bytes]:
+    """(metrics.json's n, data.csv's bytes), failing the check unless n is the signed
+    manifest's n (when the bundle has its manifest) and at most the line ends of data.csv (less
+    the header's), whose size the manifest signs: the rows to re-derive are never more than the
+    released file holds."""
+    n = metrics.get("n") if isinstance(metrics, dict) else None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        r.fail(f"metrics.json: n {clip(repr(n), 80)} is not a positive integer")
+        return 1, b""
+    if ctx.bundle.has("manifest.json"):
+        try:
+            signed = ctx.json("manifest.json").get("n")
+        except (Missing, AttributeError):
+            signed = None
+        if signed != n:
+            r.fail(f"metrics.json: n = {n:,} is not the manifest's n ({clip(repr(signed), 80)}); "
+                   "nothing re-derived")
+            return 1, b""
+    try:
+        released = ctx.bundle.read_bytes("data.csv")
+    except BundleFileError as e:
+        r.fail(f"data.csv: {e}")
+        return 1, b""
+    rows = released.count(b"\n") - 1   # less the header's line end
+    if n > rows:
+        r.fail(f"metrics.json: n = {n:,} is more than the {max(rows, 0):,} rows data.csv can hold; "
+               "nothing re-derived")
+        return 1, b""
+    return n, released
 
-    for p in validate(doc, "model")[:5]:
-        r.fail(f"{MODEL}: {p}")
+
+def _seeds_doc(ctx: AuditContext):
+    try:
+        return ctx.json(SEEDS)
+    except Missing:
+        return None
+
+
+def _check_model_doc(ctx: AuditContext, r: CheckResult, doc: dict, view, config: dict) -> None:
+    """Schema, and the model belongs to this release: generator, epsilon, columns, domain, and
+    every number that sets the sampling's work is the configuration's or within its bound
+    (:func:`.bounds.model_problems`)."""
+    for p in model_problems(doc, view, config):
+        r.fail(p)
     if r.failed:
         return
-    if doc["generator"] != config.get("generator"):
-        r.fail(f"{MODEL}: generator {doc['generator']} is not the selected configuration's "
-               f"{config.get('generator')}")
-    eps = view.spec.get("privacy", {}).get("epsilon_generation")
+    privacy = view.spec.get("privacy")
+    eps = privacy.get("epsilon_generation") if isinstance(privacy, dict) else None
     if doc["epsilon_generation"] != eps:
         r.fail(f"{MODEL}: epsilon_generation {doc['epsilon_generation']} is not the spec's {eps}")
-    if doc["columns"] != list(view.names):
-        r.fail(f"{MODEL}: columns {doc['columns']} are not the released columns {list(view.names)}")
-    domain = [len(c.labels) for c in view.columns]
-    model_domain = doc.get("domain") or (doc.get("base") or {}).get("domain")
-    if model_domain is not None and list(model_domain) != domain:
-        r.fail(f"{MODEL}: domain {model_domain} is not the released columns' {domain}")
+    from .schema_util import validate
+
+    for e in validate(_seeds_doc(ctx), "seeds")[:3]:
+        r.fail(f"{SEEDS}: {e}")
     try:
         budget = ctx.json("budget.json")
     except Missing:
         budget = {}
-    if not isinstance(budget.get("published_model"), dict):
+    if not isinstance(budget, dict) or not isinstance(budget.get("published_model"), dict):
         r.fail("budget.json does not declare the published model (published_model)")
 
 
-def _rebuild(model, n: int, config: dict, view, seeds: dict) -> bytes:
-    """data.csv from the model with the bound seeds (k-th request of a purpose -> k)."""
+def _rebuild(model, n: int, config: dict, view, seeds: dict, limit: int | None = None) -> bytes:
+    """data.csv from the model with the bound seeds (k-th request of a purpose -> k), drawing at
+    most ``limit`` rows in all (replay.DrawLimit)."""
     import numpy as np
 
     from .replay import csv_bytes, sample_and_project
@@ -108,4 +169,4 @@ def _rebuild(model, n: int, config: dict, view, seeds: dict) -> bytes:
         uses[purpose] = k + 1
         return np.random.Generator(np.random.PCG64(derive_seed(secret, beacon, purpose, k)))
 
-    return csv_bytes(view, sample_and_project(model, n, config, view, rng_for))
+    return csv_bytes(view, sample_and_project(model, n, config, view, rng_for, max_rows=limit))

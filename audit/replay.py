@@ -38,7 +38,8 @@ from .private_data import PrivateDataError, bin_private, load_private
 from .report import CheckResult
 
 __all__ = ["check_replay", "read_transcript", "check_records", "commitment_of", "TranscriptError",
-           "selected_slice", "replay_iteration", "config_id", "sample_and_project", "csv_bytes"]
+           "selected_slice", "replay_iteration", "config_id", "sample_and_project", "csv_bytes",
+           "DrawLimit", "CountMismatch"]
 
 MAX_TRANSCRIPT_BYTES = 2 * 1024**3
 OVERSAMPLE = 1.1
@@ -47,6 +48,20 @@ MAX_SAMPLE_ROUNDS = 8
 
 class TranscriptError(ValueError):
     """The transcript file is unusable."""
+
+
+class DrawLimit(TranscriptError):
+    """The sampling rounds would draw more rows in all than their bound (``limit``)."""
+
+    def __init__(self, limit: int):
+        # no number in the message: in the enclave replay the bound is a multiple of n
+        super().__init__("the sampling rounds would draw more rows in all than their bound "
+                         "(4 n + 128 rows, docs/audit.md \"Bounds\")")
+        self.limit = limit
+
+
+class CountMismatch(TranscriptError):
+    """The replayed DP count of records is not the public n (found before the resize)."""
 
 
 def _canonical(obj) -> str:
@@ -294,22 +309,33 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     return csv_bytes(view, cand.codes), results
 
 
-def sample_and_project(model, n: int, config: dict, view, rng_for) -> np.ndarray:
+def sample_and_project(model, n: int, config: dict, view, rng_for,
+                       max_rows: int | None = None) -> np.ndarray:
     """The post-processing of a fitted model, as ``release/iteration.py`` does it (read, not
     imported): sample rounds k = 0..7 of m = max(ceil(1.1 * need / max(rate, 0.05)), 16) rows
     with ``rng_for("sample round k")`` (a raking model, ``accepts_keep``, gets the constraint
     filter as ``keep``), drop rows matching a synthetic constraint, keep the first n, then
     ``project(S, min_count, rng_for("projection"))``. Shared by the enclave replay (seeds from
     the transcript) and the public re-derivation (seeds from the published secret and beacon).
+
+    The rounds draw at most ``max_rows`` rows in all (default ``bounds.max_drawn(n)`` = 4 n +
+    128): a round that would draw more raises :class:`DrawLimit` before it draws (a model whose
+    samples mostly fail the constraints would otherwise draw up to 22 n rows a round).
     """
     from dpbundle.mechanisms.projection import project
 
+    from .bounds import max_drawn
+
+    limit = max_drawn(n) if max_rows is None else int(max_rows)
     constraints = view.spec.get("synthetic_constraints", []) or []
-    kept, have, rate = [], 0, 1.0
+    kept, have, rate, drawn = [], 0, 1.0, 0
     sampled = None
     for k in range(MAX_SAMPLE_ROUNDS):
         need = n - have
         m = max(int(math.ceil(OVERSAMPLE * need / max(rate, 0.05))), 16)
+        if drawn + m > limit:
+            raise DrawLimit(limit)
+        drawn += m
         rng = rng_for(f"sample round {k}")
         if constraints and getattr(model, "accepts_keep", False):  # a raking model (oneway)
             rows = model.sample(m, rng, keep=lambda r: ~_violations(constraints, r, view))
@@ -370,9 +396,12 @@ def _budget_stop(ctx: AuditContext) -> float | None:
     return float(stop) if isinstance(stop, (int, float)) and not isinstance(stop, bool) else None
 
 
-def replay_records(head: list[dict], n_plausible: int, ctx: AuditContext, columns: int):
+def replay_records(head: list[dict], n_plausible: int, ctx: AuditContext, columns: int,
+                   public_n: int | None = None):
     """Replay the records before the first iteration: the DP count of the plausible records
-    (its recorded true value must be the private data's count) and the resize plan."""
+    (its recorded true value must be the private data's count) and the resize plan. With
+    ``public_n``, a count that is not it raises :class:`CountMismatch` before the resize plan
+    (whose size is the count) is made."""
     from dpbundle.mechanisms.noise import Randomness
     from dpbundle.mechanisms.records import RESIZE_PURPOSE, dp_record_count, resize_plan
 
@@ -382,6 +411,8 @@ def replay_records(head: list[dict], n_plausible: int, ctx: AuditContext, column
         raise TranscriptError("budget.json: records.epsilon is not a positive number")
     rand = Randomness.replay(head[:first])
     m = dp_record_count(n_plausible, float(eps), rand)
+    if public_n is not None and m != public_n:
+        raise CountMismatch("the replayed DP count of records differs from the public n")
     plan = resize_plan(n_plausible, m, columns, rand.rng(RESIZE_PURPOSE))
     rand.check_finished()
     return plan
@@ -426,6 +457,8 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
     if mark.get("config_id") != cid or (view.configuration_id and view.configuration_id != cid):
         r.fail(f"configuration id: recomputed {cid}, transcript {mark.get('config_id')}, "
                f"spec.json {view.configuration_id}")
+    if config != view.configuration:
+        return r    # nothing is fitted or sampled with a configuration the manifest does not sign
     try:
         table = load_private(data, view.spec)
     except PrivateDataError as e:
@@ -442,9 +475,12 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
             return r
     else:
         try:
-            plan = replay_records(records[:start], table.n, ctx, len(view.columns))
+            plan = replay_records(records[:start], table.n, ctx, len(view.columns), public_n=n)
         except ReplayMismatch as e:
             r.fail(f"replay of the DP count of records diverged from the transcript: {e}")
+            return r
+        except CountMismatch as e:
+            r.fail(str(e))
             return r
         except TranscriptError as e:
             r.fail(str(e))

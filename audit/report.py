@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from .bounds import MAX_MESSAGE_CHARS, clip
+
 __all__ = ["CheckResult", "AuditReport", "CHECK_NAMES", "PASS", "FAIL", "SKIP", "PRIVATE_NOTE",
            "VERIFIED", "NOT_PINNED", "FAILED", "EXIT_CODES", "VERDICT_TEXT"]
 
@@ -64,11 +66,11 @@ class CheckResult:
     facts: dict = field(default_factory=dict)
 
     def fail(self, message: str) -> None:
-        self.problems.append(message)
+        self.problems.append(clip(str(message)))   # a hostile bundle's values may be megabytes long
         self.result = FAIL
 
     def warn(self, message: str) -> None:
-        self.warnings.append(message)
+        self.warnings.append(clip(str(message)))
 
     def skip(self, message: str) -> None:
         self.result = SKIP
@@ -84,13 +86,13 @@ class CheckResult:
             head = "; ".join(self.problems[:3])
             more = len(self.problems) - 3
             return head + (f" (+{more} more)" if more > 0 else "")
-        return self.detail
+        return clip(self.detail, 2 * MAX_MESSAGE_CHARS)
 
     def to_dict(self) -> dict:
         return {
             "check": self.check,
             "result": self.result,
-            "detail": self.detail,
+            "detail": clip(self.detail, 2 * MAX_MESSAGE_CHARS),
             "problems": self.problems[:MAX_PROBLEMS],
             "problem_count": len(self.problems),
             "warnings": self.warnings,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from itertools import islice
 from importlib.resources import files
 
 __all__ = ["load_schema", "validate", "SchemaMissing"]
@@ -31,13 +32,16 @@ def validate(document, name: str, limit: int = 20) -> list[str]:
 
     schema = load_schema(name)
     validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    out = []
-    for err in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path))):
+    # The first errors only (a hostile document may hold millions): at most 4 x limit are
+    # collected, each cut short as soon as it is made, then sorted by path, so that the work
+    # and the memory stop early whatever the document.
+    first = []
+    for err in islice(validator.iter_errors(document), 4 * limit):
         path = "/".join(str(p) for p in err.absolute_path) or "(root)"
+        if len(path) > 300:
+            path = path[:300] + "..."
         msg = err.message
         if len(msg) > 300:
             msg = msg[:300] + "..."
-        out.append(f"{path}: {msg}")
-        if len(out) >= limit:
-            break
-    return out
+        first.append((list(map(str, err.path)), f"{path}: {msg}"))
+    return [text for _, text in sorted(first, key=lambda e: e[0])[:limit]]

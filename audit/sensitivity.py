@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from .bounds import MAX_GROUP_CELLS
 from .labels import SpecView
 
 __all__ = ["Unverifiable", "recompute_sensitivity", "derive_threshold", "ratio_delta",
@@ -130,11 +131,23 @@ def _groups_of(view: SpecView, codes: np.ndarray, column: str) -> tuple[np.ndarr
     edges = gb.get("edges")
     if not isinstance(edges, list) or not all(isinstance(e, (int, float)) for e in edges):
         raise Unverifiable(f"spec group_bins.{column}.edges is not a list of numbers")
-    e = np.asarray(edges, dtype=np.float64)
-    of_label = np.array([int(np.sum(e <= v)) for v in col.numbers], dtype=np.int64)
+    e = np.sort(np.asarray(edges, dtype=np.float64))
+    # #{edges <= v} for every label's number v: one binary search each (not a pass over the edges)
+    of_label = np.searchsorted(e, col.numbers, side="right").astype(np.int64)
     reach = np.zeros(len(edges) + 1, dtype=bool)
     reach[of_label] = True
     return of_label[codes[:, j]], reach
+
+
+def group_count(view: SpecView, column: str) -> int:
+    """The number of groups of one column (its group bins' edges + 1, else its labels);
+    KeyError for a column that is not released."""
+    col = view.columns[view.index(column)]
+    gb = _cut_of(view, column)
+    if gb is None:
+        return col.size
+    edges = gb.get("edges")
+    return len(edges) + 1 if isinstance(edges, list) else 1
 
 
 def _joint_groups(view: SpecView, codes: np.ndarray, item) -> tuple[np.ndarray, np.ndarray]:
@@ -143,6 +156,11 @@ def _joint_groups(view: SpecView, codes: np.ndarray, item) -> tuple[np.ndarray, 
     cols = [item] if isinstance(item, str) else item
     if not isinstance(cols, list) or not cols or not all(isinstance(c, str) for c in cols):
         raise Unverifiable(f"by item {item!r} is not a column or a list of columns")
+    cells = 1
+    for c in cols:   # the number of groups, before any array is made
+        cells *= group_count(view, c)
+        if cells > MAX_GROUP_CELLS:
+            raise Unverifiable(f"by item {cols} has more than {MAX_GROUP_CELLS:,} groups (the limit)")
     ids = np.zeros(codes.shape[0], dtype=np.int64)
     reach = np.ones(1, dtype=bool)
     for c in cols:
@@ -222,6 +240,25 @@ def _design_size(view: SpecView, codes: np.ndarray, target, feats) -> int:
             count = np.bincount(codes[:, j], minlength=col.size)
             used += int(np.sum((count[1:] > 0) & (count[1:] < codes.shape[0])))
     return used + 1
+
+
+def data_passes(entry: dict, view: SpecView) -> int:
+    """How many column passes over data.csv recomputing this criterion's sensitivity takes (an
+    upper bound, from the spec only): smoothed_ratio one per released column, conditional_means
+    one per column of every ``by`` item, the regression and classification fits one per
+    feature (every released column when they name none); the others none."""
+    typ = entry.get("type")
+    if typ == "smoothed_ratio":
+        return len(view.columns)
+    if typ == "conditional_means":
+        by = entry.get("by", [None])
+        if not isinstance(by, list):
+            return 0
+        return sum(1 if isinstance(b, str) else len(b) if isinstance(b, list) else 0 for b in by)
+    if typ in ("regression_coefficients", "classification"):
+        feats = entry.get("features")
+        return len(feats) if isinstance(feats, list) else len(view.columns)
+    return 0
 
 
 def quantile_releases(entry: dict, where: str = "criterion") -> int:

@@ -42,6 +42,10 @@ __all__ = ["MODEL_FORMAT", "PublishError", "model_document", "model_from_documen
 
 MODEL_FORMAT = "dpbundle-model/1"
 
+# Bounds on the numbers of a model document that set how long sampling takes (a document is
+# untrusted input: ``gum_rounds: 10**9`` would sample for months). The release never writes more.
+MAX_GUM_ROUNDS = 1000      # PrivSyn's own range for its gum_rounds hyperparameter (0..1000)
+
 
 class PublishError(ValueError):
     """A model that cannot be published, or a model document that cannot be rebuilt."""
@@ -93,6 +97,16 @@ def model_from_document(doc: dict) -> Any:
         raise PublishError(f"model document of kind {kind!r} is unusable: {e}") from None
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _show(v: Any) -> str:
+    """A value for a message, cut short (a document may hold anything)."""
+    text = repr(v)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
 # ------------------------------------------------------------------ bayesian_network
 
 
@@ -141,14 +155,18 @@ def _raked_to_public(model: Any) -> dict:
 
 
 def _raked_from_public(doc: dict) -> Any:
-    from .oneway import RakedModel
+    from .oneway import DEFAULT_ROUNDS, RakedModel
 
     base = doc["base"]
     if base.get("kind") not in _KINDS or base.get("kind") == "raked":
         raise ValueError(f"unknown base model kind {base.get('kind')!r}")
+    rounds = doc["rounds"]
+    if not _is_int(rounds) or not 0 <= rounds <= DEFAULT_ROUNDS:
+        raise ValueError(f"rounds must be an integer in 0..{DEFAULT_ROUNDS} (the raking rounds the "
+                         f"release uses), got {_show(rounds)}")
     inner = _KINDS[base["kind"]][1](base)
     shares = [None if sh is None else np.asarray(sh, dtype=np.float64) for sh in doc["shares"]]
-    return RakedModel(inner, shares, method=str(doc["method"]), rounds=int(doc["rounds"]))
+    return RakedModel(inner, shares, method=str(doc["method"]), rounds=int(rounds))
 
 
 def _is_raked(model: Any) -> bool:
@@ -174,13 +192,21 @@ def _gum_to_public(model: Any) -> dict:
 def _gum_from_public(doc: dict) -> Any:
     from .privsyn import PrivSynModel
 
+    rounds, alpha = doc["gum_rounds"], doc["gum_alpha"]
+    if not _is_int(rounds) or not 0 <= rounds <= MAX_GUM_ROUNDS:
+        raise ValueError(f"gum_rounds must be an integer in 0..{MAX_GUM_ROUNDS}, got {_show(rounds)}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < float(alpha) <= 1:
+        raise ValueError(f"gum_alpha must be a number in (0, 1], got {_show(alpha)}")
     domain = tuple(int(k) for k in doc["domain"])
     oneways = [np.asarray(p, dtype=np.float64) for p in doc["oneways"]]
     if len(oneways) != len(domain) or any(len(p) != k for p, k in zip(oneways, domain)):
         raise ValueError("one one-way distribution per column, of its domain's size")
-    marginals = []
+    marginals, pairs = [], set()
     for mg in doc["marginals"]:
         cols = tuple(int(c) for c in mg["columns"])
+        if len(cols) != 2 or cols[0] == cols[1] or tuple(sorted(cols)) in pairs:
+            raise ValueError(f"every marginal is over two distinct columns, each pair once; got {cols}")
+        pairs.add(tuple(sorted(cols)))
         p = np.asarray(mg["p"], dtype=np.float64)
         if any(not 0 <= c < len(domain) for c in cols) or p.size != int(np.prod([domain[c] for c in cols])):
             raise ValueError(f"marginal over columns {cols} does not fit the domain")

@@ -116,7 +116,7 @@ def guarantee_text(policy: str) -> dict[str, str]:
     (used in budget.json, the datasheet and the README)."""
     if policy == "dp_count":
         return {
-            "neighbouring": ("change one record of the registry as delivered (before the "
+            "neighbouring": ("change one record of the confidential data as delivered (before the "
                              "plausibility rules): any one record may hold any other values the "
                              "input schema accepts, including values the rules drop"),
             "n_statement": ("the number of records is a differentially private count of the "
@@ -125,7 +125,7 @@ def guarantee_text(policy: str) -> dict[str, str]:
         }
     if policy == "declared_public":
         return {
-            "neighbouring": ("registries with the same number of plausible records that differ "
+            "neighbouring": ("confidential data sets with the same number of plausible records that differ "
                              "in one record, which may hold any other values the input schema "
                              "accepts (the count of plausible records is declared public)"),
             "n_statement": ("the number of records is the count of plausible records, published "

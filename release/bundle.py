@@ -7,7 +7,9 @@ Files (see docs/internals.md, "Bundle"):
     metrics.json      the same rows, full precision
     budget.json       every epsilon spent and how the total is composed
     spec.json         the public spec as used (without privacy.private_data_sha256) + selected configuration
-    datapackage.json  Frictionless Data Package (Table Schema of data.csv)
+    codebook.csv      every released column's values, in order: label, bounds, number, unit, description
+    datapackage.json  Frictionless Data Package v2 declaring data.csv, codebook.csv and metrics.csv
+    registry-entry.yaml  the bundle's OpenDP Deployments Registry entry (tier 3; registry_entry.py)
     README.html       the datasheet
     README.pdf        the datasheet, A4
     manifest.json     SHA-256 and size of every file above, tool version, creation time, public key,
@@ -49,6 +51,7 @@ from dpbundle.templates.datasheet.codebook import codebook_bytes
 
 from . import datasheet, jsonschemas, keys, value_noise
 from .fingerprint import file_sha256
+from .registry_entry import REGISTRY_ENTRY, RegistryEntryError, registry_entry, registry_entry_bytes
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -387,8 +390,91 @@ def _slug(text: str) -> str:
     return s[:80] or "dp-release"
 
 
-def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, data_sha256: str, data_size: int,
-                 created: str, version: str) -> dict:
+DATAPACKAGE_PROFILE = "https://datapackage.org/profiles/2.0/datapackage.json"
+DATAPACKAGE_VERSION = "1.0.0"  # without the spec's release.version: one version per package id
+# datapackage.json's ``id``: uuid5(NAMESPACE_URL, "dpbundle:<spec sha256>:<configuration id>:<data.csv sha256>")
+DATAPACKAGE_ID_PREFIX = "dpbundle:"
+_DIALECT = {"delimiter": ",", "lineTerminator": "\n", "quoteChar": "\"", "doubleQuote": True, "header": True}
+# metrics.csv's columns as Table Schema fields (types; "" is a missing value in that file)
+_METRICS_CSV_TYPES = {
+    "id": ("string", "The criterion's id in the spec."),
+    "type": ("string", "The criterion's type."),
+    "description": ("string", "What the criterion measures."),
+    "threshold": ("number", "The candidate passes when the DP value is below it."),
+    "stakeholder_threshold": ("number", "The stakeholders' threshold, when the threshold was derived from it."),
+    "dp_value": ("number", "The released (noisy) value of the criterion."),
+    "passed": ("boolean", "dp_value < threshold."),
+    "epsilon": ("number", "The criterion's epsilon."),
+    "sensitivity": ("number", "The sensitivity the noise was calibrated to."),
+    "mechanism": ("string", "The DP mechanism."),
+    "noise_scale": ("number", "The mechanism's noise scale."),
+    "noise_std": ("number", "The standard deviation of the noise the mechanism draws."),
+    "noise_on": ("string", "Where that noise goes: value, inside_fit or selection_scores."),
+    "value_noise_std": ("number", "The standard deviation of the noise of dp_value (empty when unknown)."),
+    "value_noise_mean": ("number", "The mean of the noise of dp_value (empty when unknown)."),
+}
+_CODEBOOK_TYPES = {
+    "column": ("string", "The column of data.csv."),
+    "order": ("integer", "The value's position in the column's order (1, 2, ...)."),
+    "label": ("string", "The value as written in data.csv."),
+    "lower": ("number", "The bin's inclusive lower bound, in the unit (empty: no bound, or a category)."),
+    "upper": ("number", "The bin's exclusive upper bound, in the unit (empty: no bound, or a category)."),
+    "number": ("number", "The number the value stands for in every statistic of the bundle."),
+    "unit": ("string", "The column's unit (empty: none)."),
+    "description": ("string", "The column's description."),
+}
+
+
+def datapackage_id(spec_sha256: str, configuration_id: str, data_sha256: str) -> str:
+    """datapackage.json's ``id``: a UUID (version 5, RFC 4122) of the bundle's content, known
+    before the manifest: ``uuid5(NAMESPACE_URL, "dpbundle:<spec SHA-256>:<configuration id>:<data.csv
+    SHA-256>")``. Anyone can recompute it from the bundle (the spec's SHA-256 is the canonical one
+    of ``audit --spec``); another spec, configuration or table gives another id."""
+    import uuid
+
+    return str(uuid.uuid5(uuid.NAMESPACE_URL,
+                          f"{DATAPACKAGE_ID_PREFIX}{spec_sha256}:{configuration_id}:{data_sha256}"))
+
+
+def spec_sha256(spec: dict) -> str:
+    """SHA-256 of the canonical JSON of the public spec (as ``audit --spec`` computes it)."""
+    from .spec import canonical_json
+
+    return hashlib.sha256(canonical_json(public_spec(spec))).hexdigest()
+
+
+def _plain_fields(types: dict[str, tuple[str, str]], required: Sequence[str] = ()) -> list[dict]:
+    out = []
+    for name, (typ, desc) in types.items():
+        f: dict[str, Any] = {"name": name, "type": typ, "description": desc}
+        if name in required:
+            f["constraints"] = {"required": True}
+        out.append(f)
+    return out
+
+
+def _table_resource(name: str, path: str, title: str, description: str, digest: tuple[str, int],
+                    schema: dict) -> dict:
+    sha, size = digest
+    return {"name": name, "type": "table", "path": path, "title": title, "description": description,
+            "format": "csv", "mediatype": "text/csv", "encoding": "utf-8", "bytes": size,
+            "hash": f"sha256:{sha}", "dialect": dict(_DIALECT), "schema": schema}
+
+
+def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests: dict[str, tuple[str, int]],
+                 created: str, configuration_id: str) -> dict:
+    """datapackage.json: a Frictionless Data Package v2 (``$schema``; resources of ``type``
+    "table"; Table Schema v2 ``categories`` / ``categoriesOrdered``) declaring the bundle's three
+    tables: data.csv, codebook.csv and metrics.csv. ``digests``: file name -> (SHA-256, size).
+
+    - ``version``: the data's version. A signed bundle is never revised in place: a corrected
+      release is another bundle, with another ``id``; so each package (each ``id``) has exactly
+      one version, "1.0.0" (the spec language has no field for a publisher's own numbering).
+    - ``id``: :func:`datapackage_id`, a UUID derived from the bundle's content.
+    - ``sources``: the confidential registry the records were generated from, held by the
+      publisher and not published (title from the spec's release fields; its e-mail is the
+      contact's when that is an address).
+    """
     release = spec.get("release") or {}
     title = release.get("title") or "Differentially private synthetic data"
     licence = release.get("licence") or "other"
@@ -398,23 +484,36 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, data_sh
     description = (release.get("description") or "").strip()
     note = ("Synthetic records generated with differential privacy; not real records. "
             "See README.pdf for intended uses and data quality.")
+    publisher = str(release.get("publisher") or "the publisher")
+    contact = str(release.get("contact") or "")
+    data_sha = digests["data.csv"][0]
     pkg: dict[str, Any] = {
-        "profile": "tabular-data-package",
+        "$schema": DATAPACKAGE_PROFILE,
         "name": _slug(title),
+        "id": datapackage_id(spec_sha256(spec), configuration_id, data_sha),
+        "version": str(release.get("version") or DATAPACKAGE_VERSION),
         "title": title,
         "description": f"{description} {note}".strip(),
         "created": f"{created}T00:00:00Z",  # the day only (see _utc_today); Frictionless wants a datetime
         "keywords": ["synthetic data", "differential privacy", "open data"],
         "licenses": [lic],
     }
-    contributors = []
+    period = release.get("period") or {}
+    about = []
+    if release.get("unit_of_privacy"):
+        about.append(f"one record: {release['unit_of_privacy']}")
+    if period.get("start") and period.get("end"):
+        about.append(f"period {period['start']} to {period['end']}")
+    what = f"Confidential records held by {publisher}, not published" + (f" ({'; '.join(about)})" if about else "")
+    source: dict[str, Any] = {"title": what}
+    if "@" in contact:
+        source["email"] = contact
+    pkg["sources"] = [source]
     if release.get("publisher"):
-        c = {"title": release["publisher"], "role": "publisher"}
-        if release.get("contact") and "@" in release["contact"]:
-            c["email"] = release["contact"]
-        contributors.append(c)
-    if contributors:
-        pkg["contributors"] = contributors
+        c: dict[str, Any] = {"title": release["publisher"], "roles": ["publisher"]}
+        if "@" in contact:
+            c["email"] = contact
+        pkg["contributors"] = [c]
     fields = []
     for col in columns:
         f = {"name": col.name, "type": "string"}
@@ -423,25 +522,35 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, data_sh
             f["description"] = desc
         labels = [str(x) for x in col.labels]
         # Table Schema v2 categories (readers give factors / categoricals, ordered when bins are);
-        # constraints.enum keeps v1 validators checking the same labels.
+        # constraints.enum makes validators check the same labels.
         f["categories"] = labels
         f["categoriesOrdered"] = bool(getattr(col, "ordered", False))
         f["constraints"] = {"required": True, "enum": labels}
         fields.append(f)
-    pkg["resources"] = [{
-        "name": "data",
-        "path": "data.csv",
-        "profile": "tabular-data-resource",
-        "title": title,
-        "description": "One synthetic record per row; every column is categorical (labels of bins, in order).",
-        "format": "csv",
-        "mediatype": "text/csv",
-        "encoding": "utf-8",
-        "bytes": data_size,
-        "hash": f"sha256:{data_sha256}",
-        "dialect": {"delimiter": ",", "lineTerminator": "\n", "quoteChar": "\"", "doubleQuote": True, "header": True},
-        "schema": {"fields": fields, "missingValues": []},
-    }]
+    codebook_fields = _plain_fields(_CODEBOOK_TYPES, required=("column", "order", "label", "number"))
+    codebook_fields[0]["constraints"]["enum"] = [c.name for c in columns]
+    codebook_fields[1]["constraints"]["minimum"] = 1
+    metrics_fields = _plain_fields(_METRICS_CSV_TYPES, required=("id", "type", "threshold", "dp_value",
+                                                                 "passed", "epsilon", "sensitivity",
+                                                                 "mechanism", "noise_scale", "noise_std"))
+    if [f["name"] for f in metrics_fields] != METRICS_CSV_COLUMNS:  # pragma: no cover - kept in step
+        raise BundleError("datapackage.json: the metrics.csv schema is out of step with its columns")
+    pkg["resources"] = [
+        _table_resource("data", "data.csv", title,
+                        "One synthetic record per row; every column is categorical (labels of bins, in order).",
+                        digests["data.csv"], {"fields": fields, "missingValues": []}),
+        _table_resource("codebook", "codebook.csv", "Codebook",
+                        "One row per value of each column of data.csv, in order: its label, bounds, "
+                        "the number it stands for, the unit and the column's description.",
+                        digests["codebook.csv"],
+                        {"fields": codebook_fields, "missingValues": [""], "primaryKey": ["column", "order"]}),
+        _table_resource("metrics", "metrics.csv", "Acceptance criteria (DP values)",
+                        "One row per acceptance criterion: its threshold, DP value, epsilon, "
+                        "sensitivity and noise; numbers printed with 6 significant digits "
+                        "(metrics.json has them in full).",
+                        digests["metrics.csv"], {"fields": metrics_fields, "missingValues": [""],
+                                                 "primaryKey": ["id"]}),
+    ]
     return pkg
 
 
@@ -512,6 +621,9 @@ def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
     gen, ev = dec(b["generation"]["epsilon"]), dec(b["evaluation"]["epsilon"])
     if exact.total(c["epsilon"] for c in b["evaluation"]["criteria"]) != ev:
         problems.append("evaluation.epsilon is not the sum of the criteria's epsilons")
+    parts = b["generation"].get("parts") or []
+    if any("epsilon_opendp" in p for p in parts) and exact.total(p["epsilon"] for p in parts) != gen:
+        problems.append("generation.parts' decimal shares do not add up to generation.epsilon")
     if gen + ev != dec(b["per_iteration_epsilon"]):
         problems.append("per_iteration_epsilon is not generation.epsilon + evaluation.epsilon")
     rec = b.get("records") or {"policy": "declared_public", "epsilon": 0}
@@ -635,6 +747,20 @@ def write_bundle(
     fingerprint = keys.public_key_fingerprint(private_key)
     salt = secrets.token_bytes(32)
     commitment = transcript_commitment(salt, bytes(transcript_records_jsonl))
+    files = ["data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
+             "datapackage.json", REGISTRY_ENTRY, *optional, "README.html", "README.pdf"]
+    # The OpenDP Deployments Registry entry, from the public documents checked above.
+    try:
+        entry_bytes = registry_entry_bytes(registry_entry(
+            spec=spec_doc["spec"], configuration=spec_doc["configuration"],
+            configuration_id=spec_doc["configuration_id"], budget=budget_doc, criteria=criteria, n=n,
+            columns=[(c.name, len(c.labels), bool(getattr(c, "ordered", False))) for c in columns],
+            created=created, dpbundle_version=__version__, fingerprint=fingerprint,
+            files=[*files, SHA256SUMS],
+            preregistration=(json.loads(optional["preregistration.json"].decode("utf-8"))
+                             if "preregistration.json" in optional else None)))
+    except RegistryEntryError as exc:
+        raise BundleError(str(exc)) from None
 
     # the PID in the names lets a later run remove what a killed run left (preflight.clean_stale)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
@@ -655,14 +781,13 @@ def write_bundle(
         _write_json(tmp, "metrics.json", metrics_doc, "metrics")
         _write_json(tmp, "budget.json", budget_doc, "budget")
         _write_json(tmp, "spec.json", spec_doc, "spec-json")
-        data_sha, data_size = hashlib.sha256(data).hexdigest(), len(data)
-        package = _datapackage(spec, columns, descriptions, data_sha, data_size, created, __version__)
+        digests = {f: file_digest(tmp / f) for f in ("data.csv", "codebook.csv", "metrics.csv")}
+        package = _datapackage(spec, columns, descriptions, digests, created, spec_doc["configuration_id"])
         _write_json(tmp, "datapackage.json", package, "datapackage")
 
         for name, content in optional.items():
             _write_bytes(tmp / name, content)
-        files = ["data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
-                 "datapackage.json", *optional, "README.html", "README.pdf"]
+        _write_bytes(tmp / REGISTRY_ENTRY, entry_bytes)
         # The datasheet from the public files just written (what the audit renders again).
         meta = Meta(created=created, dpbundle_version=__version__, fingerprint=fingerprint,
                     public_key_pem=public_pem, commitment=commitment, files=(*files, SHA256SUMS),

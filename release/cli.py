@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from . import __version__
 from .cli_style import StyledCommand, add_command
@@ -104,7 +105,15 @@ def spec_validate(
     for line in criteria_warnings(s.raw):
         console.print(f"[yellow]warning[/] {line}", markup=True, highlight=False)
     _warn_missing_generators(s)
+    from .spec_noise import noise_notes, noise_warnings_on_data
+
     if data is None:
+        notes = noise_notes(s.raw)
+        if notes:
+            console.print("noise against thresholds: a pass is weak evidence when the noise std is at least "
+                          "half the threshold; with this spec's epsilons that happens when", highlight=False)
+            for line in notes:
+                console.print(Text(f"  {line}"), highlight=False)
         return
     from .prepare import InputError, prepare
 
@@ -128,6 +137,9 @@ def spec_validate(
     console.print(f"n = {prepared.n:,}" + ("" if s.records_policy == "declared_public" else
                                            " plausible records (private; run inside the enclave)"))
     _print_synthetic_hits(prepared, s)
+    for line in noise_warnings_on_data(s, prepared):  # on the registry: private, like the counts above
+        console.print(Text("warning ", style="yellow") + Text(line + " (computed on this data: private)"),
+                      highlight=False)
 
 
 def _print_synthetic_hits(prepared, s) -> None:

@@ -35,10 +35,19 @@ def _rng_for(seed: int):
 def sample_bundle(bundle: Path, rows: int, seed: int, *, raw: bool = False) -> bytes:
     """CSV bytes of ``rows`` synthetic rows drawn from ``bundle``'s model.json with ``seed``:
     the bundle's synthetic constraints and face-privacy projection (its min_count) applied as in
-    the release, unless ``raw`` (the model's draws as they come)."""
-    from dpbundle.audit.context import AuditContext, Missing
+    the release, unless ``raw`` (the model's draws as they come).
+
+    Before anything is sampled: the bundle's files must match the SHA-256 and sizes its
+    manifest signs, with a valid signature by the manifest's own key (the audit's integrity
+    check; pin the publisher's key with ``dpbundle audit``), and the model must be the selected
+    configuration's, within the audit's bounds (``dpbundle.audit.bounds``: its gum_rounds the
+    configuration's, at most 20,000 work units a row, ...). The rounds draw at most 4 x rows +
+    128 rows in all."""
+    from dpbundle.audit.bounds import clip, max_drawn, model_problems
     from dpbundle.audit.bundle_io import BundleError, open_bundle
-    from dpbundle.audit.replay import TranscriptError, csv_bytes, sample_and_project
+    from dpbundle.audit.checks_integrity import check_integrity
+    from dpbundle.audit.context import AuditContext, Missing
+    from dpbundle.audit.replay import DrawLimit, TranscriptError, csv_bytes, sample_and_project
     from dpbundle.mechanisms.published import PublishError, model_from_document
 
     if not 1 <= rows <= MAX_ROWS:
@@ -52,19 +61,41 @@ def sample_bundle(bundle: Path, rows: int, seed: int, *, raw: bool = False) -> b
             raise SampleError(f"{bundle}: the bundle publishes no model (its spec did not say "
                               "`publish: model`), so there is nothing to sample from")
         ctx = AuditContext(guarded)
+        integrity = check_integrity(ctx, None)
+        if integrity.failed:
+            raise SampleError(clip(f"{bundle}: the bundle's files do not match its signed manifest "
+                                   f"({'; '.join(integrity.problems[:2])}); nothing sampled (run "
+                                   "`dpbundle audit` with the publisher's key)", 2000))
         try:
-            model = model_from_document(ctx.json("model.json"))
+            doc = ctx.json("model.json")
             view, config = ctx.view(), ctx.json("spec.json")["configuration"]
-        except (Missing, PublishError, KeyError, TypeError) as e:
-            raise SampleError(f"{bundle}: {e}") from None
+        except (Missing, KeyError, TypeError) as e:
+            raise SampleError(clip(f"{bundle}: {e}")) from None
+        problems = model_problems(doc, view, config)
+        if problems:
+            raise SampleError(clip(f"{bundle}: {'; '.join(problems[:2])}", 2000))
+        try:
+            model = model_from_document(doc)
+        except PublishError as e:
+            raise SampleError(clip(f"{bundle}: {e}")) from None
         if raw:
             codes = np.asarray(model.sample(rows, _rng_for(seed)("sample round 0")))
         else:
             try:
-                codes = sample_and_project(model, rows, config, view, _rng_for(seed))
+                codes = sample_and_project(model, rows, config, view, _rng_for(seed),
+                                           max_rows=max_drawn(rows))
+            except (KeyError, TypeError) as e:
+                raise SampleError(clip(f"{bundle}: spec.json: the configuration has no usable "
+                                       f"projection ({type(e).__name__}: {e})")) from None
+            except DrawLimit:
+                raise SampleError("the model's samples fail the synthetic constraints so often that "
+                                  f"keeping {rows:,} rows would draw more than {max_drawn(rows):,} "
+                                  "rows in all; try --raw") from None
             except TranscriptError:
                 raise SampleError("the model's samples fail the synthetic constraints too often to "
                                   f"keep {rows:,} rows; try --raw") from None
+            except ValueError as e:   # the projection (e.g. fewer rows than min_count), the constraints
+                raise SampleError(clip(f"{bundle}: {e}")) from None
         return csv_bytes(view, codes)
 
 
@@ -82,6 +113,10 @@ def cli_sample(
     private data. By default the rows go through the same synthetic constraints and
     face-privacy projection as the release (every record at least min_count times). The rows
     are NOT the released data.csv: only that file was checked by the acceptance criteria.
+
+    Nothing is sampled from a bundle whose files do not match its signed manifest, or whose
+    model is not the selected configuration's or exceeds the audit's bounds (docs/audit.md,
+    "Bounds"); pin the publisher's key with `dpbundle audit` first.
 
     Example:
 

@@ -10,10 +10,11 @@ the user wrote.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
-__all__ = ["criteria_problems", "criteria_warnings", "released_numbers"]
+__all__ = ["criteria_problems", "criteria_warnings", "label_numbers", "label_warnings", "released_numbers"]
 
 _TARGET_TYPES = ("conditional_means", "regression_coefficients", "regression_mae_difference")
 
@@ -54,16 +55,89 @@ def criteria_problems(doc: dict) -> list[str]:
     for i, crit in enumerate(doc["acceptance"]):
         _check_criterion(i, crit, doc, released, problems)
     _check_faithfulness(doc, released, problems)
+    _check_label_styles(doc, problems)
     return problems
 
 
 def criteria_warnings(doc: dict) -> list[str]:
     """Lines about a validated spec that are not errors: a threshold above the metric's largest
-    value (every candidate passes: the criterion tests nothing)."""
+    value (every candidate passes: the criterion tests nothing); an open bin whose overridden
+    label shows another number than the one it counts as (:func:`label_warnings`)."""
     warnings: list[str] = []
     for i, crit in enumerate(doc["acceptance"]):
         if not ("bounds" in crit and not crit["bounds"][1] > crit["bounds"][0]):
             _threshold_range(i, crit, [], warnings)
+    warnings.extend(label_warnings(doc))
+    return warnings
+
+
+# --------------------------------------------------------------------------- label styles
+
+#: A number written in a label: "65" in "65+", "4,500" in "4,500 g and over", "-5" in "under -5"
+#: (a minus sign counts only where no digit precedes it: "18-19" shows 18 and 19).
+_LABEL_NUMBER = re.compile(r"(?<![\w.])(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)")
+
+
+def label_numbers(label: str) -> list[float]:
+    """The numbers a label shows, in order (thousands separators "," dropped)."""
+    return [float(m.replace(",", "")) for m in _LABEL_NUMBER.findall(label)]
+
+
+def _check_label_styles(doc: dict, problems: list[str]) -> None:
+    """A column's ``label_style`` names how its open bins are labelled: it needs a binned
+    alternative (the spec-wide ``label_style`` applies to binned columns only, silently)."""
+    for i, col in enumerate(doc["columns"]):
+        if "label_style" in col and all("categories" in a for a in col["alternatives"]):
+            problems.append(f"columns[{i}].label_style: column {col['name']!r} has no binned alternative (edges or "
+                            f"unit_bins): label_style names how open bins are labelled, and categories have none")
+
+
+def label_warnings(doc: dict) -> list[str]:
+    """An open bin of a binned alternative whose ``labels`` override shows numbers, none of which
+    is the number the bin counts as in means, medians, regressions and group bins (its released
+    number: the number in the label its label style would give, e.g. 64 for a '65+' written over
+    the births-2024 label '64<'). Not checked: bins with a ``values`` override (the numbers are
+    declared), labels showing no number ('elderly'), bounded bins."""
+    from .spec import Spec
+    from .transform import LABEL_STYLES, column_coding, label_style, open_bin
+
+    spec = Spec(raw=doc)
+    warnings: list[str] = []
+    for i, col in enumerate(doc["columns"]):
+        for j, alt in enumerate(col["alternatives"]):
+            if "categories" in alt or "labels" not in alt or "values" in alt:
+                continue
+            try:
+                cc = column_coding(spec, col["name"], alt["id"])
+            except Exception:  # noqa: BLE001 - a broken alternative is reported by the column checks
+                continue
+            last = cc.size - 1
+            opens = [(0, "below", float(cc.upper[0]))] if math.isinf(cc.lower[0]) else []
+            if last > 0 and math.isinf(cc.upper[last]):
+                opens.append((last, "above", float(cc.lower[last])))
+            for k, side, edge in opens:
+                label, number = cc.labels[k], float(cc.values[k])
+                shown = label_numbers(label)
+                if not shown or number in shown:
+                    continue
+                style = label_style(doc, col)
+                values = [float(v) for v in cc.values]
+                values[k] = shown[0]
+                listed = (f"`values: [{', '.join(_fmt(v) for v in values)}]`" if len(values) <= 30 else
+                          f"`values` (one number per bin, {len(values)} in all, {_fmt(shown[0])} for this one)")
+                fixes = [f"give {listed} to count it as {_fmt(shown[0])}"]
+                fitting = [s for s in LABEL_STYLES if s != style
+                           and open_bin(s, side, edge, cc.integer) == (label, shown[0])]
+                if fitting:
+                    fixes.append(f"set the column's `label_style: {fitting[0]}`, which labels this bin "
+                                 f"{label!r} and counts it as {_fmt(shown[0])}")
+                where = "below" if side == "below" else "above"
+                warnings.append(
+                    f"columns[{i}].alternatives[{j}].labels[{k}]: column {col['name']!r}, alternative "
+                    f"{alt['id']!r}: the open bin {where} the clip range labelled {label!r} counts as "
+                    f"{_fmt(number)} in means, medians, regressions and group bins (an open bin's number "
+                    f"under label style {style}), not {_fmt(shown[0])} as its label says; "
+                    + ", or ".join(fixes))
     return warnings
 
 

@@ -303,6 +303,30 @@ GENERATORS: dict[str, TypeDoc] = {
 
 #: spec sections that carry parameters of criteria or of the whole release
 SECTIONS: dict[str, tuple[Param, ...]] = {
+    "release": (
+        Param("title", "title of the release", required=True),
+        Param("publisher", "the publishing organisation", required=True),
+        Param("contact", "contact address", required=True),
+        Param("licence", "licence of the data, e.g. CC-BY-4.0", required=True),
+        Param("period", "{start, end}: the reference period (ISO dates)", default_text="none"),
+        Param("description", "what one row is, in plain words", required=True),
+        Param("unit_of_privacy", "what DP protects, e.g. one live birth (one record of the registry)",
+              required=True),
+        Param("feedback", "where readers send questions", default_text="'Contact' + contact"),
+        Param("version", "the release's own version (a quoted string, '1.0'): cover and citation",
+              default_text="none"),
+        Param("source_kind", "what the confidential source is: registry, census, survey, "
+              "administrative file or other; the datasheet names it so",
+              default_text="neutral words ('confidential source data')"),
+        Param("thresholds_set_by", "who set the acceptance thresholds",
+              default_text="not stated (the datasheet says the thresholds are fixed in the spec)"),
+        Param("motivation", "why the data are released", default_text="none"),
+        Param("mandate", "the law or decision under which the data are released", default_text="none"),
+        Param("maintenance", "who maintains the release, errata, what a new version means",
+              default_text="none (the datasheet says no plan is stated)"),
+        Param("citation", "how to cite the release",
+              default_text="made from title, publisher, version, date and key"),
+    ),
     "faithfulness": (
         Param("exact", "columns that must be equal (every released column is listed in exact, "
               "adjacent or nominal)",
@@ -633,8 +657,9 @@ def _columns_section(spec, console: Console) -> None:
         if gone and any("categories" in alt for alt in col["alternatives"]):
             source += (f"; input categories {format_value(sorted(gone))} are removed by raw "
                        "constraints and need no map")
+        name = col["name"] + (f" (unit: {col['unit']})" if col.get("unit") else "")
         for j, alt in enumerate(col["alternatives"]):
-            table.add_row(_t(col["name"] if j == 0 else "", "bold"),
+            table.add_row(_t(name if j == 0 else "", "bold"),
                           _t(source if j == 0 else ""),
                           _t(_alternative_text(alt)), _t(_numbers_text(spec, col["name"], alt)))
     console.print(table)
@@ -704,11 +729,19 @@ def _privacy_section(spec, console: Console) -> None:
     console.print(_param_table("Projection, face privacy and privacy", rows))
 
 
+def _release_section(spec, console: Console) -> None:
+    """The datasheet's metadata: every release field, its value or its default."""
+    rel = spec.raw.get("release") or {}
+    rows = [(p.name, _value_cell(p, rel), p.meaning) for p in SECTIONS["release"]]
+    console.print(_param_table("release: the datasheet's metadata", rows))
+
+
 def explain_spec(spec, console: Console, only: str | None = None) -> None:
     """Print a loaded :class:`~dpbundle.release.spec.Spec` section by section (public content)."""
     title = (spec.raw.get("release") or {}).get("title", "")
     console.rule(Text(f"{spec.source}: {title}"))
     if only is None:
+        _release_section(spec, console)
         _input_section(spec, console)
         _columns_section(spec, console)
         _constraints_section(spec, console)

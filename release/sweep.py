@@ -97,8 +97,10 @@ class SweepResult:
 
 def _spec_fingerprint(spec) -> str:
     """SHA-256 of the canonical public spec, without what does not change a sweep run: the
-    private fingerprints and ``privacy.records`` (the sweep runs on public data of a public
-    size; the real run's DP count moves n by a few records)."""
+    private fingerprints, ``privacy.records`` (the sweep runs on public data of a public size;
+    the real run's DP count moves n by a few records), and the words of the datasheet (the
+    ``release`` section, and the columns' descriptions and units), so that editing a title or a
+    description does not invalidate a configuration list."""
     import copy
 
     from .spec import canonical_json
@@ -106,6 +108,11 @@ def _spec_fingerprint(spec) -> str:
     doc = spec.public_dict() if hasattr(spec, "public_dict") else getattr(spec, "raw", spec)
     doc = copy.deepcopy(doc)
     (doc.get("privacy") or {}).pop("records", None)
+    doc.pop("release", None)
+    for col in doc.get("columns") or []:
+        if isinstance(col, dict):
+            col.pop("description", None)
+            col.pop("unit", None)
     return hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
@@ -614,6 +621,25 @@ def _runs_csv(runs: dict, selected: list[str]) -> str:
 
 # --------------------------------------------------------------------------- the sweep
 
+def _warn_weak_evidence(spec, prepared, console) -> None:
+    """Before the runs: the criteria whose noise std on this (public) data is at least half their
+    threshold, so that a pass would be weak evidence (release/spec_noise.py)."""
+    from .spec_noise import noise_warnings_on_data
+
+    try:
+        lines = noise_warnings_on_data(spec, prepared)
+    except Exception:  # noqa: BLE001 - a warning must never stop a sweep
+        return
+    if not lines:
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    out = console or Console(stderr=True)
+    for line in lines:
+        out.print(Text("warning ", style="yellow") + Text(line), highlight=False)
+
+
 def _default_iteration():
     from .iteration import run_iteration
 
@@ -770,6 +796,8 @@ def run_sweep(spec_path: Path | str, data_path: Path | str, out: Path | str, *, 
     n = int(getattr(prepared, "n", 0)) if prepared is not None else int(old_meta["data"]["n"])
     rows = int(getattr(prepared, "rows_read", 0) or 0) if prepared is not None \
         else old_meta["data"].get("rows")
+    if prepared is not None and hasattr(prepared, "table"):
+        _warn_weak_evidence(spec, prepared, console)
 
     out.mkdir(parents=True, exist_ok=True)
     meta = {

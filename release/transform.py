@@ -5,15 +5,18 @@ bin. The rules (DESIGN.md, and the labels of the 2024 births release):
 
 * bins are left-closed ``[a, b)``; values are clipped into the clip range first;
 * labels: a bin holding one integer is ``"a"``, a wider one ``"a-(b-1)"`` (e.g. ``"18-19"``); the
-  first bin is ``"<b"`` when values below the clip minimum are possible (the input range allows
-  them), the last ``"(a-1)<"`` ("greater than a-1", e.g. ``"44<"``) when values above the clip
-  maximum are possible;
+  first bin is open below when values below the clip minimum are possible (the input range allows
+  them), the last open above when values above the clip maximum are possible. Open bins are
+  labelled in the spec's label style (:func:`label_style`, :func:`open_bin`): ``office`` ``"under
+  18"`` / ``"45 and over"``, ``plus`` ``"<18"`` / ``"45+"``, ``births-2024`` (the 2024 births
+  release) ``"<18"`` / ``"44<"`` ("greater than 44");
 * the number of a bin (used by means, regression and synthetic constraints): a single value is
   itself, a bounded bin its midpoint over the integers it holds (``"18-19"`` -> 18.5), an open bin
-  the number in its label (``"<18"`` -> 18, ``"44<"`` -> 44); categories take the spec's
-  ``values`` (default 0, 1, ...). A spec may override labels and values per alternative (a
-  categorical alternative's ``labels`` only change what data.csv shows: constraints still name
-  its ``categories``);
+  the number in its label (``"<18"`` and ``"under 18"`` -> 18, ``"44<"`` -> 44, ``"45 and over"``
+  and ``"45+"`` -> 45); categories take the spec's ``values`` (default 0, 1, ...). A spec may
+  override labels and values per alternative (a categorical alternative's ``labels`` only change
+  what data.csv shows: constraints still name its ``categories``; a binned alternative's
+  ``labels`` keep the style's numbers);
 * sources: a date's ``month``/``year``, its ``age`` in whole years at ``source.reference``, or a
   ``linear`` recode ``scale * x + offset`` of a number; an input category goes to
   ``map[c]``, else to ``default``, else to the released category of the same text (a category
@@ -45,6 +48,36 @@ def _source_range(spec: Spec, col: dict) -> tuple[float | None, float | None, bo
     return derived_range(spec.input_columns[col["source"]["column"]], col["source"])
 
 
+#: The label styles of open bins (spec ``label_style``, top level or per released column).
+LABEL_STYLES = ("office", "plus", "births-2024")
+#: The label style of a spec that names none, by spec format version (``dpbundle_spec``): version 1
+#: specs keep the labels of the 2024 births release (published bundles, and their audits, depend
+#: on them); version 2 specs, the current format, get the statistical-office style.
+DEFAULT_LABEL_STYLE = {1: "births-2024", 2: "office"}
+
+
+def label_style(doc: dict, col: dict) -> str:
+    """The label style of released column ``col`` of spec document ``doc``: the column's
+    ``label_style``, else the spec's, else the default of the spec's format version."""
+    return col.get("label_style") or doc.get("label_style") or DEFAULT_LABEL_STYLE[doc.get("dpbundle_spec", 1)]
+
+
+def open_bin(style: str, side: str, edge: float, integer: bool) -> tuple[str, float]:
+    """(label, number) of an open bin. ``side`` "below": the first bin, everything under ``edge``
+    (its upper edge b): ``"under b"`` (office) or ``"<b"``, number b. ``side`` "above": the last
+    bin, everything from ``edge`` (its lower edge a) on: ``"a and over"`` (office) or ``"a+"``
+    (plus), number a; ``births-2024``: ``"(a-1)<"`` ("greater than a-1"), number a-1, for an
+    integer source (``"a<"``, number a, otherwise)."""
+    if style not in LABEL_STYLES:
+        raise ValueError(f"unknown label style {style!r} (known: {', '.join(LABEL_STYLES)})")
+    if side == "below":
+        return (f"under {_fmt(edge)}" if style == "office" else f"<{_fmt(edge)}"), float(edge)
+    if style == "births-2024":
+        shown = edge - 1 if integer else edge
+        return f"{_fmt(shown)}<", float(shown)
+    return (f"{_fmt(edge)} and over" if style == "office" else f"{_fmt(edge)}+"), float(edge)
+
+
 def _bins(alt: dict) -> list[tuple[float, float]]:
     if "edges" in alt:
         e = alt["edges"]
@@ -72,16 +105,18 @@ def column_coding(spec: Spec, name: str, alternative: str) -> ColumnCoding:
     clip = alt.get("clip")
     open_below = clip is not None and (src_lo is None or src_lo < clip[0])
     open_above = clip is not None and (src_hi is None or src_hi > clip[1])
+    style = label_style(spec.raw, col)
     labels, values = [], []
     for i, (a, b) in enumerate(bins):
         last = b - 1 if integer else b
         if i == 0 and open_below:
-            labels.append(f"<{_fmt(b)}")
-            values.append(float(b))
+            label, number = open_bin(style, "below", b, bool(integer))
+            labels.append(label)
+            values.append(number)
         elif i == len(bins) - 1 and open_above:
-            edge = a - 1 if integer else a
-            labels.append(f"{_fmt(edge)}<")
-            values.append(float(edge))
+            label, number = open_bin(style, "above", a, bool(integer))
+            labels.append(label)
+            values.append(number)
         elif integer and last == a:
             labels.append(_fmt(a))
             values.append(float(a))
@@ -222,9 +257,11 @@ class _Entry:
 
 def binning_key(spec: Spec, config: dict) -> str:
     """What determines T besides the prepared data: the released and input column definitions
-    of the spec and the configuration's alternative of every column (canonical JSON)."""
+    of the spec, their label styles and the configuration's alternative of every column
+    (canonical JSON)."""
     part = {"columns": spec.columns, "input": spec.raw["input"]["columns"],
-            "chosen": {name: config["columns"][name] for name in spec.column_names}}
+            "chosen": {name: config["columns"][name] for name in spec.column_names},
+            "label_styles": [label_style(spec.raw, col) for col in spec.columns]}
     return json.dumps(part, sort_keys=True, separators=(",", ":"), default=str)
 
 

@@ -151,7 +151,7 @@ def _manifest(out: Path) -> dict:
 
 
 FILES = ["data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
-         "datapackage.json", "README.html", "README.pdf", "SHA256SUMS"]
+         "datapackage.json", "registry-entry.yaml", "README.html", "README.pdf", "SHA256SUMS"]
 
 
 def test_every_file_exists_and_nothing_else(built):
@@ -289,8 +289,12 @@ def test_pdf_contains_total_epsilon_and_every_dp_value(built):
     total = json.loads((built["out"] / "budget.json").read_text())["total_epsilon"]
     assert datasheet.format_number(total) == "9.98"
     assert "9.98" in text
+    from dpbundle.templates.datasheet.numbers import noisy
+
+    flat = "".join(text.split())
     for m in built["release"]["metrics"]:
-        assert format(m["dp_value"], ".6g") in text, m["id"]
+        # rounded to the second significant digit of its noise (issue 21); metrics.csv keeps .6g
+        assert noisy(m["dp_value"], m["noise_std"]).replace("\u2212", "-") in flat.replace("\u2212", "-"), m["id"]
     assert "synthetic" in text.lower()
     assert "openssl pkeyutl -verify -pubin -inkey KEY.pub -rawin -in manifest.json -sigfile manifest.sig" in \
         " ".join(text.split())

@@ -43,8 +43,11 @@ def test_html_content(context, html):
     text = re.sub(r"\s+", " ", html)
     assert "These records are synthetic." in text
     assert "Part 1" in text and "Part 2" in text
-    for m in rel["metrics"]:
-        assert f">{format(m['dp_value'], '.6g')}<" in html, m["id"]
+    from markupsafe import escape
+
+    for m, row in zip(rel["metrics"], ctx["criteria"]):
+        # rounded to what the noise supports (issue 21), with the column's unit
+        assert f">{escape(row['dp_value'])}<" in html, m["id"]
         assert f"<code>{m['id']}</code>" in html
     assert ">9.98<" in html
     for name, col in zip([c.name for c in rel["columns"]], rel["columns"]):
@@ -191,12 +194,13 @@ def test_toc_links_to_every_section(rendered):
     _, html, reader = rendered
     toc = html[html.index('<nav class="toc"'):html.index("</nav>")]
     targets = re.findall(r'<a href="#([\w-]+)">', toc)
-    assert len(targets) == 13
+    ctx = rendered[0]
+    assert len(targets) == len(ctx["sections"]) + 1  # every numbered section and "Feedback"
     for t in targets:
         assert f'id="{t}"' in html, t
     # the links survive into the PDF: one link annotation per entry on the cover page
     links = [a.get_object() for a in reader.pages[0].get("/Annots") or []]
-    assert sum(1 for a in links if a.get("/Subtype") == "/Link") == 13
+    assert sum(1 for a in links if a.get("/Subtype") == "/Link") == len(targets)
 
 
 def test_file_names_are_never_broken(rendered):
@@ -259,14 +263,15 @@ def test_fit_noise_is_not_shown_as_noise_of_the_value(context, monkeypatch):
     html = datasheet.render_html(ctx)
     row = html[html.index("<code>regression</code></td><td class=\"desc\">"):]
     row = row[:row.index("</tr>")]
-    assert "inside the fit" in row and "161.155" not in row
-    assert "noise is added <em>inside the fit</em>" in html and "161.155" in html  # explained in the note
+    assert "inside the fit" in row and "160" not in row
+    # explained in the note (the per-coefficient std, 161.155, to two significant digits)
+    assert "noise is added <em>inside the fit</em>" in html and "deviation 160 (in the loss" in html
     # with an estimate (as write_bundle computes it from the released data): shown with its method
     est = {"regression": {"mean": 9.43763, "std": 4.49084, "draws": 200, "method": "simulated"}}
     monkeypatch.setattr(shared_noise, "estimate", lambda *a, **k: est)
     ctx2 = context_of(rel)
     html2 = datasheet.render_html(ctx2)
-    assert "&asymp;&nbsp;4.49084" in html2 and "running the same mechanism 200 times on the released data" in html2
+    assert "&asymp;&nbsp;4.5" in html2 and "running the same mechanism 200 times on the released data" in html2
     # metrics.csv: the mechanism's noise_std stays, and where it goes and the value's noise are added
     rows = list(csv.DictReader(io.StringIO(bundle.metrics_csv_bytes(rel["metrics"], est).decode())))
     reg = next(r for r in rows if r["id"] == "regression")
@@ -380,4 +385,6 @@ def test_births_regression_noise_of_the_value(births_bundle):
     assert f"≈{float(reg['value_noise_std']):.3g} (fit)" in line
     assert f"{float(reg['noise_std']):.3g}" not in line
     html = (out / "README.html").read_text("utf-8")
-    assert f"&asymp;&nbsp;{reg['value_noise_std']}" in html
+    from dpbundle.templates.datasheet.numbers import std_text
+
+    assert f"&asymp;&nbsp;{std_text(float(reg['value_noise_std']))}" in html

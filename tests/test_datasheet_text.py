@@ -48,7 +48,8 @@ def test_regression_sentence_names_the_declared_features():
 def test_zero_one_target_is_a_share_not_a_mean():
     share = {"id": "f", "type": "conditional_means", "threshold": 0.04, "target": "sex", "by": ["region"], "bounds": [0, 1]}
     text = query_family(_metric(share), share, _spec([SEX, REGION], [share]), d=2)
-    assert text.startswith("The share of records with sex") and "mean" not in text
+    # the category numbered 1 is named (issue 21: "the share of records with sex" said nothing)
+    assert text.startswith("The share of records whose sex is F") and "mean" not in text
     mean = {"id": "m", "type": "conditional_means", "threshold": 2, "target": "hours", "by": [None, ["sex", "region"]], "bounds": [1, 80]}
     text = query_family(_metric(mean), mean, _spec([SEX, REGION, HOURS], [mean]), d=3)
     assert text.startswith("The mean hours") and "sex x region" in text
@@ -62,7 +63,7 @@ def test_classification_sentences_name_the_positive_class_and_the_report():
     assert "L1 distance of 1.5" in text and "accuracy" not in text
     acc = dict(coef, id="a", report="accuracy", threshold=0.02)
     text = query_family(_metric(acc), acc, _spec([SEX, AGE, REGION], [coef, acc]), d=3)
-    assert "accuracy on the real data is within 0.02 (2 percentage points)" in text
+    assert "accuracy on the real data be within 0.02 (2\u00a0percentage points)" in text
 
 
 def test_quantile_sentence_names_levels_and_groups():
@@ -70,7 +71,7 @@ def test_quantile_sentence_names_levels_and_groups():
          "by": [None, "sex"]}
     text = query_family(_metric(q), q, _spec([SEX, HOURS], [q]), d=2)
     assert text.startswith("The 25th percentile and median of hours by group: all records; sex")
-    assert "within 5 of the real value" in text and "mean" not in text
+    assert "the check asks for an error below 5 in every group" in text and "mean" not in text
     default = {"id": "m", "type": "quantile", "threshold": 3, "target": "hours"}
     assert query_family(_metric(default), default, _spec([HOURS], [default]), d=1).startswith(
         "The median of hours by group: all records;")
@@ -87,6 +88,6 @@ def test_non_births_datasheet_has_no_births_words(tmp_path, monkeypatch):
     found = [w for w in BIRTHS_WORDS if w.lower() in text]
     assert not found, f"births words in the persons datasheet: {found}"
     assert "1 to 3 columns" in text  # persons.yaml: kway max_k 3
-    assert "share of records with sex" in text  # share_female: a 0/1 target
+    assert "share of records whose sex is female" in text  # share_female: a 0/1 target, 1 = female
     assert "whether income is 50k+ from the columns age, sex, education, hours with a logistic" in text  # income_model, income_accuracy
     assert "the median of hours by group" in text  # median_hours

@@ -3,6 +3,14 @@
 - :func:`distribution_chart`: bar chart of one released column (count of records per label).
 - :func:`criteria_chart`: every criterion's DP value divided by its threshold, with a noise bar
   (+-1.96 noise standard deviations, also divided by the threshold) and the pass line at 1.
+- :func:`glance_chart`: quality at a glance (the cover): each criterion's DP value and the true
+  error its check rules out (evidence.py), as multiples of the threshold.
+- :func:`budget_chart`: the privacy budget as one stacked bar, one segment per step.
+- :func:`epsilon_chart`: this release's epsilon beside published releases, on a log scale.
+
+Deterministic (no randomness, fixed number formats). Every word a chart shows is a ``<text>``
+element, drawn as text in README.pdf (the audit compares README.pdf's words with the HTML's);
+``<title>`` tooltips are not drawn and not compared.
 """
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ import math
 from html import escape
 from typing import Sequence
 
-__all__ = ["distribution_chart", "criteria_chart", "NOISE_Z"]
+__all__ = ["distribution_chart", "criteria_chart", "glance_chart", "budget_chart", "epsilon_chart", "NOISE_Z"]
 
 NOISE_Z = 1.96  # half-width of the noise bar in noise standard deviations
 
@@ -20,6 +28,8 @@ _PASS = "#2e7d32"
 _FAIL = "#c62828"
 _GRID = "#d9dde3"
 _TEXT = "#222"
+_BAND = "#e8a33d"
+_PALETTE = ("#3b6ea5", "#7fa7d1", "#e8a33d", "#8c6bb1", "#5aa469", "#c9c9c9")
 
 
 def _n(x: float) -> str:
@@ -39,22 +49,36 @@ def _nice_step(span: float, target: int = 5) -> float:
 
 
 def _tick_label(v: float) -> str:
+    """An axis label for people: decimals with thousands separators, never 1e+06."""
+    from .numbers import plain
+
     if v == 0:
         return "0"
-    if abs(v) >= 1e6:
-        return f"{v:.3g}"
-    if float(v).is_integer():
-        return f"{int(v):,}"
-    return f"{v:.4g}"
+    return plain(v, sig=4)
+
+
+def _ratio_band(s: int, threshold: float, k: float) -> tuple[float, float]:
+    """The real counts r with max((r+k)/(s+k), (s+k)/(r+k)) < threshold, for a synthetic count s."""
+    lo = max((s + k) / threshold - k, 0.0)
+    hi = threshold * (s + k) - k
+    return lo, hi
 
 
 def distribution_chart(labels: Sequence[str], counts: Sequence[int], *, title: str = "",
-                       width: int = 640, height: int = 170) -> str:
-    """An SVG bar chart: one bar per label, in label order, with a count axis."""
+                       width: int = 640, height: int = 170, ratio_band: dict | None = None) -> str:
+    """An SVG bar chart: one bar per label, in label order, with a count axis. ``ratio_band``
+    ({"threshold", "smoothing"}): around each bar, the band of real counts within which the
+    smoothed-ratio criterion's ratio (r+k)/(s+k) stays below its threshold (public: the
+    released counts and the spec's threshold)."""
     labels = [str(x) for x in labels]
     counts = [int(c) for c in counts]
     if len(labels) != len(counts):
         raise ValueError("labels and counts differ in length")
+    band = None
+    t = float((ratio_band or {}).get("threshold", 0) or 0)
+    smooth = float((ratio_band or {}).get("smoothing", 1) or 1)
+    if 1 < t < 1e6 and 0 < smooth < 1e12:  # a threshold a spec can hold (a hostile bundle's is not drawn)
+        band = [_ratio_band(c, t, smooth) for c in counts]
     k = max(len(labels), 1)
     total = sum(counts)
     longest = max((len(x) for x in labels), default=1)
@@ -62,7 +86,7 @@ def distribution_chart(labels: Sequence[str], counts: Sequence[int], *, title: s
     left, right, top = 52, 10, 26 if title else 10
     bottom = (14 + 5.5 * min(longest, 12)) if rotate else 22
     pw, ph = width - left - right, height - top - bottom
-    ymax = max(counts + [1])
+    ymax = max(counts + [1] + ([hi for _, hi in band] if band else []))
     step = _nice_step(ymax)
     ytop = step * math.ceil(ymax / step)
     out = [
@@ -72,6 +96,9 @@ def distribution_chart(labels: Sequence[str], counts: Sequence[int], *, title: s
     ]
     if title:
         out.append(f'<text x="{left}" y="14" font-size="11" font-weight="bold" fill="{_TEXT}">{escape(title)}</text>')
+    if band:
+        out.append(f'<rect x="{width - right - 150}" y="6" width="10" height="7" fill="{_BAND}" fill-opacity="0.45"/>')
+        out.append(f'<text x="{width - right - 136}" y="13" fill="{_TEXT}" font-size="8">ratio band (see the text above)</text>')
     # grid and y ticks
     v = 0.0
     while v <= ytop + 1e-9:
@@ -89,6 +116,13 @@ def distribution_chart(labels: Sequence[str], counts: Sequence[int], *, title: s
             f'<rect x="{_n(x)}" y="{_n(top + ph - h)}" width="{_n(bw)}" height="{_n(h)}" fill="{_BAR}">'
             f'<title>{escape(lab)}: {c:,} ({share})</title></rect>'
         )
+        if band:
+            lo, hi = band[i]
+            y0, y1 = top + ph - ph * lo / ytop, top + ph - ph * hi / ytop
+            bx, bwid = x + bw * 0.3, bw * 0.4
+            out.append(f'<rect x="{_n(bx)}" y="{_n(y1)}" width="{_n(bwid)}" height="{_n(max(y0 - y1, 0.4))}" '
+                       f'fill="{_BAND}" fill-opacity="0.45" stroke="{_BAND}" stroke-width="0.6">'
+                       f'<title>{escape(lab)}: real counts {lo:,.0f} to {hi:,.0f}</title></rect>')
         cx = left + i * slot + slot / 2
         if rotate:
             out.append(
@@ -174,5 +208,172 @@ def criteria_chart(criteria: Sequence[dict], *, width: int = 640, z: float = NOI
             else:
                 out.append(f'<line x1="{_n(xe)}" y1="{_n(y - 4)}" x2="{_n(xe)}" y2="{_n(y + 4)}" stroke="{colour}" stroke-width="1.2"/>')
         out.append(f'<circle cx="{_n(X(val))}" cy="{_n(y)}" r="3.6" fill="{colour}"><title>{escape(cid)}: {val:.4g} of threshold</title></circle>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _plain(x: float, sig: int = 3) -> str:
+    from .numbers import plain
+
+    return plain(x, sig=sig)
+
+
+def glance_chart(rows: Sequence[dict], *, width: int = 640, xmax_cap: float = 5.0) -> str:
+    """Quality at a glance: per criterion (``id, passed, dp_value, threshold, floor, ruled_out,
+    weak``), on an axis in multiples of the threshold measured from the metric's smallest value
+    (``floor``: 0, or 1 for a ratio): the DP value (a dot) and a bar from 0 to the smallest
+    true error the check would have caught with probability >= 95% (``ruled_out``; no bar when
+    it is not known). A bar that ends near 1 is strong evidence; one far right of 1, weak."""
+    items = []
+    for r in rows:
+        t, f = float(r["threshold"]), float(r.get("floor", 0.0))
+        span = t - f
+        if not (span > 0 and math.isfinite(span)):
+            items.append((str(r["id"]), math.nan, None, bool(r["passed"]), False))
+            continue
+        v = (float(r["dp_value"]) - f) / span
+        e = None if r.get("ruled_out") is None else (float(r["ruled_out"]) - f) / span
+        items.append((str(r["id"]), v, e, bool(r["passed"]), bool(r.get("weak"))))
+    finite = [x for _, v, e, _, _ in items for x in (v, e) if x is not None and math.isfinite(x)]
+    hi = min(max([2.0] + finite), xmax_cap)
+    hi = math.ceil(hi)
+    lo = min([0.0] + [v for _, v, _, _, _ in items if math.isfinite(v)])
+    lo = max(math.floor(2 * lo) / 2, -1.0)  # a DP value below the smallest value: half a step of room
+    row_h, top, bottom, left, right = 15, 8, 26, 110, 130
+    height = top + row_h * len(items) + bottom
+    pw = width - left - right
+
+    def X(val: float) -> float:
+        return left + pw * (min(max(val, lo), hi) - lo) / (hi - lo)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart glance" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="Quality at a glance: each criterion&#8217;s DP '
+           f'value and the error its check rules out, in multiples of the threshold" '
+           f'font-family="{_FONT}" font-size="8.5">']
+    ybase = top + row_h * len(items)
+    for tick in range(math.ceil(lo), int(hi) + 1):
+        x = X(tick)
+        out.append(f'<line x1="{_n(x)}" y1="{top}" x2="{_n(x)}" y2="{ybase}" stroke="{_GRID}" stroke-width="0.6"/>')
+        label = "threshold" if tick == 1 else f"{tick}\u00d7" if tick > 1 else str(tick)
+        out.append(f'<text x="{_n(x)}" y="{ybase + 11}" text-anchor="middle" fill="{_TEXT}">{label}</text>')
+    out.append(f'<line x1="{_n(X(1.0))}" y1="{top - 3}" x2="{_n(X(1.0))}" y2="{ybase}" stroke="{_FAIL}" '
+               f'stroke-width="1.1" stroke-dasharray="4 2"/>')
+    out.append(f'<text x="{_n(left + pw / 2)}" y="{ybase + 23}" text-anchor="middle" fill="{_TEXT}">'
+               f'dot: DP value; bar: errors up to this size could have passed (95%)</text>')
+    for i, (cid, v, e, passed, weak) in enumerate(items):
+        y = top + row_h * i + row_h / 2
+        out.append(f'<text x="{left - 6}" y="{_n(y + 3)}" text-anchor="end" fill="{_TEXT}">{escape(cid)}</text>')
+        if not math.isfinite(v):
+            out.append(f'<text x="{left + 4}" y="{_n(y + 3)}" fill="#777">not shown</text>')
+            continue
+        colour = _PASS if passed else _FAIL
+        if e is not None and math.isfinite(e):
+            bar = "#e9b8b4" if weak else "#cfe3cf"
+            out.append(f'<rect x="{_n(X(max(lo, 0.0)))}" y="{_n(y - 3.5)}" width="{_n(max(X(e) - X(max(lo, 0.0)), 0.5))}" '
+                       f'height="7" fill="{bar}"/>')
+            if e > hi:
+                out.append(f'<path d="M{_n(X(hi))} {_n(y)} l-6 -3.5 v7 z" fill="{bar}"/>')
+        out.append(f'<circle cx="{_n(X(v))}" cy="{_n(y)}" r="3.2" fill="{colour}"/>')
+        verdict = ("pass" if passed else "fail") + ("; weak evidence" if weak else "" if e is not None
+                                                    else "; strength not stated")
+        out.append(f'<text x="{left + pw + 6}" y="{_n(y + 3)}" fill="{colour if not weak else _FAIL}">{verdict}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def budget_chart(segments: Sequence[dict], *, total: float, cap: float, weak: float | None = None,
+                 width: int = 640) -> str:
+    """The privacy budget as one stacked horizontal bar (``segments``: {label, value}, in the
+    order they add up), on an epsilon axis that shows the cap; a legend row per segment."""
+    segs = [(str(s["label"]), float(s["value"])) for s in segments if float(s["value"]) > 0]
+    top, bar_h, left, right = 8, 22, 12, 12
+    legend_h = 13 * len(segs)
+    height = top + bar_h + 30 + legend_h + 6
+    pw = width - left - right
+    xmax = max(float(total), float(cap)) * 1.04 or 1.0
+
+    def X(val: float) -> float:
+        return left + pw * val / xmax
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart budget" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="How the total epsilon is made up, step by step" '
+           f'font-family="{_FONT}" font-size="8.5">']
+    step = _nice_step(xmax, 8)
+    v = 0.0
+    while v <= xmax + 1e-9:
+        x = X(v)
+        out.append(f'<line x1="{_n(x)}" y1="{top}" x2="{_n(x)}" y2="{top + bar_h + 4}" stroke="{_GRID}" stroke-width="0.6"/>')
+        out.append(f'<text x="{_n(x)}" y="{top + bar_h + 14}" text-anchor="middle" fill="{_TEXT}">{_tick_label(round(v, 10))}</text>')
+        v += step
+    acc = 0.0
+    for i, (label, val) in enumerate(segs):
+        colour = _PALETTE[i % len(_PALETTE)]
+        out.append(f'<rect x="{_n(X(acc))}" y="{top}" width="{_n(max(X(acc + val) - X(acc), 0.4))}" height="{bar_h}" '
+                   f'fill="{colour}" stroke="#fff" stroke-width="0.6"><title>{escape(label)}</title></rect>')
+        acc += val
+    xc = X(float(cap))
+    out.append(f'<line x1="{_n(xc)}" y1="{top - 4}" x2="{_n(xc)}" y2="{top + bar_h + 4}" stroke="{_FAIL}" '
+               f'stroke-width="1.2" stroke-dasharray="4 2"/>')
+    out.append(f'<text x="{_n(xc - 3)}" y="{top + bar_h + 24}" text-anchor="end" fill="{_FAIL}">'
+               f'cap {_plain(cap)}</text>')
+    out.append(f'<text x="{left}" y="{top + bar_h + 24}" fill="{_TEXT}">total \u03b5 = {_plain(total)}</text>')
+    y = top + bar_h + 38
+    for i, (label, val) in enumerate(segs):
+        colour = _PALETTE[i % len(_PALETTE)]
+        share = 100 * val / total if total > 0 else 0.0
+        out.append(f'<rect x="{left}" y="{_n(y - 7)}" width="9" height="8" fill="{colour}"/>')
+        out.append(f'<text x="{left + 14}" y="{_n(y)}" fill="{_TEXT}">{escape(label)}: \u03b5 = {_plain(val)} '
+                   f'({share:.0f}%)</text>')
+        y += 13
+    out.append("</svg>")
+    return "".join(out)
+
+
+def epsilon_chart(rows: Sequence[tuple[str, float, bool]], *, weak: float | None = None,
+                  width: int = 640) -> str:
+    """Epsilons on a log scale: one row per release (``(name, epsilon, this)``), this release
+    highlighted; the region above ``weak`` shaded."""
+    vals = [float(e) for _, e, _ in rows if float(e) > 0 and math.isfinite(float(e))]
+    lo = 10.0 ** min([-1] + [math.floor(math.log10(v)) for v in vals])
+    hi = 10.0 ** max([2] + [math.ceil(math.log10(v)) for v in vals])
+    row_h, top, bottom, left, right = 18, 10, 30, 150, 20
+    height = top + row_h * len(rows) + bottom
+    pw = width - left - right
+
+    def X(val: float) -> float:
+        return left + pw * (math.log10(val) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart epsilon" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="This release&#8217;s epsilon and published '
+           f'releases&#8217; epsilons on a logarithmic scale" font-family="{_FONT}" font-size="8.5">']
+    ybase = top + row_h * len(rows)
+    if weak is not None and lo < weak < hi:
+        out.append(f'<rect x="{_n(X(weak))}" y="{top}" width="{_n(X(hi) - X(weak))}" height="{row_h * len(rows)}" '
+                   f'fill="#fbeaea"/>')
+        out.append(f'<text x="{_n(X(hi) - 3)}" y="{top + 9}" text-anchor="end" fill="{_FAIL}">'
+                   f'weak protection above {_plain(weak)}</text>')
+    e = math.log10(lo)
+    while e <= math.log10(hi) + 1e-9:
+        v = 10.0 ** e
+        x = X(v)
+        out.append(f'<line x1="{_n(x)}" y1="{top}" x2="{_n(x)}" y2="{ybase}" stroke="{_GRID}" stroke-width="0.6"/>')
+        out.append(f'<text x="{_n(x)}" y="{ybase + 11}" text-anchor="middle" fill="{_TEXT}">{_plain(v)}</text>')
+        for m in range(2, 10):
+            xm = X(v * m)
+            if v * m < hi:
+                out.append(f'<line x1="{_n(xm)}" y1="{ybase - 3}" x2="{_n(xm)}" y2="{ybase}" stroke="#999" stroke-width="0.5"/>')
+        e += 1
+    out.append(f'<text x="{_n(left + pw / 2)}" y="{ybase + 24}" text-anchor="middle" fill="{_TEXT}">'
+               f'total \u03b5 (logarithmic scale: each step is ten times larger)</text>')
+    for i, (name, eps, this) in enumerate(rows):
+        y = top + row_h * i + row_h / 2
+        weight = ' font-weight="bold"' if this else ""
+        out.append(f'<text x="{left - 8}" y="{_n(y + 3)}" text-anchor="end" fill="{_TEXT}"{weight}>{escape(name)}</text>')
+        eps = float(eps)
+        if not (eps > 0 and math.isfinite(eps)):
+            continue
+        colour = _BAR if this else "#777"
+        out.append(f'<circle cx="{_n(X(eps))}" cy="{_n(y)}" r="{4 if this else 3.2}" fill="{colour}"/>')
+        out.append(f'<text x="{_n(X(eps) + 7)}" y="{_n(y + 3)}" fill="{_TEXT}"{weight}>{_plain(eps, 6)}</text>')
     out.append("</svg>")
     return "".join(out)

@@ -1,12 +1,17 @@
 """The datasheet's content: the template's context, built from a bundle's public files only.
 
-Modelled on Datasheets for Datasets (Gebru et al.) and the two-part README of Israel's 2024 DP
-births release (Hod & Canetti 2024): part 1 for data subjects and users (what the data is and is
-not, columns, intended uses, privacy in plain words, feedback); part 2 technical (data quality
-with noise, privacy budget, face privacy, faithfulness, production process, verification).
+Modelled on Datasheets for Datasets (Gebru et al.: motivation, composition, collection,
+preprocessing, uses, distribution, maintenance), NIST SP 800-226 (the unit of privacy, the
+privacy loss and how it composes, the implementation's hazards) and the two-part README of
+Israel's 2024 DP births release (Hod & Canetti 2024): part 1 for data subjects and users (why the
+data exist, what they are and are not, columns, intended uses, privacy in plain words,
+feedback); part 2 technical (data quality with noise and the strength of each check, privacy
+budget, face privacy, faithfulness, production process, distributions, maintenance, citation,
+verification).
 
 Every sentence is a function of :class:`~.public.PublicFiles` (no private input, no clock, no
-randomness but fixed seeds), so that the public audit renders the same bytes again.
+randomness but fixed seeds), so that the public audit renders the same bytes again. Numbers for
+people follow :data:`~.numbers.PEOPLE_RULE`.
 """
 from __future__ import annotations
 
@@ -15,16 +20,34 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import charts, value_noise
-from .numbers import NUMBER_FORMAT, NUMBER_FORMAT_DOC, format_number
+from . import charts, evidence as ev, value_noise
+from .numbers import PEOPLE_RULE, noisy, plain, points, std_text, with_unit
+from .provenance import provenance_text
 from .public import PublicFiles
 
 __all__ = ["build_context", "query_family", "PUBLISHED_EPSILONS", "epsilon_scale",
-           "openssl_verify_command", "publication_facts", "WEAK_GUARANTEE_EPSILON"]
+           "openssl_verify_command", "publication_facts", "WEAK_GUARANTEE_EPSILON", "source_words",
+           "SOURCE_KINDS", "faithfulness_rule_text", "one_category"]
 
 # Above this total epsilon the datasheet says plainly that the protection is weak (the spec
 # language's documented threshold; release/spec.py checks the acknowledgement).
 WEAK_GUARANTEE_EPSILON = 10
+
+#: release.source_kind -> (noun, with the indefinite article); absent or "other": neutral words
+SOURCE_KINDS = {
+    "registry": ("registry", "a confidential registry"),
+    "census": ("census", "a confidential census"),
+    "survey": ("survey", "a confidential survey"),
+    "administrative file": ("administrative file", "a confidential administrative file"),
+    "other": ("source data", "confidential source data"),
+}
+
+
+def source_words(kind: Any) -> dict:
+    """How the datasheet names the confidential source (release.source_kind; default: neutral)."""
+    noun, a = SOURCE_KINDS.get(str(kind) if kind else "other", SOURCE_KINDS["other"])
+    return {"kind": kind or "", "noun": noun, "a": a, "the": f"the confidential {noun}",
+            "the_short": f"the {noun}"}
 
 
 def publication_facts(public: PublicFiles) -> dict:
@@ -44,20 +67,19 @@ def publication_facts(public: PublicFiles) -> dict:
 # conversion rho + 2 sqrt(rho ln(1/delta)) tightened as in Canonne et al. gives 17.16, checked
 # here). The housing-units figure is left out until it is checked against the primary source.
 PUBLISHED_EPSILONS = (
-    {"name": "Israel's 2024 release of its national birth registry", "epsilon": 9.98,
+    {"name": "Israel's 2024 release of its national birth registry", "short": "Israel 2024 registry release",
+     "epsilon": 9.98,
      "kind": "pure differential privacy, as here", "source": "Hod & Canetti 2024, arXiv:2405.00267"},
-    {"name": "US 2020 Census redistricting data (P.L. 94-171), persons", "epsilon": 17.14,
+    {"name": "US 2020 Census redistricting data (P.L. 94-171), persons", "short": "US 2020 Census, persons",
+     "epsilon": 17.14,
      "kind": "with \u03b4 = 10\u207b\u00b9\u2070, converted from zero-concentrated DP (\u03c1 = 2.56)",
      "source": "US Census Bureau production settings, 2021; Abowd et al. 2022, Harvard Data Science Review"},
 )
 PRIOR_SUSPICION = 0.01  # the 1-in-100 prior of the datasheet's worked example
 
+
 def openssl_verify_command(pubkey: str = "KEY.pub") -> str:
     return f"openssl pkeyutl -verify -pubin -inkey {pubkey} -rawin -in manifest.json -sigfile manifest.sig"
-
-
-def _pct(x: float) -> str:
-    return format(100 * float(x), ".3g")
 
 
 def approx_number(x: float) -> str:
@@ -95,11 +117,11 @@ def _posterior_text(eps: float, prior: float = PRIOR_SUSPICION) -> str:
 def epsilon_scale(total: float) -> dict:
     """Part 1's reading aid: e^epsilon, the 1-in-100 example, and the published releases (with
     this release among them, sorted by epsilon), all computed from ``total``."""
-    rows = [{"name": "This release", "epsilon": format_number(total), "factor": approx_number(_exp(total)),
-             "posterior": _posterior_text(total), "kind": "pure differential privacy", "source": "",
-             "this": True, "value": float(total)}]
+    rows = [{"name": "This release", "short": "This release", "epsilon": plain(total),
+             "factor": approx_number(_exp(total)), "posterior": _posterior_text(total),
+             "kind": "pure differential privacy", "source": "", "this": True, "value": float(total)}]
     for p in PUBLISHED_EPSILONS:
-        rows.append({"name": p["name"], "epsilon": format_number(p["epsilon"]),
+        rows.append({"name": p["name"], "short": p["short"], "epsilon": plain(p["epsilon"]),
                      "factor": approx_number(_exp(p["epsilon"])), "posterior": _posterior_text(p["epsilon"]),
                      "kind": p["kind"], "source": p["source"], "this": False, "value": p["epsilon"]})
     rows.sort(key=lambda r: (r["value"], not r["this"]))
@@ -112,30 +134,30 @@ def epsilon_scale(total: float) -> dict:
             word, factor = "smaller than", f"a bound {approx_number(_exp(-diff))} times tighter"
         else:
             word, factor = "larger than", f"a bound {approx_number(_exp(diff))} times looser"
-        comparisons.append({"name": p["name"], "epsilon": format_number(p["epsilon"]), "word": word,
+        comparisons.append({"name": p["name"], "epsilon": plain(p["epsilon"]), "word": word,
                             "factor": factor, "source": p["source"]})
     return {"factor": approx_number(_exp(total)), "prior_pct": format(100 * PRIOR_SUSPICION, "g"),
             "posterior": _posterior_text(total), "rows": rows, "comparisons": comparisons}
 
 
-def _column_text(col: str | None, spec_columns: dict) -> str:
-    if col is None:
-        return "overall"
-    return col.replace("_", " ")
+# --------------------------------------------------------------------------- criteria in words
+
+def _words(name: Any) -> str:
+    return str(name).replace("_", " ")
 
 
-def _groups_text(col: str | None, spec: dict) -> str:
+def _groups_text(col: Any, spec: dict) -> str:
     if col is None:
         return "all records"
     if isinstance(col, list):  # joint groups
         return " x ".join(_groups_text(c, spec) for c in col)
-    labels = (spec.get("group_bins") or {}).get(col, {}).get("labels")
-    name = col.replace("_", " ")
+    labels = ((spec.get("group_bins") or {}).get(col) or {}).get("labels")
+    name = _words(col)
     return f"{name} ({', '.join(map(str, labels))})" if labels else name
 
 
 def _names(names) -> str:
-    return ", ".join(str(n).replace("_", " ") for n in names)
+    return ", ".join(_words(n) for n in names)
 
 
 def _features_text(entry: dict, spec: dict) -> str:
@@ -147,9 +169,13 @@ def _features_text(entry: dict, spec: dict) -> str:
     return "the other columns (" + _names(others) + ")"
 
 
+def _spec_column(spec: dict, name: Any) -> dict | None:
+    return next((c for c in spec.get("columns") or [] if isinstance(c, dict) and c.get("name") == name), None)
+
+
 def _is_zero_one(entry: dict, spec: dict) -> bool:
     """True when the target's released numbers are all 0 or 1 in every alternative (a share)."""
-    col = next((c for c in spec.get("columns") or [] if c.get("name") == entry.get("target")), None)
+    col = _spec_column(spec, entry.get("target"))
     if not col:
         return False
     for alt in col.get("alternatives") or []:
@@ -161,55 +187,160 @@ def _is_zero_one(entry: dict, spec: dict) -> bool:
     return True
 
 
-def query_family(criterion: dict, entry: dict | None, spec: dict, d: int) -> str | None:
-    """Plain-words description of the family of queries a criterion validates (None: not a query family)."""
+def one_category(entry: dict, spec: dict, columns: Sequence[Any] = ()) -> str:
+    """The category (or categories) of a 0/1 target whose number is 1: from the released
+    column's coding when the bundle has it (the selected alternative), else from the spec's
+    alternatives when they agree; "" when unknown."""
+    target = entry.get("target")
+    col = next((c for c in columns if getattr(c, "name", None) == target), None)
+    if col is not None:
+        ones = [str(lab) for lab, v in zip(col.labels, np.asarray(col.values, dtype=float)) if v == 1]
+    else:
+        found = set()
+        for alt in (_spec_column(spec, target) or {}).get("alternatives") or []:
+            cats = alt.get("categories") or []
+            values = alt.get("values", list(range(len(cats))))
+            found.add(tuple(str(c) for c, v in zip(cats, values) if v == 1))
+        ones = list(found.pop()) if len(found) == 1 else []
+    return " or ".join(ones)
+
+
+def _share_of(entry: dict, spec: dict, columns: Sequence[Any]) -> str:
+    """"the share of records whose sex is female" (the category numbered 1 named)."""
+    target = _words(entry.get("target", ""))
+    one = one_category(entry, spec, columns)
+    return f"the share of records whose {target} is {one}" if one else \
+        f"the share of records whose {target} has the number 1"
+
+
+def _unit_of(units: dict | None, col: Any) -> str:
+    return str((units or {}).get(col) or "") if col else ""
+
+
+def value_kind(criterion: dict, entry: dict | None, spec: dict) -> str:
+    """How a criterion's values read: ``share`` (a share of records: percentage points),
+    ``ratio``, ``target`` (the target column's unit) or ``number`` (no unit)."""
     typ = criterion.get("type")
     entry = entry or {}
-    t = format_number(criterion["threshold"])
-    target = str(entry.get("target", "")).replace("_", " ")
+    if typ in ("kway_marginals", "faithfulness"):
+        return "share"
+    if typ == "classification":
+        return "share" if entry.get("report", "coefficients") == "accuracy" else "number"
+    if typ == "smoothed_ratio":
+        return "ratio"
+    if typ == "conditional_means":
+        return "share" if _is_zero_one(entry, spec) else "target"
+    if typ in ("quantile", "regression_mae_difference"):
+        return "target"
+    return "number"
+
+
+def _people(x: Any, std: Any, kind: str, unit: str, exact: bool = False) -> str:
+    """A criterion's number for part 1: shares in percentage points, others in their unit."""
+    if x is None:
+        return ""
+    if kind == "share":
+        text = plain(100 * float(x)) if exact else noisy(100 * float(x), None if std is None else 100 * float(std))
+        return points(text)
+    text = plain(x) if exact else noisy(x, std)
+    return with_unit(text, unit) if kind == "target" else text
+
+
+def query_family(criterion: dict, entry: dict | None, spec: dict, d: int, units: dict | None = None,
+                 columns: Sequence[Any] = ()) -> str | None:
+    """Plain-words description of the family of queries a criterion checks, and what the check
+    asks (None: not a query family). It describes the check, not its result: the result and the
+    strength of the evidence are stated beside it."""
+    typ = criterion.get("type")
+    entry = entry or {}
+    target = _words(entry.get("target", ""))
+    unit = _unit_of(units, entry.get("target"))
+    kind = value_kind(criterion, entry, spec)
+    t = _people(criterion["threshold"], None, kind, unit, exact=True)
+    tn = plain(criterion["threshold"])
     if typ == "kway_marginals":
         names = entry.get("columns")
         k = int(entry.get("max_k") or (len(names) if names else d))
-        over = (f"of the columns {_names(names)}" if names else "of the columns")
         size = "1 column" if k == 1 else f"1 to {k} columns"
+        over = f"of the columns {_names(names)}" if names else "of the released columns"
         return (f"Counts and shares of records in any cross-tabulation of {size} {over}, every combination of "
-                f"values included: the share of each cell differs from the real share by less than {t} "
-                f"({_pct(criterion['threshold'])} percentage points).")
+                f"values included: the check asks that the share of each cell differ from the real share by "
+                f"less than {tn} ({t}).")
     if typ == "smoothed_ratio":
-        return (f"The number of records with a given value of one column: the real and synthetic counts differ by "
-                f"a factor of less than {t} (after adding 1 to both).")
+        k = plain(entry.get("smoothing", 1))
+        return (f"The number of records with a given value of one column: the check asks that the real and "
+                f"synthetic counts differ by a factor of less than {tn} (after adding {k} to both).")
     if typ == "conditional_means":
         by = entry.get("by") or [None]
         groups = "; ".join(_groups_text(b, spec) for b in by)
-        kind = "share of records with" if _is_zero_one(entry, spec) else "mean"
-        return f"The {kind} {target} by group: {groups}; within {t} of the real value in every group."
+        if kind == "share":
+            return (f"{_share_of(entry, spec, columns)[0].upper()}{_share_of(entry, spec, columns)[1:]}, "
+                    f"by group: {groups}; the check asks for an error below {tn} ({t}) in every group.")
+        return f"The mean {target} by group: {groups}; the check asks for an error below {t} in every group."
     if typ == "regression_coefficients":
-        return (f"A linear regression of {target} on {_features_text(entry, spec)}: the coefficients are within "
-                f"an L1 distance of {t} of the real ones.")
+        return (f"A linear regression of {target} on {_features_text(entry, spec)}: the check asks that the "
+                f"coefficients be within an L1 distance of {tn} of the real ones.")
     if typ == "regression_mae_difference":
         return (f"Predicting {target} from {_features_text(entry, spec)} with a linear regression fitted on these "
-                f"data: its mean absolute error on the real data is within {t} of that of a regression fitted on "
-                f"the real data.")
+                f"data: the check asks that its mean absolute error on the real data be within {t} of that of "
+                f"a regression fitted on the real data.")
     if typ == "classification":
         pos = entry.get("positive")
         pos_text = " or ".join(str(p) for p in (pos if isinstance(pos, list) else [pos]))
         what = f"whether {target} is {pos_text} from {_features_text(entry, spec)} with a logistic regression"
         if entry.get("report", "coefficients") == "accuracy":
-            return (f"Predicting {what} fitted on these data: its accuracy on the real data is within {t} "
-                    f"({_pct(criterion['threshold'])} percentage points) of that of the model fitted with "
-                    f"differential privacy on the real data.")
-        return (f"Predicting {what}: the coefficients fitted on these data are within an L1 distance of {t} "
-                f"of those fitted with differential privacy on the real data.")
+            return (f"Predicting {what} fitted on these data: the check asks that its accuracy on the real data be "
+                    f"within {tn} ({t}) of that of the model fitted with differential privacy on the real data.")
+        return (f"Predicting {what}: the check asks that the coefficients fitted on these data be within an L1 "
+                f"distance of {tn} of those fitted with differential privacy on the real data.")
     if typ == "quantile":
         levels = entry.get("quantiles") or [0.5]
-        names = ["median" if q == 0.5 else f"{format_number(100 * q)}th percentile" for q in levels]
-        kind = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        names = ["median" if q == 0.5 else f"{plain(100 * q)}th percentile" for q in levels]
+        qkind = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
         groups = "; ".join(_groups_text(b, spec) for b in (entry.get("by") or [None]))
-        return f"The {kind} of {target} by group: {groups}; within {t} of the real value in every group."
+        return (f"The {qkind} of {target} by group: {groups}; the check asks for an error below {t} "
+                f"in every group.")
     if typ == "faithfulness":
         return None
-    return f"{criterion.get('description', criterion['id'])} (validated to less than {t})."
+    return f"{criterion.get('description', criterion['id'])} (the check asks for a value below {t})."
 
+
+def faithfulness_rule_text(fspec: dict) -> str:
+    """The whole cost-<=1 rule of the spec's faithfulness section, in words."""
+    exact = list(fspec.get("exact") or [])
+    adjacent = list(fspec.get("adjacent") or [])
+    nominal = list(fspec.get("nominal") or [])
+    max_adj = int(fspec.get("max_adjacent") or 0)
+    max_nom = int(fspec.get("max_nominal") or 0)
+    max_diff = fspec.get("max_differing")
+    parts = []
+    if exact:
+        parts.append(f"they are equal in {_names(exact)}")
+    if adjacent:
+        if max_adj > 0:
+            parts.append(f"at most {max_adj} of {_names(adjacent)} "
+                         f"{'differs' if max_adj == 1 else 'differ'}, each by one adjacent bin "
+                         f"(the others are equal)")
+        else:
+            parts.append(f"they are equal in {_names(adjacent)}")
+    if nominal:
+        if max_nom > 0:
+            parts.append(f"at most {max_nom} of {_names(nominal)} "
+                         f"{'differs' if max_nom == 1 else 'differ'}, to any other category (the others are equal)")
+        else:
+            parts.append(f"they are equal in {_names(nominal)}")
+    text = "; ".join(parts)
+    if max_diff is not None and (adjacent and max_adj > 0) and (nominal and max_nom > 0):
+        text += (f"; and at most {int(max_diff)} {'column differs' if int(max_diff) == 1 else 'columns differ'} "
+                 f"in all")
+    eic = fspec.get("exact_if_contains") or {}
+    if eic:
+        listed = "; ".join(f"{_words(k)}: {', '.join(plain(v) for v in vals)}" for k, vals in eic.items())
+        text += (f". A bin that holds one of these values strictly inside must match exactly ({listed})")
+    return text
+
+
+# --------------------------------------------------------------------------- other helpers
 
 def _find_key(obj: Any, key: str) -> Any:
     if isinstance(obj, dict):
@@ -237,9 +368,11 @@ def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
             out += _flatten(v, f"{prefix}[{i}]")
     else:
         if isinstance(obj, list):
-            text = ", ".join(format_number(v) if isinstance(v, float) else str(v) for v in obj)
+            text = ", ".join(plain(v) if isinstance(v, float) else str(v) for v in obj)
+        elif isinstance(obj, bool):
+            text = "true" if obj else "false"
         elif isinstance(obj, float):
-            text = format_number(obj)
+            text = plain(obj)
         else:
             text = "" if obj is None else str(obj)
         out.append((prefix, text))
@@ -254,40 +387,123 @@ def _min_multiplicity(codes: np.ndarray, cols: Sequence[int] | None = None) -> i
     return int(counts.min())
 
 
-def _source_text(entry: dict) -> str:
-    src = entry.get("source") or {}
-    col = src.get("column")
-    derive = src.get("derive")
-    if not col:
-        return ""
-    return f"{col} ({derive})" if derive else str(col)
-
-
 def _label_examples(columns: Sequence[Any]) -> list[dict]:
     """Up to three labels of this bundle's own binned columns: a range, an open bin below, one above."""
     found: dict[str, str] = {}
     for col in columns:
         if not getattr(col, "ordered", False):
             continue
-        for label in map(str, col.labels):
-            if label.startswith("<"):
+        lower = np.asarray(getattr(col, "lower", []), dtype=float)
+        upper = np.asarray(getattr(col, "upper", []), dtype=float)
+        for i, label in enumerate(map(str, col.labels)):
+            lo = lower[i] if i < lower.size else math.nan
+            up = upper[i] if i < upper.size else math.nan
+            if lo == -math.inf:
                 found.setdefault("below", label)
-            elif label.endswith("<"):
+            elif up == math.inf:
                 found.setdefault("above", label)
-            elif "-" in label.lstrip("-"):
+            elif math.isfinite(lo) and math.isfinite(up) and up - lo > 1:
                 found.setdefault("range", label)
     notes = {"range": "", "below": "below the range", "above": "above it"}
     return [{"label": found[k], "note": notes[k]} for k in ("range", "below", "above") if k in found]
 
 
-def _pattern_example(spec: dict) -> str:
+def _pattern_example(spec: dict, columns: Sequence[Any]) -> str:
     """A statistical pattern this release shows, named from the spec's own criteria."""
     for entry in spec.get("acceptance") or []:
         if entry.get("type") == "conditional_means" and entry.get("target"):
-            kind = "the share of records with" if _is_zero_one(entry, spec) else "the average"
-            return f"{kind} {str(entry['target']).replace('_', ' ')}"
+            if _is_zero_one(entry, spec):
+                return _share_of(entry, spec, columns)
+            return f"the average {_words(entry['target'])}"
     cols = [c.get("name") for c in spec.get("columns") or []]
-    return f"how often each value of {str(cols[0]).replace('_', ' ')} occurs" if cols else ""
+    return f"how often each value of {_words(cols[0])} occurs" if cols else ""
+
+
+def _budget_rows(budget: dict, spec: dict) -> tuple[list[dict], list[dict]]:
+    """The budget table's rows and the stacked bar's segments (how the total composes)."""
+    gen, sel = budget["generation"], budget["selection"]
+    factor = float(sel["factor"])
+    rows = []
+    for p in gen.get("parts") or []:
+        rows.append({"step": f"Generator ({gen['type']}): {p['purpose']}", "epsilon": plain(p["epsilon"]), "kind": "part"})
+    rows.append({"step": f"Generator ({gen['type']}) total", "epsilon": plain(gen["epsilon"]), "kind": "subtotal"})
+    for c in budget["evaluation"]["criteria"]:
+        rows.append({"step": f"Acceptance criterion {c['id']}", "epsilon": plain(c["epsilon"]), "kind": "part"})
+    rows.append({"step": "Acceptance criteria total", "epsilon": plain(budget["evaluation"]["epsilon"]), "kind": "subtotal"})
+    rows.append({"step": "Per candidate (generator + criteria)", "epsilon": plain(budget["per_iteration_epsilon"]), "kind": "subtotal"})
+    rows.append({"step": f"Private selection: factor {plain(sel['factor'])} \u00d7 per candidate",
+                 "epsilon": plain(factor * float(budget["per_iteration_epsilon"])), "kind": "subtotal"})
+    segments = [{"label": f"generator ({gen['type']}), {plain(sel['factor'])} \u00d7 {plain(gen['epsilon'])}",
+                 "value": factor * float(gen["epsilon"])},
+                {"label": f"acceptance criteria, {plain(sel['factor'])} \u00d7 {plain(budget['evaluation']['epsilon'])}",
+                 "value": factor * float(budget["evaluation"]["epsilon"])}]
+    for p in budget.get("pre_selection") or []:
+        rows.append({"step": f"Measured once before selection: {p['purpose']}", "epsilon": plain(p["epsilon"]), "kind": "part"})
+        segments.append({"label": f"{p['purpose']} (once)", "value": float(p["epsilon"])})
+    records = budget.get("records") or {}
+    if records.get("policy") == "dp_count":
+        rows.append({"step": "Number of records (DP count, once, before selection)",
+                     "epsilon": plain(records["epsilon"]), "kind": "part"})
+        segments.append({"label": "number of records (once)", "value": float(records["epsilon"])})
+    rows.append({"step": "Total", "epsilon": plain(budget["total_epsilon"]), "kind": "total"})
+    return rows, segments
+
+
+def _criterion_numbers(m: dict, entry: dict | None, spec: dict, public: PublicFiles, vn: dict,
+                       est: dict | None) -> dict:
+    """A criterion's numbers, rounded to what its noise supports, with units; and the strength
+    of its check (evidence.py)."""
+    kind = value_kind(m, entry, spec)
+    unit = _unit_of(public.units, (entry or {}).get("target"))
+    vstd = vn["value_noise_std"]
+    evi = ev.evidence(m, est)
+    # the quality table prints bare numbers (its unit once, under the criterion's name); part 1's
+    # sentences print each number with its unit
+    table_unit = unit if kind == "target" else ""
+    ruled = evi.ruled_out  # rounded like the DP value (a fit's: to the estimated noise of its value)
+    out = {
+        "kind": kind, "unit": unit, "table_unit": table_unit,
+        "error_word": "largest ratio" if m.get("type") == "smoothed_ratio" else "error",
+        "dp_value": noisy(m["dp_value"], vstd),
+        "dp_value_people": _people(m["dp_value"], vstd, kind, unit),
+        "threshold": plain(m["threshold"]),
+        "threshold_people": _people(m["threshold"], None, kind, unit, exact=True),
+        "value_noise_std": std_text(vstd) if vstd is not None else "",
+        "value_noise_std_people": ("" if vstd is None else points(std_text(100 * vstd)) if kind == "share"
+                                   else with_unit(std_text(vstd), table_unit)),
+        "value_noise_mean": std_text(vn["value_noise_mean"]) if vn["value_noise_mean"] else "",
+        "ruled_out": "" if ruled is None else noisy(ruled, vstd),
+        "ruled_out_people": "" if ruled is None else _people(ruled, vstd, kind, unit),
+        "weak": bool(evi.weak),
+        "evidence_method": evi.method or "",
+        "evidence_reason": evi.reason,
+        "factor": "" if evi.factor is None else plain(evi.factor, sig=2),
+        "negative": float(m["dp_value"]) < evi.floor,
+        # a negative value, in the note that explains it: three significant digits (rounded to its
+        # noise it may read 0.0, which is no explanation)
+        "dp_value_3": with_unit(plain(m["dp_value"], sig=3), table_unit),
+    }
+    return out
+
+
+def _sections(has_motivation: bool) -> list[dict]:
+    """The datasheet's sections in order, numbered (part, id, title)."""
+    part1 = ([("motivation", "Why this release exists")] if has_motivation else []) + [
+        ("what", "What the data is, and what it is not"), ("columns", "Columns and their possible values"),
+        ("uses", "Intended uses"), ("not-uses", "Uses that are not guaranteed"),
+        ("privacy", "Privacy protection in plain words")]
+    part2 = [("quality", "Data quality: the acceptance criteria"), ("budget", "Privacy budget"),
+             ("face", "Face privacy"), ("faithfulness", "Faithfulness"), ("process", "Production process"),
+             ("distributions", "Distributions of the released columns"),
+             ("reading", "Reading the data in R and Stata"),
+             ("maintenance", "Maintenance, versions and errata"), ("cite", "How to cite"),
+             ("verify", "How to verify this release")]
+    out, k = [], 0
+    for part, items in ((1, part1), (2, part2)):
+        for sid, title in items:
+            k += 1
+            out.append({"part": part, "id": sid, "num": str(k), "title": title})
+    return out
 
 
 def build_context(public: PublicFiles) -> dict:
@@ -299,85 +515,96 @@ def build_context(public: PublicFiles) -> dict:
     created, dpbundle_version, fingerprint = meta.created, meta.dpbundle_version, meta.fingerprint
     public_key_pem, commitment, files, extra = meta.public_key_pem, meta.commitment, meta.files, meta.extra
     publication = publication_facts(public)
+    from .snippets import reading_snippets
+
+    snippets = reading_snippets(columns)
     noise_estimates = value_noise.estimate(spec, columns, codes, metrics)
+    # the evidence of every check (evidence.py): fits' and choices' noise simulated on the released data
+    evidence_estimates = dict(noise_estimates, **value_noise.choice_estimates(spec, configuration, columns,
+                                                                              codes, metrics))
     release = spec.get("release") or {}
     n, d = codes.shape
-    spec_cols = {c.get("name"): c for c in spec.get("columns") or []}
-    acceptance = {a.get("id"): a for a in spec.get("acceptance") or []}
-    fmt = format_number
+    acceptance = {a.get("id"): a for a in spec.get("acceptance") or [] if isinstance(a, dict)}
+    source = source_words(release.get("source_kind"))
+    records = budget.get("records") or {"policy": "declared_public", "epsilon": 0,
+                                        "statement": "the number of records is published exactly"}
+    policy = records["policy"]
+    n_fmt = f"{n:,}"
 
+    # ---- columns
+    ratio_rows = [m for m in metrics if m.get("type") == "smoothed_ratio"]
+    ratio = None
+    if ratio_rows:
+        r0 = ratio_rows[0]
+        r_entry = acceptance.get(r0["id"]) or {}
+        ratio = {"id": r0["id"], "threshold": float(r0["threshold"]),
+                 "smoothing": float(r_entry.get("smoothing", 1) or 1)}
     cols = []
     for j, col in enumerate(columns):
-        entry = spec_cols.get(col.name, {})
         labels = [str(x) for x in col.labels]
         counts = np.bincount(codes[:, j], minlength=len(labels))[: len(labels)].tolist()
+        entry = _spec_column(spec, col.name) or {}
         description = public.descriptions.get(col.name) or entry.get("description") or ""
+        unit = public.units.get(col.name) or ""
         alt = None
         cfg_cols = configuration.get("columns") if isinstance(configuration.get("columns"), dict) else None
         if cfg_cols and col.name in cfg_cols:
             alt = cfg_cols[col.name]
-        elif isinstance(configuration.get(col.name), (str, dict)):
-            alt = configuration[col.name]
         if isinstance(alt, dict):
             alt = alt.get("id") or ", ".join(f"{k}={v}" for k, v in alt.items())
+        title = f"{col.name}: records per value" + (f" ({unit})" if unit else "")
         cols.append({
             "name": col.name,
             "description": description,
+            "unit": unit,
             "labels": labels,
             "n_values": len(labels),
-            "source": _source_text(entry),
+            "source": provenance_text(spec, configuration, col.name, unit),
             "alternative": alt,
-            "chart": charts.distribution_chart(labels, counts, title=f"{col.name}: records per value"),
+            "chart": charts.distribution_chart(labels, counts, title=title, ratio_band=ratio),
         })
 
+    # ---- criteria
     vnoise = value_noise.value_noise_rows(metrics, noise_estimates)
     crit_rows, uses = [], []
     for m in metrics:
         entry = acceptance.get(m["id"])
-        fam = query_family(m, entry, spec, d)
+        fam = query_family(m, entry, spec, d, public.units, columns)
         vn = vnoise[m["id"]]
         vstd = vn["value_noise_std"]
         margin = float(m["threshold"]) - float(m["dp_value"])
         # a DP value within 2 noise standard deviations of its threshold: the real value may lie on the other side
         close = vstd is not None and vstd > 0 and abs(margin) < 2 * vstd
+        nums = _criterion_numbers(m, entry, spec, public, vn, evidence_estimates.get(m["id"]))
+        row = dict(nums, id=m["id"], type=m["type"], description=m.get("description", ""),
+                   stakeholder_threshold=plain(m.get("stakeholder_threshold")),
+                   threshold_inputs=_flatten(m.get("threshold_inputs")) if m.get("threshold_inputs") else [],
+                   noise_std=std_text(m["noise_std"]), noise_scale=plain(m["noise_scale"], sig=3),
+                   epsilon=plain(m["epsilon"]), sensitivity=plain(m["sensitivity"], sig=3),
+                   mechanism=m["mechanism"], passed=bool(m["passed"]), noise_on=vn["noise_on"],
+                   noise_draws=(noise_estimates.get(m["id"]) or {}).get("draws"), close=close,
+                   text=fam or "")
+        crit_rows.append(row)
         if fam:
-            vmean = vn["value_noise_mean"]
-            uses.append({"id": m["id"], "text": fam, "dp_value": fmt(m["dp_value"]), "threshold": fmt(m["threshold"]),
-                         "value_noise_std": format(vstd, ".3g") if vstd is not None else "",
-                         "value_noise_mean": format(vmean, ".3g") if vmean else "",
-                         "noise_on": vn["noise_on"], "close": close, "passed": bool(m["passed"])})
-        crit_rows.append({
-            "id": m["id"],
-            "type": m["type"],
-            "description": m.get("description", ""),
-            "threshold": fmt(m["threshold"]),
-            "stakeholder_threshold": fmt(m.get("stakeholder_threshold")),
-            "threshold_inputs": _flatten(m.get("threshold_inputs")) if m.get("threshold_inputs") else [],
-            "dp_value": fmt(m["dp_value"]),
-            "noise_std": fmt(m["noise_std"]),
-            "noise_scale": fmt(m["noise_scale"]),
-            "epsilon": fmt(m["epsilon"]),
-            "sensitivity": fmt(m["sensitivity"]),
-            "mechanism": m["mechanism"],
-            "passed": bool(m["passed"]),
-            "noise_on": vn["noise_on"],
-            "value_noise_std": fmt(vstd) if vstd is not None else "",
-            "value_noise_mean": fmt(vn["value_noise_mean"]) if vn["value_noise_mean"] is not None else "",
-            "noise_draws": (noise_estimates.get(m["id"]) or {}).get("draws"),
-            "close": close,
-        })
+            uses.append(row)
     chart_rows = [dict(m, value_noise_std=vnoise[m["id"]]["value_noise_std"]) for m in metrics]
+    glance_rows = [dict(id=m["id"], passed=bool(m["passed"]), dp_value=float(m["dp_value"]),
+                        threshold=float(m["threshold"]), floor=ev.metric_floor(m["type"]),
+                        ruled_out=ev.evidence(m, evidence_estimates.get(m["id"])).ruled_out, weak=r["weak"])
+                   for m, r in zip(metrics, crit_rows)]
     all_passed = all(m["passed"] for m in metrics)
-    faith = [m for m in metrics if m["type"] == "faithfulness"]
+    weak_rows = [r for r in crit_rows if r["weak"]]
+    negative_rows = [r for r in crit_rows if r["negative"]]
+    faith = [r for r in crit_rows if r["type"] == "faithfulness"]
     faithfulness = None
     if faith:
         f = faith[0]
-        faithfulness = {"dp_value": fmt(f["dp_value"]), "threshold": fmt(f["threshold"]),
-                        "noise_std": fmt(f["noise_std"]), "passed": bool(f["passed"]),
-                        "share_pct": _pct(1 - float(f["dp_value"]))}
+        fm = next(m for m in metrics if m["id"] == f["id"])
+        faithfulness = dict(f, share_pct=noisy(100 * (1 - float(fm["dp_value"])),
+                                               100 * float(fm["noise_std"])))
     fspec = spec.get("faithfulness") or {}
 
-    # Face privacy, from the released data itself (public) and the configuration.
+    # ---- face privacy, from the released data itself (public) and the configuration
     min_count = _find_key(configuration, "min_count")
     name_index = {c.name: j for j, c in enumerate(columns)}
     qi_rows = [{"columns": ", ".join(c.name for c in columns), "min": _min_multiplicity(codes)}]
@@ -385,33 +612,18 @@ def build_context(public: PublicFiles) -> dict:
         if all(q in name_index for q in qi):
             qi_rows.append({"columns": ", ".join(qi), "min": _min_multiplicity(codes, [name_index[q] for q in qi])})
 
-    gen = budget["generation"]
-    sel = budget["selection"]
-    budget_rows = []
-    for p in gen.get("parts") or []:
-        budget_rows.append({"step": f"Generator ({gen['type']}): {p['purpose']}", "epsilon": fmt(p["epsilon"]), "kind": "part"})
-    budget_rows.append({"step": f"Generator ({gen['type']}) total", "epsilon": fmt(gen["epsilon"]), "kind": "subtotal"})
-    for c in budget["evaluation"]["criteria"]:
-        budget_rows.append({"step": f"Acceptance criterion {c['id']}", "epsilon": fmt(c["epsilon"]), "kind": "part"})
-    budget_rows.append({"step": "Acceptance criteria total", "epsilon": fmt(budget["evaluation"]["epsilon"]), "kind": "subtotal"})
-    budget_rows.append({"step": "Per candidate (generator + criteria)", "epsilon": fmt(budget["per_iteration_epsilon"]), "kind": "subtotal"})
-    budget_rows.append({"step": f"Private selection: factor {fmt(sel['factor'])} \u00d7 per candidate",
-                        "epsilon": fmt(float(sel["factor"]) * float(budget["per_iteration_epsilon"])), "kind": "subtotal"})
-    for p in budget.get("pre_selection") or []:
-        budget_rows.append({"step": f"Measured once before selection: {p['purpose']}", "epsilon": fmt(p["epsilon"]), "kind": "part"})
-    records = budget.get("records") or {"policy": "declared_public", "epsilon": 0,
-                                        "statement": "the number of records is published exactly"}
-    if records["policy"] == "dp_count":
-        budget_rows.append({"step": "Number of records (DP count, once, before selection)",
-                            "epsilon": fmt(records["epsilon"]), "kind": "part"})
-    budget_rows.append({"step": "Total", "epsilon": fmt(budget["total_epsilon"]), "kind": "total"})
-
+    # ---- budget
+    gen, sel = budget["generation"], budget["selection"]
+    budget_rows, budget_segments = _budget_rows(budget, spec)
     total = float(budget["total_epsilon"])
-    exp_total = math.exp(total) if total < 700 else float("inf")
+    cap = float(budget["epsilon_cap"])
     hyper = gen.get("hyperparameters") or {}
-
-    n_fmt = f"{n:,}"
     period = release.get("period") or {}
+    has_motivation = bool(release.get("motivation") or release.get("mandate"))
+    sections = _sections(has_motivation)
+    num = {s["id"]: s["num"] for s in sections}
+    thresholds_by = str(release.get("thresholds_set_by") or "")
+    scale = epsilon_scale(total)
     context = {
         # the document language (HTML lang, PDF /Lang): the spec's release.language when it has one
         "lang": str(release.get("language") or "en"),
@@ -422,64 +634,80 @@ def build_context(public: PublicFiles) -> dict:
         "period_start": period.get("start", ""),
         "period_end": period.get("end", ""),
         "description": release.get("description") or "",
+        "release_version": str(release.get("version") or ""),
+        "motivation": str(release.get("motivation") or ""),
+        "mandate": str(release.get("mandate") or ""),
+        "maintenance": str(release.get("maintenance") or ""),
+        "citation": str(release.get("citation") or ""),
+        "thresholds_set_by": thresholds_by,
+        "source": source,
+        "sections": sections,
+        "num": num,
         "unit_of_privacy": budget.get("unit_of_privacy") or release.get("unit_of_privacy") or "one record",
         "feedback": release.get("feedback") or (f"Contact {release.get('contact')}." if release.get("contact") else ""),
         "n": n,
         "n_fmt": n_fmt,
         "d": d,
         "columns": cols,
+        "any_unit": any(c["unit"] for c in cols),
         "label_examples": _label_examples(columns),
-        "pattern_example": _pattern_example(spec),
+        "pattern_example": _pattern_example(spec, columns),
         "criteria": crit_rows,
         "all_passed": all_passed,
+        "weak_criteria": weak_rows,
+        "negative_criteria": negative_rows,
         "uses": uses,
         "criteria_chart": charts.criteria_chart(chart_rows),
+        "glance_chart": charts.glance_chart(glance_rows),
         "fit_criteria": [c for c in crit_rows if c["noise_on"] == value_noise.ON_FIT],
         "selection_criteria": [c for c in crit_rows if c["noise_on"] == value_noise.ON_SCORES],
         "any_close": any(u["close"] for u in uses),
-        "noise_z": fmt(charts.NOISE_Z),
+        "noise_z": plain(charts.NOISE_Z),
+        "power_pct": plain(100 * ev.POWER),
+        "weak_share": "half",
         "faithfulness": faithfulness,
-        "faithfulness_rules": {
-            "exact": ", ".join(fspec.get("exact") or []),
-            "adjacent": ", ".join(fspec.get("adjacent") or []),
-            "max_adjacent": fspec.get("max_adjacent"),
-            "exact_if_contains": ", ".join(f"{k} ({', '.join(map(str, v))})" for k, v in (fspec.get("exact_if_contains") or {}).items()),
-        },
+        "faithfulness_rule": faithfulness_rule_text(fspec),
+        "ratio": ({"id": ratio["id"], "threshold": plain(ratio["threshold"]), "smoothing": plain(ratio["smoothing"])}
+                  if ratio else None),
         "min_count": min_count,
         "qi_rows": qi_rows,
         "budget_rows": budget_rows,
-        "total_epsilon": fmt(total),
-        "exp_total_epsilon": fmt(exp_total) if math.isfinite(exp_total) else "very large",
-        "epsilon_scale": epsilon_scale(total),
+        "budget_chart": charts.budget_chart(budget_segments, total=total, cap=cap,
+                                            weak=float(WEAK_GUARANTEE_EPSILON)),
+        "epsilon_chart": charts.epsilon_chart([(r["short"], r["value"], r["this"]) for r in scale["rows"]],
+                                              weak=float(WEAK_GUARANTEE_EPSILON)),
+        "total_epsilon": plain(total),
+        "epsilon_scale": scale,
         # above WEAK_GUARANTEE_EPSILON the datasheet says plainly that the protection is weak
         "weak_guarantee": total > WEAK_GUARANTEE_EPSILON,
-        "weak_guarantee_epsilon": fmt(WEAK_GUARANTEE_EPSILON),
+        "weak_guarantee_epsilon": plain(WEAK_GUARANTEE_EPSILON),
         "weak_guarantee_acknowledged": (spec.get("privacy") or {}).get("acknowledge_weak_guarantee") is True,
-        "epsilon_cap": fmt(budget["epsilon_cap"]),
-        "total_epsilon_opendp": fmt(budget.get("total_epsilon_opendp")),
+        "epsilon_cap": plain(cap),
+        "total_epsilon_opendp": plain(budget.get("total_epsilon_opendp")),
         "neighbouring": budget["neighbouring"],
-        "records_policy": records["policy"],
+        "records_policy": policy,
         "records_statement": records["statement"],
-        "records_epsilon": fmt(records["epsilon"]),
+        "records_epsilon": plain(records["epsilon"]),
         # the count's noise: discrete Laplace of scale 1/eps, std sqrt(2)/eps (mean absolute error 1/eps)
         "records_error": (f"{round(math.sqrt(2) * float(records['noise_scale'])):,}"
                           if records.get("noise_scale") else ""),
         "input_metric": budget["input_metric"],
         "opendp_version": budget["opendp_version"],
         "selection_method": sel["method"],
-        "selection_factor": fmt(sel["factor"]),
-        "stop_probability": fmt(sel["stop_probability"]),
+        "selection_factor": plain(sel["factor"]),
+        "stop_probability": plain(sel["stop_probability"]),
         "generator_type": gen["type"],
-        "generator_epsilon": fmt(gen["epsilon"]),
+        "generator_epsilon": plain(gen["epsilon"]),
         "generator_hyperparameters": _flatten(hyper) if hyper else [],
-        "evaluation_epsilon": fmt(budget["evaluation"]["epsilon"]),
-        "per_iteration_epsilon": fmt(budget["per_iteration_epsilon"]),
-        "pre_selection": [{"purpose": p["purpose"], "epsilon": fmt(p["epsilon"])} for p in budget.get("pre_selection") or []],
+        "evaluation_epsilon": plain(budget["evaluation"]["epsilon"]),
+        "per_iteration_epsilon": plain(budget["per_iteration_epsilon"]),
+        "pre_selection": [{"purpose": p["purpose"], "epsilon": plain(p["epsilon"])} for p in budget.get("pre_selection") or []],
         "configuration_id": configuration_id,
         "configuration_rows": _flatten(configuration),
         "raw_constraints": [c.get("name", "") for c in spec.get("raw_constraints") or []],
         "synthetic_constraints": [c.get("name", "") for c in spec.get("synthetic_constraints") or []],
         "created": created,
+        "created_year": str(created)[:4],
         "dpbundle_version": dpbundle_version,
         "fingerprint": fingerprint,
         "public_key_pem": public_key_pem.strip(),
@@ -487,12 +715,12 @@ def build_context(public: PublicFiles) -> dict:
         "openssl_command": openssl_verify_command("KEY.pub"),
         "audit_command": "dpbundle audit BUNDLE --pubkey KEY.pub",
         "files": list(files),
-        # pre-registration and published model (section 12): {"model": bool, "beacon": {...},
+        "reading_r": snippets["r"],
+        "reading_stata": snippets["stata"],
+        # pre-registration and published model: {"model": bool, "beacon": {...},
         # "record_created": str, "spec_sha256": str} or None
         "publication": publication or {},
-        "number_format": NUMBER_FORMAT_DOC,
+        "number_rule": PEOPLE_RULE,
         "extra_rows": _flatten(extra) if extra else [],
     }
     return context
-
-

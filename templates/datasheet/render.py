@@ -33,7 +33,8 @@ def render_html(context: dict) -> str:
     template = env.from_string(read_resource("datasheet.html.j2"))
     ctx = dict(context)
     ctx["css"] = Markup(read_resource("datasheet.css"))
-    ctx["criteria_chart"] = Markup(context["criteria_chart"])
+    for key in [k for k in context if k.endswith("_chart")]:  # inline SVG built by charts.py
+        ctx[key] = Markup(context[key])
     ctx["columns"] = [dict(c, chart=Markup(c["chart"])) for c in context["columns"]]
     return template.render(**ctx)
 

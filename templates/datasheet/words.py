@@ -79,9 +79,12 @@ def _join_broken(got: Counter, want: Counter) -> None:
     PDF: where a missing word is the concatenation of two (or three) surplus PDF words, count it
     as present (in place)."""
     missing, extra = want - got, got - want
+    # the lengths of the surplus words: a piece of a missing word has one of them, so only its
+    # prefixes of these lengths are looked up (linear in the word, whatever its length)
+    lengths = sorted({len(w) for w in extra})
     for w in sorted(missing):
         for _ in range(missing[w]):
-            parts = _split_into(w, extra)
+            parts = _split_into(w, extra, lengths)
             if not parts:
                 break
             for part in parts:
@@ -92,17 +95,21 @@ def _join_broken(got: Counter, want: Counter) -> None:
         del got[k]
 
 
-def _split_into(word: str, pool: Counter, depth: int = 3) -> list[str] | None:
-    """Pieces of ``word`` (2 to ``depth``), each available in ``pool``, or None."""
-    for i in range(1, len(word)):
-        head, tail = word[:i], word[i:]
+def _split_into(word: str, pool: Counter, lengths: list[int], depth: int = 3) -> list[str] | None:
+    """Pieces of ``word`` (2 to ``depth``), each available in ``pool``, or None; shortest first
+    piece first. ``lengths``: the lengths a piece can have (those of the pool's words)."""
+    for n in lengths:
+        if n >= len(word):
+            break
+        head = word[:n]
         if pool[head] <= 0:
             continue
+        tail = word[n:]
         if pool[tail] > 0 and (head != tail or pool[head] > 1):
             return [head, tail]
         if depth > 2:
             pool[head] -= 1
-            rest = _split_into(tail, pool, depth - 1)
+            rest = _split_into(tail, pool, lengths, depth - 1)
             pool[head] += 1
             if rest:
                 return [head, *rest]

@@ -1,0 +1,117 @@
+"""Short R and Stata programs that read a bundle's data.csv with the codebook's order.
+
+``reading_snippets(columns)`` gives, for a bundle's released columns (its public files: the
+datasheet's :class:`~.public.PublicFiles` ``columns``, or anything with ``.name`` and ``.ordered``),
+the text of
+
+- ``r``: R with readr; every column becomes a factor whose levels are the codebook's labels in
+  the codebook's order (``codebook.csv``: ``column``, ``order``, ``label``), ordered
+  (``factor(..., ordered = TRUE)``) for the columns datapackage.json marks ``categoriesOrdered``
+  (bins and ordinals); a helper gives the number each value stands for (``number``);
+- ``stata``: Stata 14 or later; ``import delimited`` of codebook.csv, one value label per column
+  (values 1, 2, ... in the codebook's order, text the label), saved with ``label save``, then
+  ``import delimited`` of data.csv and ``encode ..., label() noextend`` of every column, so that
+  each column holds the value's position in the order, labelled with its text.
+
+Both read every cell as text (``"1"`` stays a label, ``"NA"`` is not missing) and fail on a cell
+that is not a label of the codebook. The text depends only on the column names and their
+``ordered`` flags, so the datasheet shows the same programs whenever it is rendered again.
+docs/reading-the-data.md explains them.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+__all__ = ["reading_snippets", "r_snippet", "stata_snippet", "CODEBOOK_COLUMNS_USED"]
+
+#: the codebook.csv columns the programs read (templates/datasheet/codebook.py CODEBOOK_FIELDS)
+CODEBOOK_COLUMNS_USED = ("column", "order", "label", "number")
+
+
+def _r_string(text: str) -> str:
+    """An R string literal (double quotes; backslash and double quote escaped)."""
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _r_vector(items: Sequence[str], indent: str = "  ") -> str:
+    if not items:
+        return "character()"
+    lines, line = [], "c("
+    for i, item in enumerate(items):
+        piece = _r_string(item) + (", " if i < len(items) - 1 else ")")
+        if len(line) + len(piece) > 76 and line != "c(":
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def r_snippet(columns: Sequence[Any]) -> str:
+    """The R program (readr) for these columns."""
+    ordered = [c.name for c in columns if bool(getattr(c, "ordered", False))]
+    return f"""# Read data.csv with every column as a factor in the codebook's order (readr).
+library(readr)
+as_text <- cols(.default = col_character())
+codebook <- read_csv("codebook.csv", col_types = as_text, na = character())
+data <- read_csv("data.csv", col_types = as_text, na = character())
+# columns whose values are ordered (datapackage.json: categoriesOrdered)
+ordered_columns <- {_r_vector(ordered)}
+for (column in names(data)) {{
+  column_rows <- codebook[codebook$column == column, ]
+  column_rows <- column_rows[order(as.integer(column_rows$order)), ]
+  data[[column]] <- factor(data[[column]], levels = column_rows$label,
+                           ordered = column %in% ordered_columns)
+  stopifnot(!anyNA(data[[column]]))  # every cell is a label of the codebook
+}}
+# the number a column's values stand for (codebook.csv: number)
+number_of <- function(column) {{
+  column_rows <- codebook[codebook$column == column, ]
+  as.numeric(column_rows$number)[match(as.character(data[[column]]), column_rows$label)]
+}}
+"""
+
+
+def stata_snippet(columns: Sequence[Any]) -> str:
+    """The Stata program (14 or later) for these columns."""
+    names = " ".join(c.name for c in columns)
+    return f"""* Read data.csv with every column as labelled values 1, 2, ... in the codebook's order.
+* Columns: {names}
+* 1. One value label per column from codebook.csv (value = order, text = label).
+import delimited using "codebook.csv", varnames(1) stringcols(_all) ///
+    encoding("utf-8") bindquote(strict) case(preserve) clear
+destring order, replace
+generate long row = _n
+bysort column (row): generate long first = row[1]
+egen long colno = group(first)
+sort row
+label drop _all
+forvalues r = 1/`=_N' {{
+    local i = colno[`r']
+    local o = order[`r']
+    local l = label[`r']
+    label define dpcol`i' `o' `"`l'"', add
+}}
+label save using "dpbundle_labels.do", replace
+* 2. data.csv, every column as text, then encoded with its label (a cell that is no
+*    label of the codebook stops encode: noextend).
+import delimited using "data.csv", varnames(1) stringcols(_all) ///
+    encoding("utf-8") bindquote(strict) case(preserve) clear
+do "dpbundle_labels.do"
+local i = 0
+foreach v of varlist _all {{
+    local ++i
+    label copy dpcol`i' `v', replace
+    label drop dpcol`i'
+    encode `v', generate(dp_code_) label(`v') noextend
+    order dp_code_, after(`v')
+    drop `v'
+    rename dp_code_ `v'
+}}
+"""
+
+
+def reading_snippets(columns: Sequence[Any]) -> dict[str, str]:
+    """``{"r": ..., "stata": ...}``: the programs that read data.csv for these columns."""
+    columns = list(columns)
+    return {"r": r_snippet(columns), "stata": stata_snippet(columns)}
