@@ -178,21 +178,30 @@ class ReleasedBundle:
 
     # -- verification ------------------------------------------------------------------
     def verify(self, pubkey: str | os.PathLike | None = None, *,
-               spec: str | os.PathLike | None = None) -> "AuditReport":
+               spec: str | os.PathLike | None = None,
+               preregistration: str | os.PathLike | None = None,
+               beacon: str | None = None) -> "AuditReport":
         """Run every public check of ``dpbundle audit`` on this bundle and return its report:
-        ``report.verdict`` is "verified", "failed" or "not_verified_key_not_pinned";
-        ``report.checks`` the named checks (:class:`dpbundle.audit.report.AuditReport`).
+        ``report.verdict`` is "verified", "failed" or one of the "not_verified_..." verdicts
+        (docs/audit.md); ``report.checks`` the named checks
+        (:class:`dpbundle.audit.report.AuditReport`).
 
         Give ``pubkey`` (the publisher's key file or its fingerprint): without it the signature
         can only be checked against the key the bundle carries, which proves nothing about who
         signed, and the verdict is never "verified". ``spec``: a pre-registered spec file or
-        its SHA-256.
+        its SHA-256. For a pre-registered bundle, ``preregistration`` (the record you archived,
+        with its ``.sig`` beside it) and ``beacon`` (the value you looked up) pin what the
+        bundle can only vouch for itself; without them the verdict is not "verified".
         """
         from .runner import run_audit
 
         kwargs: dict[str, Any] = {"pubkey": pubkey}
         if spec is not None:
             kwargs["spec"] = spec
+        if preregistration is not None:
+            kwargs["preregistration"] = preregistration
+        if beacon is not None:
+            kwargs["beacon"] = beacon
         return run_audit(self.path, **kwargs)
 
 

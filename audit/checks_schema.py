@@ -2,7 +2,10 @@
 spec's released columns, only declared labels and no empty cells; datapackage.json agrees with
 the spec (and with data.csv's size and hash when it declares them); registry-entry.yaml (the
 OpenDP Deployments Registry entry) parses under the strict YAML rules and validates against its
-schema (its numbers are checked against budget.json by the budget check)."""
+schema (its numbers are checked against budget.json by the budget check). What the bundle's own
+spec and files promise must be there (``publish: model`` means model.json; a pre-registered
+bundle has its record, the record's signature and seeds.json), and configurations.yaml, when
+present, must hold the selected configuration (:mod:`.configurations`)."""
 from __future__ import annotations
 
 import yaml
@@ -139,6 +142,14 @@ def check_schema(ctx: AuditContext, validate_json: bool = True) -> CheckResult:
         if errors == []:
             validated += 1
             _publication_date(ctx, r)
+    _promised_files(ctx, r)
+    # -- configurations.yaml: the list the selection drew from (optional) ------------------
+    from .configurations import configurations_problems
+
+    problems, facts = configurations_problems(ctx, validate_json)
+    for p in problems:
+        r.fail(p)
+    r.facts.update(facts)
     # -- data.csv against the spec ------------------------------------------------------
     try:
         view = ctx.view()
@@ -179,6 +190,33 @@ def check_schema(ctx: AuditContext, validate_json: bool = True) -> CheckResult:
         r.detail = (f"{validated} files valid against their schemas; data.csv has the "
                     f"{len(view.names)} released columns and only declared labels; datapackage.json agrees")
     return r
+
+
+def _promised_files(ctx: AuditContext, r: CheckResult) -> None:
+    """What the bundle's own spec and files promise must be there: ``publish: model`` means
+    model.json (and a model.json means the spec said so), budget.json's ``published_model``
+    means model.json too; a pre-registered bundle has all three of preregistration.json, its
+    .sig and seeds.json. Deleting a protection and re-signing the bundle fails here."""
+    from .checks_seeds import RECORD, RECORD_SIG, SEEDS
+    from .rederive import MODEL, spec_publishes_model
+
+    b = ctx.bundle
+    promised = spec_publishes_model(ctx)
+    if promised and not b.has(MODEL):
+        r.fail(f"{MODEL}: missing, but spec.json says publish: model")
+    if promised is False and b.has(MODEL):
+        r.fail(f"{MODEL}: in the bundle, but spec.json does not say publish: model")
+    try:
+        declared = isinstance(ctx.json("budget.json").get("published_model"), dict)
+    except (Missing, AttributeError):
+        declared = False
+    if declared and not b.has(MODEL):
+        r.fail(f"{MODEL}: missing, but budget.json declares a published model (published_model)")
+    present = [f for f in (RECORD, RECORD_SIG, SEEDS) if b.has(f)]
+    if 0 < len(present) < 3:
+        missing = sorted({RECORD, RECORD_SIG, SEEDS} - set(present))
+        r.fail(f"a pre-registered bundle has {RECORD}, {RECORD_SIG} and {SEEDS}; missing: "
+               f"{', '.join(missing)}")
 
 
 def _publication_date(ctx: AuditContext, r: CheckResult) -> None:

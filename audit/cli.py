@@ -61,6 +61,21 @@ def cli_audit(
                              "PRIVATE (marked so; reports written with mode 0600).")] = None,
     data: Annotated[Optional[Path], typer.Option(
         "--data", help="The private input CSV(.gz) (enclave only); with --transcript.")] = None,
+    preregistration: Annotated[Optional[Path], typer.Option(
+        "--preregistration", metavar="REC",
+        help="The pre-registration record you archived when it was published (REC, with REC.sig "
+             "beside it): the bundle's preregistration.json must be this one, byte for byte. "
+             "Without it a pre-registered bundle is at best NOT VERIFIED (pre-registration not "
+             "pinned, exit code 3).")] = None,
+    beacon: Annotated[Optional[str], typer.Option(
+        "--beacon", metavar="VALUE",
+        help="The beacon value you looked up at the source the record names: the bundle's seeds "
+             "must be bound to it. Without it a pre-registered bundle is at best NOT VERIFIED "
+             "(beacon not checked, exit code 3).")] = None,
+    ledger: Annotated[Optional[Path], typer.Option(
+        "--ledger", metavar="LEDGER",
+        help="The private budget ledger (enclave only): the number of spends on this registry "
+             "that the bundle states is checked against it. The output is then PRIVATE.")] = None,
 ) -> None:
     r"""Verify a release bundle independently of the code that produced it.
 
@@ -79,10 +94,17 @@ def cli_audit(
     epsilons, cap and total compared field by field) or the SHA-256 of its canonical JSON, as
     printed by `python -m dpbundle.audit.preregistration SPEC.yaml`.
 
-    Exit codes: 0 verified (every check passed and the key was pinned); 1 a check failed; 2
-    unusable input or usage (the message names the file and the rule); 3 not verified (every
-    check passed, but the key was not pinned). The JSON report's `verdict` is `verified`,
-    `failed` or `not_verified_key_not_pinned`.
+    A pre-registered bundle carries its own record and beacon value, which whoever re-signed it
+    chose. Pin them: --preregistration REC (the record you archived when it was published) and
+    --beacon VALUE (the value you looked up at the beacon's source). Without them the verdict is
+    NOT VERIFIED (pre-registration not pinned; beacon not checked) and the exit code is 3.
+
+    Exit codes: 0 verified (every check passed, and the key, and for a pre-registered bundle
+    its record and beacon value, were pinned); 1 a check failed; 2 unusable input or usage (the
+    message names the file and the rule); 3 not verified (every check passed, but something was
+    checked only against the bundle's own word). The JSON report's `verdict` is `verified`,
+    `failed`, `not_verified_key_not_pinned`, `not_verified_preregistration_not_pinned` or
+    `not_verified_beacon_not_checked`; `not_checked` lists every reason (docs/audit.md).
 
     With `--json -` the JSON report goes to standard output, and the table and the verdict to
     standard error. On a terminal (and not with `--json -`), a progress display on standard error
@@ -104,8 +126,11 @@ def cli_audit(
 
         dpbundle audit bundle --pubkey publisher.pub --json - > audit.json
 
+        dpbundle audit bundle --pubkey publisher.pub \
+            --preregistration births.prereg.json --beacon VALUE
+
         dpbundle audit bundle --pubkey publisher.pub --transcript T.jsonl \
-            --data registry.csv.gz --json private-audit.json
+            --data registry.csv.gz --ledger ledger.jsonl --json private-audit.json
     """
     from rich.console import Console
 
@@ -121,7 +146,8 @@ def cli_audit(
     progress = _progress(err, to_stdout)
     try:
         report = run_audit(bundle, pubkey=pubkey, transcript=transcript, data=data, spec=spec,
-                           progress=progress)
+                           progress=progress, preregistration=preregistration, beacon=beacon,
+                           ledger=ledger)
     except AuditInputError as e:
         err.print(f"[red]error[/red]: {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(code=2)

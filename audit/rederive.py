@@ -26,29 +26,66 @@ __all__ = ["check_rederivation", "MODEL"]
 MODEL = "model.json"
 
 
+def spec_publishes_model(ctx: AuditContext) -> bool | None:
+    """Whether spec.json's spec says ``publish: model`` (None if spec.json is unusable)."""
+    try:
+        spec = ctx.json("spec.json").get("spec")
+    except (Missing, AttributeError):
+        return None
+    if not isinstance(spec, dict):
+        return None
+    value = spec.get("publish") or []
+    return "model" in (value if isinstance(value, list) else [value])
+
+
 def check_rederivation(ctx: AuditContext) -> CheckResult:
     r = CheckResult("rederivation")
+    promised = spec_publishes_model(ctx)
+    if promised and not ctx.bundle.has(MODEL):
+        r.fail(f"spec.json says publish: model, but the bundle has no {MODEL}: what the spec "
+               "promises is required (a model removed after the fact, and the bundle re-signed, "
+               "fails here)")
+        return r
+    if promised is False and ctx.bundle.has(MODEL):
+        r.fail(f"the bundle has a {MODEL}, but spec.json does not say publish: model")
+        return r
     if not ctx.bundle.has(MODEL):
         r.skip("the bundle publishes no model (publish: model): data.csv can be re-derived only "
                "inside the enclave (replay from the private transcript)")
         return r
-    if not (ctx.bundle.has(SEEDS) and ctx.bundle.has(RECORD)):
-        r.skip("the model is published but the release was not pre-registered: its sampling "
-               "seeds are private, so data.csv cannot be re-derived publicly")
-        r.warn("publish: model without a pre-registration: the model can be inspected and "
-               "sampled (`dpbundle sample`), but data.csv cannot be checked against it")
-        return r
+    prereg = ctx.bundle.has(SEEDS) and ctx.bundle.has(RECORD)
     try:
-        model_doc, seeds, view = ctx.json(MODEL), ctx.json(SEEDS), ctx.view()
+        model_doc, view = ctx.json(MODEL), ctx.view()
+        seeds = ctx.json(SEEDS) if prereg else None
         metrics = ctx.json("metrics.json")
         config = ctx.json("spec.json")["configuration"]
     except (Missing, KeyError, TypeError) as e:
         r.fail(f"cannot read what the re-derivation needs: {e}")
         return r
+    for w in _library_warnings(ctx):
+        r.warn(w)
     # -- every number that sets the work, bounded before any of it (audit/bounds.py) ----------
     n, released = _bounded_n(ctx, r, metrics)
-    _check_model_doc(ctx, r, model_doc, view, config)
+    _check_model_doc(ctx, r, model_doc, view, config, prereg)
     if r.failed:
+        return r
+    # -- the model's structure, sizes and noise scales, from the spec and the configuration ---
+    from .model_check import model_structure_problems
+
+    problems, plan = model_structure_problems(model_doc, config,
+                                              view.spec["privacy"]["epsilon_generation"], n)
+    for p in problems:
+        r.fail(p)
+    if r.failed:
+        return r
+    r.facts["model_noise"] = plan
+    structure = (f"the model's structure, table sizes and {len(plan)} noise scales are the ones "
+                 "the spec and the configuration give")
+    if not prereg:
+        r.skip(f"{structure}; the release was not pre-registered, so its sampling seeds are "
+               "private and data.csv cannot be re-derived publicly")
+        r.warn("publish: model without a pre-registration: the model can be inspected and "
+               "sampled (`dpbundle sample`), but data.csv cannot be checked against it")
         return r
     cost = sampling_cost(model_doc, view)
     size = sum(ctx.bundle.files.values())
@@ -88,8 +125,17 @@ def check_rederivation(ctx: AuditContext) -> CheckResult:
         return r
     r.facts.update({"rows": n, "model_kind": model_doc["kind"], "work_units_per_row": cost})
     r.detail = ("data.csv re-derived byte for byte from the published model, the beacon-bound "
-                "seeds, n, the configuration and the synthetic constraints")
+                f"seeds, n, the configuration and the synthetic constraints; {structure}")
     return r
+
+
+def _library_warnings(ctx: AuditContext) -> list[str]:
+    from .replay import library_version_warnings
+
+    try:
+        return library_version_warnings(ctx.json("manifest.json"), "re-derived")
+    except Missing:
+        return []
 
 
 def _bounded_n(ctx: AuditContext, r: CheckResult, metrics) -> tuple[int, bytes]:
@@ -130,7 +176,8 @@ def _seeds_doc(ctx: AuditContext):
         return None
 
 
-def _check_model_doc(ctx: AuditContext, r: CheckResult, doc: dict, view, config: dict) -> None:
+def _check_model_doc(ctx: AuditContext, r: CheckResult, doc: dict, view, config: dict,
+                     prereg: bool = True) -> None:
     """Schema, and the model belongs to this release: generator, epsilon, columns, domain, and
     every number that sets the sampling's work is the configuration's or within its bound
     (:func:`.bounds.model_problems`)."""
@@ -144,8 +191,9 @@ def _check_model_doc(ctx: AuditContext, r: CheckResult, doc: dict, view, config:
         r.fail(f"{MODEL}: epsilon_generation {doc['epsilon_generation']} is not the spec's {eps}")
     from .schema_util import validate
 
-    for e in validate(_seeds_doc(ctx), "seeds")[:3]:
-        r.fail(f"{SEEDS}: {e}")
+    if prereg:
+        for e in validate(_seeds_doc(ctx), "seeds")[:3]:
+            r.fail(f"{SEEDS}: {e}")
     try:
         budget = ctx.json("budget.json")
     except Missing:

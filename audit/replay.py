@@ -1,6 +1,10 @@
 """Check 9, enclave replay: with the private transcript and the private data, verify the
 transcript's salted commitment against the manifest and replay the selected iteration, which
-must reproduce data.csv byte for byte and every DP value exactly.
+must reproduce data.csv byte for byte and every DP value exactly (and a published model.json,
+every number). Before the replay, the recorded noise of every draw of the whole transcript is
+tested against its declared distribution (``noise_check.py``: zero, too small or too regular
+noise fails, though it would replay byte for byte), and a pre-registered bundle's transcript
+must have used the beacon-bound seeds.
 
 The steps mirror ``release/iteration.py`` (read, not imported) in order and purposes:
 
@@ -280,8 +284,9 @@ def csv_bytes(view, codes: np.ndarray) -> bytes:
 
 
 def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: np.ndarray,
-                     edges) -> tuple[bytes, list]:
-    """Replay one iteration from its records; (data.csv bytes, criterion results)."""
+                     edges, fitted: list | None = None) -> tuple[bytes, list]:
+    """Replay one iteration from its records; (data.csv bytes, criterion results). ``fitted``:
+    a list that receives the fitted model (for the comparison with a published model.json)."""
     from dpbundle.mechanisms.coding import Coded, ColumnCoding
     from dpbundle.mechanisms.criteria import EvalContext, make_criterion
     from dpbundle.mechanisms.generators import make_generator
@@ -301,6 +306,8 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     params = {k: v for k, v in gen.items() if k not in ("type", "flavour")}
     generator = make_generator(gen["type"], float(spec["privacy"]["epsilon_generation"]), **params)
     model = generator.fit(real.codes, real.domain, rand)
+    if fitted is not None:
+        fitted.append(model)
     cand = real.with_codes(sample_and_project(model, real.n, config, view, rand.rng))
     ctx = EvalContext(real=real, synth=cand, spec=spec, alternatives={c.name: c.alternative for c in view.columns})
     results = [make_criterion(entry).evaluate(ctx, rand) for entry in spec["acceptance"]]
@@ -376,6 +383,36 @@ def _warn_on_version_change(r: CheckResult, manifest: dict) -> None:
     if isinstance(made, str) and made != here:
         r.warn(f"the bundle was made with dpbundle {made} and is replayed with {here}: "
                f"a mismatch may come from the code, not from the release; replay with {made}")
+    for w in library_version_warnings(manifest, "replayed"):
+        r.warn(w)
+
+
+# The libraries whose versions a bundle's bytes depend on (docs/reproducibility.md): numpy (the
+# samplers, float sums), opendp (the calibration of every noise scale). manifest.json's
+# ``versions`` records the release's.
+LIBRARIES = ("numpy", "opendp")
+
+
+def library_version_warnings(manifest, what: str) -> list[str]:
+    """Warnings for each library of manifest.json's ``versions`` whose installed version
+    differs (a byte mismatch may then come from the library, not from the release)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    made = manifest.get("versions") if isinstance(manifest, dict) else None
+    if not isinstance(made, dict):
+        return []
+    out = []
+    for lib in LIBRARIES:
+        want = made.get(lib)
+        try:
+            here = version(lib)
+        except PackageNotFoundError:  # pragma: no cover
+            here = "not installed"
+        if isinstance(want, str) and want != here:
+            out.append(f"the bundle was made with {lib} {want[:40]} and is {what} with {here}: a "
+                       f"difference may come from {lib} (docs/reproducibility.md), not from the "
+                       f"release; use {lib} {want[:40]} to be sure")
+    return out
 
 
 def records_policy(ctx: AuditContext) -> str:
@@ -445,6 +482,8 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         r.fail(str(e))
         return r
     _warn_on_version_change(r, manifest)
+    noise_detail = _check_noise(r, records)
+    _check_bound_seeds(ctx, r, records)
     try:
         index, start, end, mark = selected_slice(records, _budget_stop(ctx))
     except TranscriptError as e:
@@ -500,7 +539,9 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         codes = plan.apply(codes, [len(lo) for lo, _up in edges])
 
     try:
-        csv_bytes, results = replay_iteration(records[start:end], index, mark, view, codes, edges)
+        fitted: list = []
+        csv_bytes, results = replay_iteration(records[start:end], index, mark, view, codes, edges,
+                                              fitted)
     except ReplayMismatch as e:
         r.fail(f"replay diverged from the transcript: {e}")
         return r
@@ -515,6 +556,8 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
     if csv_bytes != released:
         r.fail(f"the replayed data.csv differs from the released one (first at line "
                f"{_first_differing_line(csv_bytes, released)})")
+    if fitted and ctx.bundle.has("model.json"):
+        _check_published_model(ctx, r, fitted[0], config, view)
     try:
         rows = {row.get("id"): row for row in ctx.json("metrics.json")["criteria"]}
     except (Missing, KeyError, TypeError, AttributeError) as e:
@@ -533,5 +576,78 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
             r.fail(f"criterion {res.id}: the replayed 'passed' differs from the released one")
     if not r.failed:
         r.detail = ("commitment matches; the selected iteration replayed: "
-                    f"data.csv identical byte for byte, {len(results)} DP values identical")
+                    f"data.csv identical byte for byte, {len(results)} DP values identical; "
+                    + noise_detail)
     return r
+
+
+def _check_published_model(ctx: AuditContext, r: CheckResult, model, config: dict, view) -> None:
+    """``publish: model``: model.json must be the replayed fit (``mechanisms.published.
+    model_document``), every number the same float (compared as canonical JSON: sorted keys,
+    each float by its shortest repr). A swapped model, even one with the right structure and
+    data.csv re-derived from it, fails here."""
+    from dpbundle.mechanisms.published import PublishError, model_document
+
+    try:
+        doc = model_document(model, generator=config["generator"],
+                             epsilon=float(view.spec["privacy"]["epsilon_generation"]),
+                             columns=list(view.names))
+        want = _canonical(doc)
+        got = _canonical(ctx.json("model.json"))
+    except (Missing, PublishError, KeyError, TypeError, ValueError) as e:
+        r.fail(f"model.json cannot be compared with the replayed fit ({type(e).__name__})")
+        return
+    if got != want:
+        r.fail("model.json is not the model the replayed noisy measurements give: the published "
+               "model was replaced or edited")
+
+
+def _check_noise(r: CheckResult, records: list[dict]) -> str:
+    """The recorded noise of every draw of the run against its declared distribution
+    (audit/noise_check.py): a transcript whose noise is absent, too small or too regular fails,
+    even though it replays byte for byte."""
+    from .noise_check import check_noise
+
+    res = check_noise(records)
+    for p in res.problems:
+        r.fail(p)
+    r.facts["noise"] = res.facts
+    return res.detail
+
+
+def _check_bound_seeds(ctx: AuditContext, r: CheckResult, records: list[dict]) -> None:
+    """A pre-registered bundle (seeds.json): every seed of a bound purpose in the transcript
+    ('sample round k', 'projection'; k-th request within its attempt) must be the one derived
+    from the published secret and beacon. Otherwise the publisher could have re-drawn the
+    post-processing of an unpublished model, and the seeds check would bind nothing."""
+    if not ctx.bundle.has("seeds.json"):
+        return
+    from dpbundle.mechanisms.seeds import is_bound_purpose
+
+    from .checks_seeds import derive_seed
+
+    try:
+        seeds = ctx.json("seeds.json")
+        secret, beacon = seeds["secret"], seeds["beacon"]["value"]
+        bytes.fromhex(secret)
+        if not isinstance(beacon, str):
+            raise TypeError
+    except (Missing, KeyError, TypeError, ValueError, AttributeError):
+        r.fail("seeds.json: unusable, so the transcript's bound seeds cannot be checked")
+        return
+    uses: dict[str, int] = {}
+    bad = []
+    for i, rec in enumerate(records):
+        if rec.get("kind") == "mark" and rec.get("mark") == "iteration":
+            uses = {}
+        if rec.get("kind") != "seed" or not isinstance(rec.get("purpose"), str) \
+                or not is_bound_purpose(rec["purpose"]):
+            continue
+        k = uses.get(rec["purpose"], 0)
+        uses[rec["purpose"]] = k + 1
+        if rec.get("seed") != f"{derive_seed(secret, beacon, rec['purpose'], k):064x}":
+            bad.append(i)
+    if bad:
+        r.fail(f"{len(bad)} seed record(s) of bound purposes (first: transcript record {bad[0]}) are "
+               "not the seeds derived from the published secret and beacon value: the "
+               "post-processing was not bound to the pre-registration")

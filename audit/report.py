@@ -10,21 +10,49 @@ from datetime import datetime, timezone
 from .bounds import MAX_MESSAGE_CHARS, clip
 
 __all__ = ["CheckResult", "AuditReport", "CHECK_NAMES", "PASS", "FAIL", "SKIP", "PRIVATE_NOTE",
-           "VERIFIED", "NOT_PINNED", "FAILED", "EXIT_CODES", "VERDICT_TEXT"]
+           "VERIFIED", "NOT_PINNED", "PREREG_NOT_PINNED", "BEACON_NOT_CHECKED", "FAILED",
+           "EXIT_CODES", "VERDICT_TEXT", "NOT_CHECKED", "UNCHECKED_VERDICT"]
 
 PASS, FAIL, SKIP = "pass", "fail", "skipped"
 
 # The verdict of an audit (the JSON report's "verdict") and its exit code. Exit code 2 (unusable
-# input or usage) has no report. Not pinned is not "passed": a bundle re-signed with anyone's key
-# passes every check against the key it carries.
-VERIFIED, NOT_PINNED, FAILED = "verified", "not_verified_key_not_pinned", "failed"
-EXIT_CODES = {VERIFIED: 0, FAILED: 1, NOT_PINNED: 3}
+# input or usage) has no report. "Not verified" is not "passed": every check passed, but against
+# something only the bundle vouches for, which whoever re-signed the bundle chose:
+#   key not pinned               the signature, against the key the bundle carries (--pubkey)
+#   pre-registration not pinned  the pre-registration record, against the copy the bundle carries
+#                                (--preregistration REC: the record archived when it was published)
+#   beacon not checked           the beacon value in seeds.json, against nothing (--beacon VALUE:
+#                                the value the auditor fetched from the beacon's source)
+# The verdict names the first missing one in this order; the report's "not_checked" lists all.
+VERIFIED, FAILED = "verified", "failed"
+NOT_PINNED = "not_verified_key_not_pinned"
+PREREG_NOT_PINNED = "not_verified_preregistration_not_pinned"
+BEACON_NOT_CHECKED = "not_verified_beacon_not_checked"
+# reason (the report's "not_checked") -> its verdict, in the order the verdict names them
+NOT_CHECKED = ("key_not_pinned", "preregistration_not_pinned", "beacon_not_checked")
+UNCHECKED_VERDICT = dict(zip(NOT_CHECKED, (NOT_PINNED, PREREG_NOT_PINNED, BEACON_NOT_CHECKED)))
+EXIT_CODES = {VERIFIED: 0, FAILED: 1, NOT_PINNED: 3, PREREG_NOT_PINNED: 3, BEACON_NOT_CHECKED: 3}
 VERDICT_TEXT = {
     VERIFIED: "VERIFIED: all checks passed; the bundle is signed by the pinned key",
     NOT_PINNED: ("NOT VERIFIED (key not pinned): every check passed against the key embedded in the "
                  "bundle, which anyone could have re-signed with; pass --pubkey FILE (the "
                  "publisher's published key) to verify"),
+    PREREG_NOT_PINNED: ("NOT VERIFIED (pre-registration not pinned): every check passed against the "
+                        "pre-registration record the bundle carries, which its publisher could have "
+                        "made after the run; pass --preregistration REC (the record, with REC.sig, "
+                        "archived when it was published) to verify"),
+    BEACON_NOT_CHECKED: ("NOT VERIFIED (beacon not checked): every check passed, but nobody checked "
+                         "that the beacon value in seeds.json is what the beacon published; look it "
+                         "up at the source the record names and pass --beacon VALUE to verify"),
     FAILED: "audit FAILED",
+}
+# words of each reason in a combined verdict line, and what to pass
+_REASON_WORDS = {
+    "key_not_pinned": ("key not pinned", "--pubkey FILE (the publisher's published key)"),
+    "preregistration_not_pinned": ("pre-registration not pinned",
+                                   "--preregistration REC (the record archived when it was published)"),
+    "beacon_not_checked": ("beacon not checked",
+                           "--beacon VALUE (the value you looked up at the beacon's source)"),
 }
 
 # An enclave audit (--transcript/--data) read confidential data: its report is private. The JSON
@@ -45,6 +73,7 @@ CHECK_NAMES = (
     "seeds",
     "rederivation",
     "replay",
+    "ledger",
 )
 
 MAX_PROBLEMS = 50  # per check, in the report (the count is always exact)
@@ -130,28 +159,62 @@ class AuditReport:
         default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")
     )
     private: bool = False   # an enclave audit (--transcript/--data): every output is private
+    # what the bundle vouches for and the auditor did not pin (besides the key): reasons of
+    # NOT_CHECKED other than key_not_pinned, set by the runner from the seeds check
+    unpinned: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return not any(c.failed for c in self.checks)
 
     @property
+    def not_checked(self) -> list[str]:
+        """What was checked only against the bundle's own word (NOT_CHECKED order)."""
+        reasons = set(self.unpinned) | ({"key_not_pinned"} if not self.key_pinned else set())
+        return [r for r in NOT_CHECKED if r in reasons]
+
+    @property
     def verdict(self) -> str:
-        """``failed`` if any check failed, else ``verified`` with a pinned key, else
-        ``not_verified_key_not_pinned``."""
+        """``failed`` if any check failed; else ``verified`` when nothing was checked only
+        against the bundle's own word; else the verdict of the first reason of
+        :attr:`not_checked` (key, pre-registration, beacon)."""
         if not self.passed:
             return FAILED
-        return VERIFIED if self.key_pinned else NOT_PINNED
+        missing = self.not_checked
+        return UNCHECKED_VERDICT[missing[0]] if missing else VERIFIED
 
     def verdict_text(self) -> str:
-        """The verdict as one line of plain text (names the failed checks)."""
-        if self.verdict != FAILED:
-            return VERDICT_TEXT[self.verdict]
-        names = [c.check for c in self.checks if c.failed]
-        return f"{VERDICT_TEXT[FAILED]}: failed checks: {', '.join(names)}"
+        """The verdict as one line of plain text (names the failed checks, or everything that
+        was not checked and the option that checks it)."""
+        verdict = self.verdict
+        if verdict == FAILED:
+            names = [c.check for c in self.checks if c.failed]
+            return f"{VERDICT_TEXT[FAILED]}: failed checks: {', '.join(names)}"
+        missing = self.not_checked
+        if len(missing) <= 1:
+            text = VERDICT_TEXT[verdict]
+            if verdict == VERIFIED and "preregistration_pinned" in self.unpinned_facts():
+                text += ("; its pre-registration is the pinned record and its beacon value the "
+                         "one given")
+            return text
+        words = "; ".join(_REASON_WORDS[m][0] for m in missing)
+        opts = [_REASON_WORDS[m][1] for m in missing]
+        options = ", ".join(opts[:-1]) + " and " + opts[-1]
+        return (f"NOT VERIFIED ({words}): every check passed, but against what only the bundle "
+                f"vouches for, which whoever re-signed it chose; pass {options} to verify")
+
+    def unpinned_facts(self) -> set[str]:
+        """'preregistration_pinned' when the seeds check compared the bundle with the
+        auditor's pre-registration and beacon (for the verdict's words)."""
+        seeds = self.get("seeds")
+        if seeds is not None and seeds.facts.get("preregistration_pinned") \
+                and seeds.facts.get("beacon_checked"):
+            return {"preregistration_pinned"}
+        return set()
 
     def exit_code(self) -> int:
-        """0 verified, 1 a check failed, 3 every check passed but the key was not pinned."""
+        """0 verified, 1 a check failed, 3 every check passed but something was checked only
+        against the bundle's own word (key, pre-registration or beacon not pinned)."""
         return EXIT_CODES[self.verdict]
 
     def get(self, name: str) -> CheckResult | None:
@@ -169,6 +232,7 @@ class AuditReport:
             "bundle": self.bundle,
             "passed": self.passed,
             "key_pinned": self.key_pinned,
+            "not_checked": self.not_checked,
             "verdict": self.verdict,
             "checks": [c.to_dict() for c in self.checks],
         }
@@ -207,7 +271,7 @@ class AuditReport:
         for c in self.checks:
             for w in c.warnings:
                 console.print(f"[yellow]warning[/yellow] ({c.check}): {escape(w)}")
-        colour = {VERIFIED: "bold green", NOT_PINNED: "bold yellow", FAILED: "bold red"}[self.verdict]
+        colour = {VERIFIED: "bold green", FAILED: "bold red"}.get(self.verdict, "bold yellow")
         console.print(f"[{colour}]{escape(self.verdict_text())}[/{colour}]", highlight=False, soft_wrap=True)
         if self.private:
             console.print("[bold red]PRIVATE[/bold red]: do not copy this output or its reports out of "

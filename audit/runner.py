@@ -9,7 +9,7 @@ from .checks_budget import check_acceptance, check_budget
 from .checks_docs import check_documentation
 from .checks_integrity import HEX_PIN, PinnedKey, PublicKeyError, check_integrity, parse_pin
 from .checks_schema import check_schema
-from .checks_seeds import check_seeds
+from .checks_seeds import SeedPins, check_seeds
 from .rederive import check_rederivation
 from .checks_table import check_constraints, check_face_privacy, check_size
 from .bounds import spec_count_problems
@@ -22,6 +22,9 @@ from .safe_read import InputFileError, read_small_file, require_regular_file
 __all__ = ["run_audit", "AuditInputError", "read_pin", "MAX_KEY_BYTES"]
 
 MAX_KEY_BYTES = 64 * 1024   # a public key file is under 1 KB
+MAX_RECORD_BYTES = 256 * 1024   # a pre-registration record (the release's own limit)
+MAX_RECORD_SIG_BYTES = 1024     # its raw Ed25519 signature has 64 bytes
+MAX_BEACON_CHARS = 4096         # the release's limit on a beacon value
 
 
 class AuditInputError(Exception):
@@ -86,11 +89,34 @@ def read_pin(pubkey: str | os.PathLike) -> PinnedKey:
                               f"fingerprint)") from None
 
 
-def _check_inputs(transcript, data, spec) -> Preregistered | None:
+def read_pins(preregistration, beacon) -> SeedPins:
+    """--preregistration REC (REC and REC.sig beside it, regular files within their limits) and
+    --beacon VALUE (non-empty text of at most 4096 characters); AuditInputError otherwise."""
+    record = record_sig = None
+    source = "--preregistration"
+    if preregistration is not None:
+        rec = Path(preregistration)
+        sig = rec.with_name(rec.name + ".sig")
+        source = f"--preregistration {rec}"
+        try:
+            record = read_small_file(rec, "pre-registration record (--preregistration)", MAX_RECORD_BYTES)
+            record_sig = read_small_file(sig, "pre-registration record's signature (REC.sig, beside "
+                                              "--preregistration REC)", MAX_RECORD_SIG_BYTES)
+        except InputFileError as e:
+            raise AuditInputError(str(e)) from None
+    if beacon is not None:
+        if not isinstance(beacon, str) or not beacon.strip() or len(beacon) > MAX_BEACON_CHARS:
+            raise AuditInputError(f"--beacon: the beacon value must be non-empty text of at most "
+                                  f"{MAX_BEACON_CHARS} characters (as the release takes it)")
+    return SeedPins(record=record, record_sig=record_sig, record_source=source, beacon=beacon)
+
+
+def _check_inputs(transcript, data, spec, ledger=None) -> Preregistered | None:
     """The enclave files must be regular files; --spec is read and parsed (AuditInputError)."""
     if (transcript is None) != (data is None):
         raise AuditInputError("--transcript and --data must be given together (the replay needs both)")
-    for p, what in ((transcript, "transcript (--transcript)"), (data, "private data (--data)")):
+    for p, what in ((transcript, "transcript (--transcript)"), (data, "private data (--data)"),
+                    (ledger, "budget ledger (--ledger)")):
         if p is not None:
             try:
                 require_regular_file(p, what)
@@ -110,12 +136,20 @@ def run_audit(bundle_path: str | os.PathLike, pubkey: str | os.PathLike | None =
               transcript: str | os.PathLike | None = None,
               data: str | os.PathLike | None = None,
               spec: str | os.PathLike | None = None,
-              progress: AuditProgress | None = None) -> AuditReport:
+              progress: AuditProgress | None = None,
+              preregistration: str | os.PathLike | None = None,
+              beacon: str | None = None,
+              ledger: str | os.PathLike | None = None) -> AuditReport:
     """Audit a bundle; AuditInputError for unusable input (exit 2).
 
     ``pubkey``: the publisher's key file, or (a str) its fingerprint; ``spec``: a pre-registered
-    spec file or (a str of 64 hex) its SHA-256; ``progress``: shown while the checks run."""
-    pre = _check_inputs(transcript, data, spec)
+    spec file or (a str of 64 hex) its SHA-256; ``preregistration``: the pre-registration record
+    the auditor archived (``REC``, with ``REC.sig`` beside it): the bundle's must be it;
+    ``beacon``: the beacon value the auditor looked up: the bundle's seeds must be bound to it;
+    ``ledger``: the private budget ledger (enclave): the spends the bundle states are checked;
+    ``progress``: shown while the checks run."""
+    pre = _check_inputs(transcript, data, spec, ledger)
+    pins = read_pins(preregistration, beacon)
     pin = read_pin(pubkey) if pubkey is not None else None
     try:
         bundle = open_bundle(bundle_path)
@@ -126,15 +160,22 @@ def run_audit(bundle_path: str | os.PathLike, pubkey: str | os.PathLike | None =
         raise AuditInputError(f"{bundle_path}: not a dpbundle bundle (no manifest.json, manifest.sig, "
                               f"data.csv or spec.json)")
     report = AuditReport(bundle=str(bundle_path), key_pinned=pin is not None, tool_version=_version(),
-                         private=transcript is not None or data is not None)
+                         private=transcript is not None or data is not None or ledger is not None)
     progress = progress or AuditProgress()
     bundle.on_read = progress.file_bytes
     progress.start(len(CHECK_NAMES))
     try:
         with bundle:
-            _run_checks(report, AuditContext(bundle), pin, pre, transcript, data, progress)
+            _run_checks(report, AuditContext(bundle), pin, pre, transcript, data, progress, pins,
+                        ledger)
     finally:
         progress.close()
+    seeds = report.get("seeds")
+    if seeds is not None:
+        if seeds.facts.get("preregistration_pinned") is False:
+            report.unpinned.append("preregistration_not_pinned")
+        if seeds.facts.get("beacon_checked") is False:
+            report.unpinned.append("beacon_not_checked")
     for c in report.checks:
         if c.result == FAIL and not c.problems:  # pragma: no cover - defensive
             c.problems.append("failed")
@@ -147,7 +188,8 @@ def run_audit(bundle_path: str | os.PathLike, pubkey: str | os.PathLike | None =
 # key, or without --pubkey with the manifest's own key) and every file matches the size and
 # SHA-256 the manifest signs. Otherwise they are skipped, saying why (the verdict is "failed"
 # anyway): nobody can make the audit do expensive work with files the signature does not cover.
-EXPENSIVE = ("face_privacy", "constraints", "budget", "documentation", "rederivation", "replay")
+EXPENSIVE = ("face_privacy", "constraints", "budget", "documentation", "rederivation", "replay",
+             "ledger")
 SKIPPED_UNVERIFIED = ("not run: the integrity check failed (signature, sizes or SHA-256), and "
                       "checks that cost more than reading the files run only on a bundle whose "
                       "files the signed manifest covers")
@@ -164,7 +206,7 @@ def _spec_over_bounds(ctx: AuditContext) -> bool:
 
 
 def _run_checks(report: AuditReport, ctx: AuditContext, pin, pre, transcript, data,
-                progress: AuditProgress) -> None:
+                progress: AuditProgress, pins: SeedPins | None = None, ledger=None) -> None:
     """Every named check, in the order of CHECK_NAMES; the EXPENSIVE ones only after the
     integrity check passed."""
     public = {"integrity": (check_integrity, ctx, pin), "schema": (check_schema, ctx),
@@ -172,7 +214,7 @@ def _run_checks(report: AuditReport, ctx: AuditContext, pin, pre, transcript, da
               "constraints": (check_constraints, ctx), "budget": (check_budget, ctx),
               "acceptance": (check_acceptance, ctx), "documentation": (check_documentation, ctx),
               "preregistration": (check_preregistration, ctx, pre),
-              "seeds": (check_seeds, ctx), "rederivation": (check_rederivation, ctx)}
+              "seeds": (check_seeds, ctx, pins), "rederivation": (check_rederivation, ctx)}
     verified = False
     for name in CHECK_NAMES:
         progress.step(name)
@@ -195,6 +237,17 @@ def _run_checks(report: AuditReport, ctx: AuditContext, pin, pre, transcript, da
             report.checks.append(_guard(name, fn, *args))
             if name == "integrity":
                 verified = report.checks[-1].result == "pass"
+        elif name == "ledger":
+            if ledger is not None:
+                from .checks_ledger import check_ledger
+
+                report.checks.append(_guard("ledger", check_ledger, ctx, Path(ledger),
+                                            Path(data) if data is not None else None, private=True))
+            else:
+                r = CheckResult("ledger")
+                r.skip("not requested (needs --ledger LEDGER, the private budget ledger, inside "
+                       "the enclave)")
+                report.checks.append(r)
         elif transcript is not None:
             from .replay import check_replay
 

@@ -10,10 +10,13 @@ Files (see docs/internals.md, "Bundle"):
     codebook.csv      every released column's values, in order: label, bounds, number, unit, description
     datapackage.json  Frictionless Data Package v2 declaring data.csv, codebook.csv and metrics.csv
     registry-entry.yaml  the bundle's OpenDP Deployments Registry entry (tier 3; registry_entry.py)
+    (optional)        preregistration.json(.sig), seeds.json, model.json, configurations.yaml (the
+                      --configs list the selection drew from, verbatim: configurations_file)
     README.html       the datasheet
     README.pdf        the datasheet, A4
-    manifest.json     SHA-256 and size of every file above, tool version, creation time, public key,
-                      key fingerprint, transcript commitment
+    manifest.json     SHA-256 and size of every file above, tool version, numpy and opendp versions,
+                      creation day, public key, key fingerprint, transcript commitment, and (when the
+                      release passes it) the ledger's count of spends on this registry
     manifest.sig      raw 64-byte Ed25519 signature of the exact bytes of manifest.json
 
 The bundle is built in a temporary sibling directory and renamed into place only when complete:
@@ -68,6 +71,10 @@ __all__ = [
     "write_zip",
     "file_digest",
     "metrics_csv_bytes",
+    "configurations_file",
+    "library_versions",
+    "OPTIONAL_FILES",
+    "CONFIGURATIONS",
 ]
 
 BUNDLE_FORMAT = "dpbundle-bundle/1"
@@ -282,21 +289,94 @@ def write_transcript(path: Path, records_jsonl: bytes, salt: bytes, *, force: bo
 
 
 SHA256SUMS = "SHA256SUMS"
-# optional public files -> their JSON Schema (None: not JSON)
+CONFIGURATIONS = "configurations.yaml"
+# optional public files -> their JSON Schema (None: not JSON; a .yaml file is parsed as YAML and
+# validated against its schema)
 OPTIONAL_FILES = {"preregistration.json": "preregistration", "preregistration.json.sig": None,
-                  "seeds.json": "seeds", "model.json": "model"}
+                  "seeds.json": "seeds", "model.json": "model", CONFIGURATIONS: "narrowed"}
+
+
+def configurations_file(path: Path | None) -> dict[str, bytes]:
+    """The public file of the configuration list the private selection draws from:
+    ``{"configurations.yaml": <the bytes of the --configs list>}``, verbatim, so that its SHA-256
+    is the ``configs_sha256`` a pre-registration record registers (``dpbundle preregister
+    --configs`` hashes the file's bytes); ``{}`` when ``path`` is None (the selection drew from
+    the spec's whole space, which spec.json publishes). The list is public: a ``dpbundle
+    sweep`` on public data wrote it. BundleError if it cannot be read or is not a narrowed list
+    (schemas/narrowed.schema.json). The audit checks that the selected configuration is in it
+    and, for a pre-registered bundle, that its SHA-256 is the registered one.
+
+    Pass the result to :func:`write_bundle` in ``public_files`` (with the other optional files)."""
+    if path is None:
+        return {}
+    try:
+        content = Path(path).read_bytes()
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read the configuration list ({exc.strerror})") from None
+    _check_yaml(CONFIGURATIONS, content, OPTIONAL_FILES[CONFIGURATIONS])
+    return {CONFIGURATIONS: content}
+
+
+def _check_yaml(name: str, content: bytes, schema: str) -> None:
+    """A public YAML file parses (the release's hardened reader) and matches its schema."""
+    from .spec_yaml import SpecTextError, load_yaml
+
+    try:
+        doc = load_yaml(content.decode("utf-8"))[0]
+    except UnicodeDecodeError:
+        raise BundleError(f"{name}: not UTF-8 text") from None
+    except SpecTextError as exc:
+        raise BundleError(f"{name}: not a readable YAML document ({exc})") from None
+    try:
+        jsonschemas.validate(doc, schema, document=name)
+    except ValueError as exc:
+        raise BundleError(f"{name}: {exc}") from None
+
+
+def library_versions() -> dict[str, str]:
+    """manifest.json's ``versions``: the installed numpy and opendp, on which a bundle's bytes
+    depend (docs/reproducibility.md); the replay and the re-derivation warn when theirs differ."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for lib in ("numpy", "opendp"):
+        try:
+            out[lib] = version(lib)
+        except PackageNotFoundError:  # pragma: no cover
+            out[lib] = "unknown"
+    return out
+
+
+def _ledger_doc(ledger: dict | None) -> dict | None:
+    """manifest.json's ``ledger`` from write_bundle's argument (BundleError if malformed)."""
+    if ledger is None:
+        return None
+    if not isinstance(ledger, dict):
+        raise BundleError("ledger must be a dict {'spends_on_registry': k, 'spend_id': id}")
+    k, sid = ledger.get("spends_on_registry"), ledger.get("spend_id")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise BundleError(f"ledger.spends_on_registry must be an integer >= 1 (this spend "
+                          f"included), got {k!r}")
+    if not isinstance(sid, str) or not sid or len(sid) > 200:
+        raise BundleError("ledger.spend_id must be the ledger entry's id (a non-empty string)")
+    unknown = sorted(set(ledger) - {"spends_on_registry", "spend_id"})
+    if unknown:
+        raise BundleError(f"ledger: unknown field(s) {unknown}")
+    return {"spends_on_registry": k, "spend_id": sid}
 
 
 def _check_public_files(files: dict[str, bytes]) -> dict[str, bytes]:
     """The optional public files in a fixed order; BundleError for an unknown name or a JSON
-    file that does not match its schema."""
+    (YAML) file that does not match its schema."""
     out: dict[str, bytes] = {}
     for name in OPTIONAL_FILES:
         if name not in files:
             continue
         content = bytes(files[name])
         schema = OPTIONAL_FILES[name]
-        if schema is not None:
+        if schema is not None and name.endswith(".yaml"):
+            _check_yaml(name, content, schema)
+        elif schema is not None:
             try:
                 jsonschemas.validate(json.loads(content.decode("utf-8")), schema, document=name)
             except (UnicodeDecodeError, ValueError) as exc:
@@ -662,6 +742,7 @@ def write_bundle(
     make_zip: bool = False,
     extra: dict | None = None,
     public_files: dict[str, bytes] | None = None,
+    ledger: dict | None = None,
 ) -> Path:
     """Write the signed bundle directory ``out`` (and ``out.zip`` if ``make_zip``); return ``out``.
 
@@ -673,9 +754,15 @@ def write_bundle(
     Ed25519PrivateKey (see keys.load_private_key); ``extra``: more public information for the
     manifest and the datasheet; ``public_files``: optional public files by name (the
     pre-registration record and its signature, ``seeds.json``, a published model; names from
-    :data:`OPTIONAL_FILES`, JSON ones validated against their schemas here). Every JSON file is
+    :data:`OPTIONAL_FILES`, JSON ones validated against their schemas here; the configuration
+    list from :func:`configurations_file`); ``ledger``: what the private budget ledger recorded
+    on this registry when this release reserved its budget, ``{"spends_on_registry": k,
+    "spend_id": id}`` (k spends on the same data, this one included; its entry's id), signed in
+    manifest.json's ``ledger`` (the enclave audit's ``--ledger`` checks it). Every JSON file is
     validated against its schema before writing; a ``SHA256SUMS`` file lists every file's hash.
-    Raises :class:`BundleError` (nothing written) on bad input or an existing output without ``force``.
+    manifest.json also records the numpy and opendp versions (``versions``), on which the
+    bundle's bytes depend. Raises :class:`BundleError` (nothing written) on bad input or an
+    existing output without ``force``.
     """
     from . import __version__
 
@@ -727,6 +814,7 @@ def write_bundle(
                 "configuration_id": str(configuration_id)}
     extra_doc = _jsonable(extra, "extra") if extra else None
     optional = _check_public_files(public_files or {})
+    ledger_doc = _ledger_doc(ledger)
     for where, doc in (("metrics.json", metrics_doc), ("budget.json", budget_doc), ("spec.json", spec_doc),
                        ("extra", extra_doc)):
         _check_no_attempt_count(doc, where)
@@ -814,6 +902,9 @@ def write_bundle(
             "transcript_commitment": {"algorithm": "sha256", "construction": COMMITMENT_CONSTRUCTION,
                                       "value": commitment},
         }
+        manifest["versions"] = library_versions()
+        if ledger_doc is not None:
+            manifest["ledger"] = ledger_doc
         if extra_doc:
             manifest["extra"] = extra_doc
         _check_no_attempt_count(manifest, "manifest.json")

@@ -55,19 +55,28 @@ def _main(
     """Auditable differentially private open-data releases."""
 
 
-def fail_input(message: str) -> None:
-    """Print an input error to stderr and exit with code 2."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
-    raise typer.Exit(EXIT_INPUT)
+def fail_input(message: str, code: int = EXIT_INPUT) -> None:
+    """Print an error to stderr, literally (file names, titles and values are untrusted: never
+    parsed as markup, control characters shown as escapes), and exit with ``code`` (2)."""
+    from .errors import literal
+
+    err_console.print(Text("error: ", style="bold red") + Text(literal(message)), highlight=False,
+                      soft_wrap=True)
+    raise typer.Exit(code)
 
 
 def load_spec_or_exit(path: Path):
-    from .spec import SpecError, load_spec
+    from .safe_io import regular_file_problem
+    from .spec import MAX_SPEC_BYTES, SpecError, load_spec
 
+    if path.exists():
+        problem = regular_file_problem(path, "spec", MAX_SPEC_BYTES)
+        if problem:
+            fail_input(problem)
     try:
         return load_spec(path)
     except SpecError as exc:
-        fail_input(str(exc).replace("[", r"\["))
+        fail_input(str(exc))
 
 
 @spec_app.command("validate", cls=StyledCommand)
@@ -120,7 +129,7 @@ def spec_validate(
     try:
         prepared = prepare(data, s)
     except InputError as exc:
-        fail_input(str(exc).replace("[", r"\["))
+        fail_input(str(exc))
     table = Table(title=f"Preparation of {data}", show_lines=False)
     table.add_column("step")
     table.add_column("rows", justify="right")
@@ -276,10 +285,69 @@ def _register() -> None:
 _register()
 
 
+def _stop_message(name: str) -> str:
+    how = "interrupted (Ctrl-C)" if name == "SIGINT" else f"terminated ({name})"
+    return (f"{how}: dpbundle stopped before the command finished (a release's privacy spend, "
+            "once recorded, stays in the ledger: see `dpbundle ledger list`)")
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. SIGTERM and SIGHUP stop a command as Ctrl-C does (an
+    exception, so that its clean-up runs), and a command stopped by a signal always says so:
+    never a silent exit 143 (a release states what exists itself)."""
+    import signal
+
+    from .errors import Terminated, signal_note
+
+    signal_note(reset=True)
+
+    def handler(signum, _frame):
+        name = signal.Signals(signum).name
+        if signal_note()[1]:
+            return            # the command has already said how it ended: nothing to stop
+        first = signal_note(name)[0] == name
+        if name == "SIGINT":
+            raise KeyboardInterrupt
+        if first:
+            raise Terminated(name)
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if not hasattr(signal, name):
+            continue
+        sig = getattr(signal, name)
+        if name == "SIGINT" and signal.getsignal(sig) in (signal.SIG_IGN, None):
+            continue
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):  # pragma: no cover - not the main thread
+            pass
+    code = 0
     try:
-        app()
-    except KeyboardInterrupt:
-        err_console.print("interrupted: no bundle was written (a release's privacy spend, once recorded, stays in the ledger)")
-        sys.exit(130)
+        try:
+            app()
+        except SystemExit as exc:
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt as exc:
+        signal_note(str(exc) if isinstance(exc, Terminated) else "SIGINT")
+        code = 130
+    finally:
+        # The command has ended: a signal from here on is ignored (the interpreter's teardown
+        # puts back the default action of every signal with a Python handler, and a SIGTERM then
+        # would end the process silently with 143 after, say, a complete release; an ignored
+        # signal stays ignored, in every thread).
+        for n in ("SIGINT", "SIGTERM", "SIGHUP"):
+            if hasattr(signal, n):
+                try:
+                    signal.signal(getattr(signal, n), signal.SIG_IGN)
+                except (ValueError, OSError):  # pragma: no cover
+                    pass
+    name, reported = signal_note()
+    if name is not None and not reported:
+        try:
+            err_console.print(Text(_stop_message(name)), highlight=False, soft_wrap=True)
+        except Exception:  # noqa: BLE001 - stderr gone: the exit code still says it
+            pass
+        code = code or 130
+    sys.exit(code)

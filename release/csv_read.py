@@ -301,17 +301,41 @@ def _long_cell_rule(cap: int) -> str:
 def _open(path: Path, problems: Problems) -> tuple[Optional[io.TextIOBase], Optional[io.BufferedReader]]:
     """(the file as text, its byte stream): UTF-8 with undecodable bytes kept as surrogates,
     gunzipped when it is gzip data; (None, None), problem recorded, when it cannot be read."""
+    import stat
+
+    from .safe_io import kind_of
+
     try:
-        fh = open(path, "rb")
+        st = os.stat(path)
     except FileNotFoundError:
         problems.fatal(None, "file not found")
-        return None, None
-    except IsADirectoryError:
-        problems.fatal(None, "is a directory, not a CSV file")
         return None, None
     except OSError as exc:
         problems.fatal(None, f"cannot be read ({exc.strerror or type(exc).__name__})")
         return None, None
+    if stat.S_ISDIR(st.st_mode):
+        problems.fatal(None, "is a directory, not a CSV file")
+        return None, None
+    if not stat.S_ISREG(st.st_mode):     # /dev/zero never ends; a FIFO blocks until a writer comes
+        problems.fatal(None, f"is {kind_of(st.st_mode)}, not a regular file (devices, FIFOs and "
+                             "sockets are refused: they may never end or block)")
+        return None, None
+    try:   # O_NONBLOCK: a FIFO swapped in after the check cannot hang the open
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        problems.fatal(None, "file not found")
+        return None, None
+    except OSError as exc:
+        problems.fatal(None, f"cannot be read ({exc.strerror or type(exc).__name__})")
+        return None, None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        problems.fatal(None, "is not a regular file")
+        return None, None
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    fh = os.fdopen(fd, "rb")
     try:
         magic = fh.read(4)
         fh.seek(0)

@@ -37,8 +37,19 @@ INPUT_RANGES = {"mother_age": (10, 70), "parity": (1, 30), "gestation_week": (10
                 "birth_weight": (100, 10000)}
 
 
+MAX_ROWS = 2_000_000   # simulating 1e6 rows takes about 1.6 (births) to 2.5 GB (persons) of memory
+
+
 class ExampleError(ValueError):
     """Unusable arguments for the example generator."""
+
+
+def check_rows(rows) -> int:
+    """``rows`` as an int from 1 to :data:`MAX_ROWS`; ExampleError otherwise (before anything is
+    simulated: a billion rows would end in a MemoryError after minutes)."""
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or not 1 <= int(rows) <= MAX_ROWS:
+        raise ExampleError(f"--rows: must be a whole number from 1 to {MAX_ROWS:,} (got {rows!r})")
+    return int(rows)
 
 
 @lru_cache(maxsize=1)
@@ -67,8 +78,7 @@ def _conditional(rng: np.random.Generator, table, parent: np.ndarray) -> np.ndar
 
 def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | None = None) -> dict[str, np.ndarray]:
     """Simulated births as a dict of columns (deterministic for a seed)."""
-    if rows < 1:
-        raise ExampleError(f"--rows: must be at least 1 (got {rows})")
+    rows = check_rows(rows)
     if seed < 0:
         raise ExampleError(f"--seed: must be a non-negative integer (got {seed})")
     m = load_model() if model is None else model
@@ -147,13 +157,22 @@ def write_example(out: Path, rows: int | None = None, seed: int | None = None, f
     rows = default_rows if rows is None else rows
     seed = default_seed if seed is None else seed
     out = Path(out)
-    if out.exists() and not force:
+    rows = check_rows(rows)
+    if (out.exists() or out.is_symlink()) and not force:
         raise ExampleError(f"{out}: file exists (use --force to overwrite)")
     if not out.parent.is_dir():
         raise ExampleError(f"{out}: directory {out.parent} does not exist")
     if out.is_dir():
         raise ExampleError(f"{out}: is a directory; give a file name")
-    data = example_csv(name, rows, seed)
+    from .safe_io import replace_problem
+
+    problem = replace_problem(out, "the example registry")
+    if problem:                      # never a device node, FIFO or link, even with --force
+        raise ExampleError(problem)
+    try:
+        data = example_csv(name, rows, seed)
+    except MemoryError:
+        raise ExampleError(f"--rows {rows:,}: not enough memory to simulate them; ask for fewer") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -196,6 +215,10 @@ def cli_example(
         n = write_example(out, rows=default_rows if rows is None else rows, seed=seed, force=force, name=name)
     except ExampleError as exc:
         typer.echo(f"example: {exc}", err=True)
+        raise typer.Exit(2)
+    except OSError as exc:
+        typer.echo(f"example: {out}: cannot write the file ({exc.strerror or exc}); nothing was written",
+                   err=True)
         raise typer.Exit(2)
     if name == "persons":
         typer.echo(f"wrote {n} SIMULATED person records (seed {seed}) to {out}")

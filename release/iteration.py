@@ -44,6 +44,14 @@ from .transform import cached_transform
 
 OVERSAMPLE = 1.1
 MAX_SAMPLE_ROUNDS = 8
+DRAWN_FACTOR, DRAWN_EXTRA = 4, 16 * 8   # at most 4 n + 128 rows drawn in all (the audit's bound)
+
+
+def max_drawn(n: int) -> int:
+    """The most rows an attempt draws from its model over all sampling rounds: 4 n + 128. The
+    public audit re-derives data.csv under the same bound (audit/bounds.py), so a release never
+    draws more than its audit allows; an attempt that would is a failed attempt."""
+    return DRAWN_FACTOR * int(n) + DRAWN_EXTRA
 
 
 class ConstraintShortfall(AttemptFailure):
@@ -86,9 +94,15 @@ def _sample_rounds(model, n: int, rand: Randomness, keep: Callable[[np.ndarray],
     kept: list[np.ndarray] = []
     have = 0
     rate = 1.0
+    drawn = 0
     for k in range(MAX_SAMPLE_ROUNDS):
         need = n - have
         m = max(int(math.ceil(OVERSAMPLE * need / max(rate, 0.05))), 16)
+        if drawn + m > max_drawn(n):
+            raise ConstraintShortfall(
+                f"round {k} would draw {m} more rows, beyond {max_drawn(n)} in all (4 n + 128): the "
+                "model's samples fail the synthetic constraints too often")
+        drawn += m
         rng = rand.rng(f"sample round {k}")
         if plausible is not None and getattr(model, "accepts_keep", False):
             items = keep(model.sample(m, rng, keep=plausible))

@@ -21,6 +21,13 @@ File format: UTF-8 JSON lines, one object per line, never rewritten:
     {"kind": "spend", "id", "timestamp", "data_fingerprint", ["table_fingerprint",]
      "spec_fingerprint", "epsilon", "description", "status": "started"}
     {"kind": "status", "id", "timestamp", "status"}
+The ledger is a regular file named by an absolute path (a relative one is made absolute when the
+:class:`Ledger` is made, so that a kept result records where the spend really is); a symbolic
+link, a FIFO or a device is refused, never opened for writing, and dpbundle changes the mode only
+of the ledger file it created (or of a valid ledger of this user's). A failed append (disk full,
+read-only file system) is cut back to the previous end of the file and raises
+:class:`LedgerError`.
+
 Reads and appends are made under an exclusive lock (release/filelock.py: the `filelock`
 package's FileLock on the companion file ``<ledger>.lock``, mode 0600), appends then flushed and
 fsync'ed; the file is 0600. Waiting for the lock is bounded (``lock_timeout``, default
@@ -35,6 +42,7 @@ import math
 import os
 import re
 import secrets
+import stat
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -150,7 +158,7 @@ class Ledger:
     """An append-only JSON-lines ledger of epsilon spent per private dataset."""
 
     def __init__(self, path: Path, lock_timeout: float = filelock.DEFAULT_TIMEOUT) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()
         lock_timeout = float(lock_timeout)
         if not lock_timeout > 0:
             raise LedgerError(f"lock_timeout must be > 0 seconds, got {lock_timeout!r}")
@@ -158,12 +166,19 @@ class Ledger:
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
-        """The ledger's exclusive lock (its directory must exist); LedgerLocked on timeout."""
+        """The ledger's exclusive lock (its directory must exist); LedgerLocked on timeout,
+        LedgerError when the lock file cannot be made (read-only file system, ...)."""
+        from contextlib import ExitStack
+
+        stack = ExitStack()
         try:
-            with filelock.locked(self.path, self.lock_timeout):
-                yield
+            stack.enter_context(filelock.locked(self.path, self.lock_timeout))
         except filelock.LockTimeout as exc:
             raise LedgerLocked(f"the budget ledger {self.path} is locked: {exc}") from None
+        except OSError as exc:
+            raise LedgerError(f"{self.path}: cannot lock the ledger ({exc.strerror or exc})") from None
+        with stack:
+            yield
 
     @staticmethod
     def default_path() -> Path:
@@ -207,18 +222,79 @@ class Ledger:
             records.append(rec)
         return records
 
+    def path_problem(self) -> str | None:
+        """None when the ledger path may be used: absent (a new ledger is created there), or a
+        regular file (not a symbolic link, FIFO, device or directory) of at most
+        :data:`~dpbundle.release.safe_io.LEDGER_BYTES` bytes; else why not."""
+        from .safe_io import LEDGER_BYTES, kind_of
+
+        lock = filelock.lock_path(self.path)
+        if lock.is_symlink():
+            return f"{lock}: the ledger's lock file is a symbolic link; remove it"
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"{self.path}: cannot check the ledger ({exc.strerror or exc})"
+        if stat.S_ISLNK(st.st_mode):
+            return (f"{self.path}: the ledger path is a symbolic link; give the ledger file itself "
+                    "(dpbundle never writes a ledger through a link)")
+        if not stat.S_ISREG(st.st_mode):
+            return f"{self.path}: the ledger must be a regular file, and this is {kind_of(st.st_mode)}"
+        if st.st_size > LEDGER_BYTES:
+            return f"{self.path}: the ledger is larger than the limit of {LEDGER_BYTES:,} bytes"
+        return None
+
+    def _open_existing(self, flags: int) -> int | None:
+        """An open descriptor of the existing ledger (None when there is none), after checking it
+        is a regular file, not a link (O_NOFOLLOW, O_NONBLOCK: a FIFO cannot hang the open)."""
+        problem = self.path_problem()
+        if problem:
+            raise LedgerError(problem)
+        try:
+            fd = os.open(self.path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                         | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise LedgerError(f"{self.path}: cannot open the ledger ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise LedgerError(f"{self.path}: the ledger must be a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return fd
+
+    def _read_fd(self, fd: int) -> bytes:
+        from .safe_io import LEDGER_BYTES
+
+        chunks, total = [], 0
+        os.lseek(fd, 0, os.SEEK_SET)
+        try:
+            while block := os.read(fd, 1 << 20):
+                chunks.append(block)
+                total += len(block)
+                if total > LEDGER_BYTES:
+                    raise LedgerError(f"{self.path}: the ledger is larger than the limit of {LEDGER_BYTES:,} bytes")
+        except OSError as exc:
+            raise LedgerError(f"{self.path}: cannot read the ledger ({exc.strerror or exc})") from None
+        return b"".join(chunks)
+
     def _read(self) -> list[dict]:
-        if not self.path.exists():
+        if not self.path.exists() and not self.path.is_symlink():
             return []  # no ledger yet (and no lock file is created for it)
+        problem = self.path_problem()
+        if problem:
+            raise LedgerError(problem)
         with self._lock():
-            try:
-                fd = os.open(self.path, os.O_RDONLY)
-            except FileNotFoundError:
+            fd = self._open_existing(os.O_RDONLY)
+            if fd is None:
                 return []
-            except OSError as exc:
-                raise LedgerError(f"{self.path}: cannot read the ledger ({exc.strerror})") from None
-            with os.fdopen(fd, "rb") as fh:
-                data = fh.read()
+            try:
+                data = self._read_fd(fd)
+            finally:
+                os.close(fd)
         try:
             return self._parse(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
@@ -281,16 +357,27 @@ class Ledger:
         return self._check(self.entries(data_fp, table_fp), new_epsilon, allow_additional_spend, cap)
 
     # -- writing -----------------------------------------------------------------------------
-    def _open_locked(self) -> int:
-        """Open (create) the ledger for appending; the caller holds the lock."""
-        created = not self.path.exists()
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
-        except OSError as exc:
-            raise LedgerError(f"{self.path}: cannot open the ledger for writing ({exc.strerror})") from None
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, FILE_MODE)  # also tightens a ledger created with a looser mode
-        if created:
+    def _open_locked(self, create: bool = True) -> tuple[int, bool]:
+        """Open the ledger for appending, creating it (O_EXCL, mode 0600) when ``create`` and it
+        does not exist; the caller holds the lock. (descriptor, created)."""
+        rw = os.O_RDWR | os.O_APPEND
+        fd = self._open_existing(rw)
+        created = False
+        if fd is None:
+            if not create:
+                raise LedgerError(f"{self.path}: no ledger there (it is never created to record the "
+                                  "outcome of a spend)")
+            try:
+                fd = os.open(self.path, rw | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+            except FileExistsError:
+                raise LedgerError(f"{self.path}: the ledger appeared while it was being created; "
+                                  "try again") from None
+            except OSError as exc:
+                raise LedgerError(f"{self.path}: cannot create the ledger ({exc.strerror or exc})") from None
+            created = True
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, FILE_MODE)  # whatever the umask: the file dpbundle just created
             try:  # make the new directory entry durable (not possible on Windows)
                 dfd = os.open(self.path.parent, os.O_RDONLY)
             except OSError:
@@ -298,39 +385,75 @@ class Ledger:
             if dfd is not None:
                 try:
                     os.fsync(dfd)
+                except OSError:
+                    pass
                 finally:
                     os.close(dfd)
-        return fd
+        return fd, created
+
+    def _tighten(self, fd: int, records: list[dict]) -> None:
+        """Narrow a looser mode to 0600, only on a valid ledger (at least one spend line) that
+        belongs to this user: never on some other file a path was pointed at."""
+        if not hasattr(os, "fchmod") or not records:
+            return
+        st = os.fstat(fd)
+        if stat.S_IMODE(st.st_mode) != FILE_MODE and (not hasattr(os, "geteuid") or st.st_uid == os.geteuid()):
+            try:
+                os.fchmod(fd, FILE_MODE)
+            except OSError:
+                pass
 
     def _locked_records(self, fd: int) -> list[dict]:
-        chunks = []
-        os.lseek(fd, 0, os.SEEK_SET)
-        while block := os.read(fd, 1 << 20):
-            chunks.append(block)
         try:
-            return self._parse(b"".join(chunks).decode("utf-8"))
+            return self._parse(self._read_fd(fd).decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise LedgerError(f"{self.path}: not UTF-8 text (byte {exc.start})") from None
 
     def _append(self, fd: int, rec: dict) -> None:
+        """Append one line durably; on a failure (disk full, read-only file system, I/O error)
+        cut the file back to where it ended, so that no partial line is left, and raise
+        LedgerError with the system's reason."""
         _check_schema(rec, f"{self.path} (new line)")
-        data = json.dumps(rec, sort_keys=True, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
+        try:
+            data = json.dumps(rec, sort_keys=True, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
+        except UnicodeEncodeError:
+            raise LedgerError(f"{self.path}: a ledger line must be UTF-8 text (an undecodable "
+                              "character in a description or status)") from None
+        end = os.lseek(fd, 0, os.SEEK_END)
         view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException as exc:   # an interrupt too: never leave half a line
+            try:
+                os.ftruncate(fd, end)
+                os.fsync(fd)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise LedgerError(f"{self.path}: cannot write to the ledger ({exc.strerror or exc})") from None
+            raise
 
     @contextmanager
-    def _locked(self) -> Iterator[tuple[int, list[dict]]]:
+    def _locked(self, create: bool = True) -> Iterator[tuple[int, list[dict]]]:
         """The open ledger under the exclusive lock, with its parsed records."""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as exc:
-            raise LedgerError(f"{self.path}: cannot create the ledger's directory ({exc.strerror})") from None
-        with self._lock():
-            fd = self._open_locked()
+        problem = self.path_problem()
+        if problem:
+            raise LedgerError(problem)
+        if create:
             try:
-                yield fd, self._locked_records(fd)
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise LedgerError(f"{self.path}: cannot create the ledger's directory ({exc.strerror})") from None
+        elif not self.path.is_file():
+            raise LedgerError(f"{self.path}: no ledger there")
+        with self._lock():
+            fd, _created = self._open_locked(create)
+            try:
+                records = self._locked_records(fd)
+                self._tighten(fd, records)
+                yield fd, records
             finally:
                 os.close(fd)
 
@@ -375,7 +498,10 @@ class Ledger:
         """Append a status line for a spend (history is never rewritten; the spend still counts)."""
         if not isinstance(status, str) or not status:
             raise LedgerError("status must be a non-empty string")
-        with self._locked() as (fd, records):
+        if not self.path.exists() and not self.path.is_symlink():
+            raise LedgerError(f"{self.path}: no spend with id {entry_id!r}: there is no ledger at this "
+                              "path (it is never created to record an outcome)")
+        with self._locked(create=False) as (fd, records):
             if not any(r["kind"] == "spend" and r["id"] == entry_id for r in records):
                 raise LedgerError(f"{self.path}: no spend with id {entry_id!r}")
             self._append(fd, {"kind": "status", "id": entry_id, "timestamp": _now(), "status": status})
@@ -434,23 +560,29 @@ def cli_ledger_list(
     """
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from .errors import literal
 
     console = Console()
     try:
         entries = Ledger(_ledger_path(ledger)).all_entries()
     except LedgerError as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        console.print(Text("error: ", style="red") + Text(literal(exc)), highlight=False)
         raise typer.Exit(2)
     if unfinished:
         entries = [e for e in entries if e.get("status") == UNFINISHED]
-    table = Table(title=f"Ledger {_ledger_path(ledger)}")
+    # every cell is untrusted text (titles, paths, statuses typed by hand): printed literally,
+    # never parsed as Rich markup nor passed to the terminal as control characters
+    table = Table(title=Text(literal(f"Ledger {Ledger(_ledger_path(ledger)).path}")))
     for col in ("id", "started", "epsilon", "status", "description"):
         table.add_column(col, justify="right" if col == "epsilon" else "left")
     for e in entries:
-        table.add_row(e["id"][:12], e["timestamp"], exact.show(exact.dec(e["epsilon"])), e["status"],
-                      e["description"])
+        table.add_row(*(Text(literal(v)) for v in (e["id"][:12], e["timestamp"],
+                                                  exact.show(exact.dec(e["epsilon"])), e["status"],
+                                                  e["description"])))
     console.print(table)
-    console.print(f"{len(entries)} spend(s)")
+    console.print(f"{len(entries)} spend(s)", highlight=False)
 
 
 def cli_ledger_mark(
@@ -466,13 +598,22 @@ def cli_ledger_mark(
         dpbundle ledger mark 3f9a1c2b7d4e --status "spent, never released"
     """
     from rich.console import Console
+    from rich.text import Text
+
+    from .errors import literal
+    from .safe_io import text_problem
 
     console = Console()
+    problem = text_problem(status, "--status")
+    if problem:
+        console.print(Text("error: ", style="red") + Text(literal(problem)), highlight=False)
+        raise typer.Exit(2)
     try:
         book = Ledger(_ledger_path(ledger))
         full = book.resolve_id(entry)
         book.mark_finished(full, status)
     except LedgerError as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        console.print(Text("error: ", style="red") + Text(literal(exc)), highlight=False)
         raise typer.Exit(2)
-    console.print(f"marked {full[:12]}: {status} (its epsilon still counts as spent)", highlight=False)
+    console.print(Text(literal(f"marked {full[:12]}: {status} (its epsilon still counts as spent)")),
+                  highlight=False)

@@ -12,7 +12,10 @@ Files:
 ``release --preregistration REC --beacon VALUE`` refuses a spec, list or key that differs from
 the record, before anything is read or spent; the bundle then carries the record, its signature
 and, in ``seeds.json``, the secret, the salt and the beacon value, so that anyone can check the
-commitment and re-derive the seeds.
+commitment and re-derive the seeds. ``configs_sha256`` is the SHA-256 of the list file's bytes:
+the bundle publishes those bytes as ``configurations.yaml`` (``bundle.configurations_file``),
+and the audit requires its SHA-256 to be the registered one and the selected configuration to be
+in it.
 """
 from __future__ import annotations
 
@@ -54,6 +57,33 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def configs_problem(spec: Any, configs: Path, allow_other_spec: bool = False) -> str | None:
+    """Why ``configs`` cannot be registered with ``spec`` (None: it can), the checks ``release
+    --configs`` makes: a regular file of at most the list size limit, a narrowed list of
+    ``dpbundle sweep`` (schema, ids matching their configurations), every configuration in the
+    spec's space, and swept on this spec (its ``spec_sha256``) unless ``allow_other_spec``."""
+    from .safe_io import LIST_BYTES, regular_file_problem
+    from .sweep import _spec_fingerprint, load_narrowed, read_list_document
+
+    configs = Path(configs)
+    problem = regular_file_problem(configs, "configuration list (--configs)", LIST_BYTES)
+    if problem:
+        return problem
+    try:
+        entries = load_narrowed(configs, spec)
+    except ValueError as exc:
+        return str(exc) if str(exc).startswith(str(configs)) else f"{configs}: {exc}"
+    if not entries:
+        return f"{configs}: lists no configurations"
+    listed = (read_list_document(configs) or {}).get("spec_sha256")
+    mine = _spec_fingerprint(spec)
+    if listed is not None and listed != mine and not allow_other_spec:
+        return (f"{configs}: this configuration list was swept on another version of the spec "
+                f"(list spec_sha256 {listed}, this spec {mine}); a release would refuse it without "
+                "--allow-other-spec. Re-run the sweep, or pass --allow-other-spec to register it anyway")
+    return None
+
+
 @dataclass(frozen=True)
 class Preregistration:
     """A loaded record: its bytes (as signed), parsed document, signature and path."""
@@ -88,9 +118,16 @@ def default_secret_path(record: Path) -> Path:
 
 def write_preregistration(spec: Any, private_key: Any, out: Path, *, beacon_source: str,
                           configs: Path | None = None, secret_out: Path | None = None,
-                          version: str | None = None) -> tuple[Path, Path, Path]:
-    """Write REC, REC.sig and the private SECRET; returns their paths. Refuses to overwrite."""
+                          version: str | None = None,
+                          allow_other_spec: bool = False) -> tuple[Path, Path, Path]:
+    """Write REC, REC.sig and the private SECRET; returns their paths. Refuses to overwrite, and
+    refuses a ``configs`` list that a release with this spec would refuse (:func:`configs_problem`)."""
     from . import __version__
+
+    if configs is not None:
+        problem = configs_problem(spec, configs, allow_other_spec)
+        if problem:
+            raise PreregistrationError(problem)
 
     out = Path(out)
     sig_path = out.with_name(out.name + ".sig")
@@ -223,6 +260,7 @@ def cli_preregister(
     configs: Annotated[Optional[Path], typer.Option("--configs", "-c", help="The narrowed configuration list the release will use (narrowed.yaml from `dpbundle sweep`).", show_default=False)] = None,
     secret_out: Annotated[Optional[Path], typer.Option("--secret-out", help="Where to write the PRIVATE secret (default: the private directory, as for transcripts).", show_default=False)] = None,
     passphrase_file: Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the key's passphrase (or set DPBUNDLE_KEY_PASSPHRASE).", show_default=False)] = None,
+    allow_other_spec: Annotated[bool, typer.Option("--allow-other-spec", help="Register a --configs list swept on another version of the spec (the release will need --allow-other-spec too).")] = False,
 ) -> None:
     """Pre-register a release: publish, before the private run, what it will be.
 
@@ -241,16 +279,27 @@ def cli_preregister(
     """
     from .cli import fail_input, load_spec_or_exit
 
+    from .safe_io import KEY_BYTES, PASSPHRASE_BYTES, regular_file_problem, text_problem
+
+    for value, what in ((beacon_source, "--beacon-source"), (out, "--out"), (secret_out, "--secret-out")):
+        problem = text_problem(value, what) if value is not None else None
+        if problem:
+            fail_input(problem)
     s = load_spec_or_exit(spec)
+    for path, what, limit in ((key, "signing key", KEY_BYTES), (passphrase_file, "passphrase file", PASSPHRASE_BYTES)):
+        problem = regular_file_problem(path, what, limit) if path is not None and Path(path).exists() else None
+        if problem:
+            fail_input(problem)
     try:
         private_key = keys.load_private_key(key, keys.read_passphrase(passphrase_file))
     except keys.KeyFileError as exc:
         fail_input(f"cannot load the signing key: {exc}")
-    if configs is not None and not Path(configs).is_file():
+    if configs is not None and not Path(configs).exists():
         fail_input(f"{configs}: no such file (--configs)")
     try:
         rec, sig, secret = write_preregistration(s, private_key, out, beacon_source=beacon_source,
-                                                 configs=configs, secret_out=secret_out)
+                                                 configs=configs, secret_out=secret_out,
+                                                 allow_other_spec=allow_other_spec)
     except (PreregistrationError, ValueError) as exc:
         fail_input(str(exc))
     doc = json.loads(rec.read_text("utf-8"))

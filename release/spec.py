@@ -334,10 +334,49 @@ def validate_spec(doc: dict, source: str = "<spec>") -> Spec:
     problems = schema_problems(doc, "spec.schema.json")
     if problems:
         raise SpecError(source, problems)
-    problems = semantic_problems(doc) + ceiling_problems(doc)
+    problems = size_problems(doc) or semantic_problems(doc) + ceiling_problems(doc)
     if problems:
         raise SpecError(source, problems)
     return Spec(raw=doc, source=source)
+
+
+# The audit's size bounds (audit/bounds.py and docs/audit.md "Bounds"): a spec beyond them would
+# give a bundle that its own public audit refuses, so the release refuses it first.
+SIZE_LIMITS = {"columns": 1_000, "bins per alternative": 100_000, "labels": 1_000_000,
+               "synthetic constraint conditions": 1_000, "quasi-identifier sets": 100,
+               "acceptance criteria": 100}
+
+
+def size_problems(doc: dict) -> list[str]:
+    """Sizes over :data:`SIZE_LIMITS` (the audit's bounds), each with its JSON path."""
+    out: list[str] = []
+    columns = doc.get("columns") or []
+    largest = 0
+    for i, col in enumerate(columns):
+        sizes = []
+        for j, alt in enumerate(col.get("alternatives") or []):
+            if "categories" in alt:
+                k = len(alt["categories"])
+            elif "edges" in alt:
+                k = len(alt["edges"]) - 1
+            elif "unit_bins" in alt:
+                k = int(alt["unit_bins"][1]) - int(alt["unit_bins"][0]) + 1
+            else:
+                continue
+            if k > SIZE_LIMITS["bins per alternative"]:
+                out.append(f"columns[{i}].alternatives[{j}]: {k:,} bins, more than the limit of "
+                           f"{SIZE_LIMITS['bins per alternative']:,} (the audit's bound)")
+            sizes.append(k)
+        largest += max(sizes, default=0)
+    conditions = sum(len(c.get("when") or []) for c in doc.get("synthetic_constraints") or [])
+    qi = len(((doc.get("face_privacy") or {}).get("quasi_identifiers")) or [])
+    for what, n in (("columns", len(columns)), ("labels", largest),
+                    ("synthetic constraint conditions", conditions), ("quasi-identifier sets", qi),
+                    ("acceptance criteria", len(doc.get("acceptance") or []))):
+        if n > SIZE_LIMITS[what]:
+            out.append(f"{what}: {n:,}, more than the limit of {SIZE_LIMITS[what]:,} (the audit's "
+                       "bound: a bundle beyond it would fail its own public audit)")
+    return out
 
 
 def ceiling_problems(doc: dict) -> list[str]:

@@ -21,7 +21,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import audit_fixtures as fx  # noqa: E402
 
-BEACON = "drand quicknet round 424242: 5c1e..."
+BEACON = "drand quicknet randomness 5c1e..."   # names no time (a 2023 round would fail the seeds check)
 GENERATORS = {"privsyn": {"type": "privsyn"},
               "oneway": {"type": "privbayes", "flavour": "theta",
                          "grid": {"epsilon_split": [0.5], "theta": [4], "oneway": ["measure"]}}}
@@ -55,7 +55,8 @@ def release_base(where: Path, kind: str, rows: int = 4000) -> dict:
         "--ledger", where / "ledger.jsonl", "--transcript", where / "t.jsonl",
         "--preregistration", where / "rec.json", "--beacon", BEACON,
         "--preregistration-secret", where / "rec.secret.json")
-    return {"bundle": where / "B", "key": where / "k.key", "pub": where / "k.pub"}
+    return {"bundle": where / "B", "key": where / "k.key", "pub": where / "k.pub",
+            "rec": where / "rec.json"}
 
 
 def resign(bundle: Path, key_path: Path, **manifest_fields) -> None:

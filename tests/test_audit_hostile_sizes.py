@@ -74,10 +74,13 @@ def check(report: dict, name: str) -> dict:
 def test_the_honest_bundles_rederive_and_verify(bases):
     """The bounds leave a real release alone: exit 0 with the pinned key, 3 without."""
     for kind, base in bases.items():
-        code, rep, err, took = audit(base["bundle"], base["pub"])
+        code, rep, err, took = audit(base["bundle"], base["pub"], "--preregistration", base["rec"],
+                                     "--beacon", hb.BEACON)
         assert check(rep, "rederivation")["result"] == "pass", (kind, check(rep, "rederivation"))
         assert code == 0 and rep["verdict"] == "verified", (kind, [(c["check"], c["problems"])
                                                                    for c in rep["checks"] if c["problems"]])
+        code, rep, _, _ = audit(base["bundle"], base["pub"])   # record and beacon not pinned
+        assert code == 3 and rep["verdict"] == "not_verified_preregistration_not_pinned"
         code, rep, _, _ = audit(base["bundle"])
         assert code == 3 and rep["verdict"] == "not_verified_key_not_pinned"
 

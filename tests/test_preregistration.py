@@ -21,7 +21,9 @@ from dpbundle.release import keys  # noqa: E402
 from dpbundle.release.cli import app  # noqa: E402
 
 runner = CliRunner()
-BEACON = "drand quicknet round 123456: 9f3c0d..."
+# a value that names no time (a drand round or a date would be checked against the record's and
+# the bundle's times: tests/test_audit_forgery.py)
+BEACON = "drand quicknet randomness 9f3c0d..."
 
 
 def _invoke(*args):
@@ -176,10 +178,12 @@ def test_preregister_refuses_to_overwrite(setup):
 # ------------------------------------------------------------------------------ the audit
 
 
-def _audit(bundle, pub):
+def _audit(bundle, pub, rec=None, beacon=None):
+    """The public audit; ``rec`` (the archived record) and ``beacon`` pin what a pre-registered
+    bundle can only vouch for itself (without them its verdict is NOT VERIFIED)."""
     from dpbundle.audit.runner import run_audit
 
-    return run_audit(bundle, pubkey=pub)
+    return run_audit(bundle, pubkey=pub, preregistration=rec, beacon=beacon)
 
 
 def _resign(bundle, key_path):
@@ -211,7 +215,8 @@ def test_the_audit_checks_the_preregistration_and_the_seeds(released):
     assert seeds.facts["beacon_value"] == BEACON
     secret = json.loads(released["secret"].read_text())["secret"]
     assert seeds.facts["projection_seed"] == f"{SeedBinding(secret, BEACON).seed('projection', 0):064x}"
-    assert rep.verdict == "verified"
+    assert rep.verdict == "not_verified_preregistration_not_pinned"   # record and beacon unpinned
+    assert _audit(released["bundle"], released["pub"], released["rec"], BEACON).verdict == "verified"
 
 
 def test_a_bundle_without_preregistration_skips_the_seeds_check(tmp_path):
@@ -288,11 +293,11 @@ def published(request, setup, tmp_path_factory):
                   "--preregistration", t / "rec.json", "--beacon", BEACON,
                   "--preregistration-secret", t / "s.json")
     assert res.exit_code == 0, res.output
-    return setup | {"bundle": t / "B", "generator": request.param}
+    return setup | {"bundle": t / "B", "generator": request.param, "rec": t / "rec.json"}
 
 
 def test_the_public_audit_rederives_data_csv_byte_for_byte(published):
-    rep = _audit(published["bundle"], published["pub"])
+    rep = _audit(published["bundle"], published["pub"], published["rec"], BEACON)
     red = rep.get("rederivation")
     assert red.result == "pass", (red.problems, red.detail)
     assert rep.verdict == "verified"

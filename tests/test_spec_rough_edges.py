@@ -363,3 +363,51 @@ def test_many_binnings_are_summarised(tmp_path, monkeypatch):
     r = CliRunner().invoke(app, ["spec", "validate", str(spec_path), "--data", str(data)],
                            env={"COLUMNS": "200"})
     assert "(the first 3 of 4 binnings)" in r.output
+
+
+# ------------------------------------------------------------------ the audit's size bounds
+
+
+def test_a_spec_beyond_the_audits_bounds_is_refused_before_release():
+    """A bundle beyond audit/bounds.py would fail its own public audit: the spec is refused."""
+    import copy
+
+    import yaml
+
+    from dpbundle.release.spec import SIZE_LIMITS, SpecError, validate_spec
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    doc = yaml.safe_load((root / "examples" / "births.yaml").read_text("utf-8"))
+    validate_spec(copy.deepcopy(doc))
+    wide = copy.deepcopy(doc)
+    wide["columns"][1]["alternatives"].append({"id": "huge", "clip": [17, 45],
+                                               "unit_bins": [0, SIZE_LIMITS["bins per alternative"] + 5]})
+    with pytest.raises(SpecError, match="bins, more than the limit"):
+        validate_spec(wide)
+    many = copy.deepcopy(doc)
+    many["face_privacy"] = {"quasi_identifiers": [["mother_age", "parity"]] * 101}
+    with pytest.raises(SpecError, match="quasi-identifier sets: 101"):
+        validate_spec(many)
+
+
+def test_the_release_draws_no_more_rows_than_the_audit_allows():
+    """An attempt whose samples mostly fail the synthetic constraints ends as a failed attempt
+    before drawing more than 4 n + 128 rows (the audit's re-derivation bound)."""
+    import numpy as np
+
+    from dpbundle.mechanisms.noise import Randomness
+    from dpbundle.release.iteration import ConstraintShortfall, _sample_rounds, max_drawn
+
+    drawn = []
+
+    class Model:
+        def sample(self, m, rng):
+            drawn.append(m)
+            return np.zeros((m, 1), dtype=np.int64)
+
+    def keep(rows):            # one row in a hundred satisfies the constraints
+        return rows[::100]
+
+    with pytest.raises(ConstraintShortfall, match="beyond"):
+        _sample_rounds(Model(), 1000, Randomness(), keep)
+    assert sum(drawn) <= max_drawn(1000)

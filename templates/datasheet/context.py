@@ -26,7 +26,7 @@ from .provenance import provenance_text
 from .public import PublicFiles
 
 __all__ = ["build_context", "query_family", "PUBLISHED_EPSILONS", "epsilon_scale",
-           "openssl_verify_command", "publication_facts", "WEAK_GUARANTEE_EPSILON", "source_words",
+           "openssl_verify_command", "publication_facts", "verification_claims", "WEAK_GUARANTEE_EPSILON", "source_words",
            "SOURCE_KINDS", "faithfulness_rule_text", "one_category"]
 
 # Above this total epsilon the datasheet says plainly that the protection is weak (the spec
@@ -53,12 +53,61 @@ def source_words(kind: Any) -> dict:
 def publication_facts(public: PublicFiles) -> dict:
     """What the datasheet says about pre-registration and a published model, from the optional
     public files."""
-    out: dict[str, Any] = {"model": public.has_model}
+    out: dict[str, Any] = {"model": public.has_model,
+                           "configurations": "configurations.yaml" in public.meta.files}
     seeds, record = public.optional.get("seeds.json"), public.optional.get("preregistration.json")
     if isinstance(seeds, dict) and isinstance(record, dict):
         out.update(beacon=seeds.get("beacon"), record_created=record.get("created"),
                    spec_sha256=record.get("spec_sha256"), commitment=seeds.get("commitment"))
     return out
+
+
+def verification_claims(publication: dict, source: dict | None = None) -> dict[str, list[str]]:
+    """The verification section's three lists, from the public files only (the audit renders
+    them again): what the public audit proves, what only the enclave audit proves, what needs a
+    trusted party (docs/audit.md, "What each audit proves", says the same). ``source``: the
+    confidential source's words (:func:`source_words`)."""
+    prereg, model = bool(publication.get("beacon")), bool(publication.get("model"))
+    source = source or source_words(None)
+    the, short = source["the"], source["the_short"]
+    public = [
+        "the files are the ones the publisher's key signed (when you give the audit the "
+        "publisher's key, obtained from the publisher)",
+        "the privacy budget: every epsilon, noise scale, sensitivity and derived threshold "
+        "recomputed from the public files, and the total within the cap",
+        "face privacy, the synthetic constraints, every DP value below its threshold, and the "
+        "numbers of this datasheet",
+    ]
+    if prereg:
+        public.append("the spec, the configuration list and the key are the ones registered in the "
+                      "pre-registration record, and the seeds of the sampling and of the projection "
+                      "come from its committed secret and the beacon value (when you give the audit "
+                      "the record you archived and the beacon value you looked up)")
+    if model:
+        public.append("the published model has the structure, table sizes and noise scales that the "
+                      "spec and the selected configuration give"
+                      + ("; and data.csv is exactly what the model and the seeds produce" if prereg else ""))
+    enclave = [
+        f"data.csv and every DP value follow, byte for byte, from {the} and the recorded random "
+        "draws (the private transcript, whose commitment this bundle publishes)",
+        "the recorded noise has the declared distributions: a statistical test over every draw of "
+        "the run, with a false-alarm rate of one in a million",
+        f"the number of runs on {short} that the bundle states is the private budget ledger's",
+    ]
+    if model:
+        enclave.append("the published model is the one the noisy measurements give")
+    trusted = [
+        "that the noise came from a differentially private mechanism run with fresh randomness, "
+        "rather than made to look like it",
+        "that only one run happened: the budget ledger is the publisher's own record, which an "
+        "oversight body can keep or inspect",
+        f"that {short} fed to the release was the real one",
+    ]
+    if prereg:
+        trusted.append("that the beacon value was not chosen among several, unless its source "
+                       "publishes each value once, at a known time, and the record was archived "
+                       "before that time")
+    return {"public": public, "enclave": enclave, "trusted": trusted}
 
 
 # Published privacy budgets, for the datasheet's comparison (facts with their sources, printed
@@ -713,7 +762,9 @@ def build_context(public: PublicFiles) -> dict:
         "public_key_pem": public_key_pem.strip(),
         "commitment": commitment,
         "openssl_command": openssl_verify_command("KEY.pub"),
-        "audit_command": "dpbundle audit BUNDLE --pubkey KEY.pub",
+        "audit_command": ("dpbundle audit BUNDLE --pubkey KEY.pub"
+                          + (" --preregistration REC --beacon VALUE" if publication.get("beacon") else "")),
+        "verification": verification_claims(publication, source),
         "files": list(files),
         "reading_r": snippets["r"],
         "reading_stata": snippets["stata"],

@@ -1,0 +1,107 @@
+"""``configurations.yaml``: the configuration list the private selection drew from.
+
+A release run with ``--configs LIST`` (a narrowed.yaml of ``dpbundle sweep``, on public data)
+publishes that list verbatim as ``configurations.yaml``: its SHA-256 is then the
+``configs_sha256`` a pre-registration record registers (``dpbundle preregister --configs``
+hashes the file's bytes). A release without a list drew from the spec's whole space, which
+spec.json already publishes; its bundle has no configurations.yaml.
+
+The audit checks (``schema``) that the list parses (the audit's strict YAML loader), matches
+``schemas/narrowed.schema.json``, that each entry's id is its configuration's, and that the
+selected configuration (spec.json) is one of them; and (``seeds``) that a pre-registered
+bundle publishes the list its record registered: the same SHA-256, or no list when the record
+registered none.
+"""
+from __future__ import annotations
+
+import json
+
+from .bundle_io import BundleFileError
+from .context import AuditContext, Missing
+
+__all__ = ["CONFIGURATIONS", "MAX_CONFIGURATIONS_BYTES", "configurations_problems",
+           "configurations_sha256"]
+
+CONFIGURATIONS = "configurations.yaml"
+MAX_CONFIGURATIONS_BYTES = 20_000_000     # the sweep's own limit on a narrowed list
+
+
+def configurations_sha256(ctx: AuditContext) -> str | None:
+    """SHA-256 of configurations.yaml's bytes (None when the bundle has none)."""
+    if not ctx.bundle.has(CONFIGURATIONS):
+        return None
+    return ctx.bundle.digest(CONFIGURATIONS)[0]
+
+
+def _load(ctx: AuditContext) -> dict:
+    from .preregistration import _json_value, _Refused, _StrictLoader
+
+    size = ctx.bundle.files.get(CONFIGURATIONS, 0)
+    if size > MAX_CONFIGURATIONS_BYTES:
+        raise Missing(f"{CONFIGURATIONS}: {size:,} bytes, more than the limit of "
+                      f"{MAX_CONFIGURATIONS_BYTES:,}")
+    try:
+        data = ctx.bundle.read_bytes(CONFIGURATIONS, cache=False)
+    except BundleFileError as e:
+        raise Missing(str(e)) from None
+    try:
+        loader = _StrictLoader(data.decode("utf-8"))
+        try:
+            doc = _json_value(loader.get_single_data())
+        finally:
+            loader.dispose()
+    except UnicodeDecodeError as e:
+        raise Missing(f"{CONFIGURATIONS}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    except _Refused as e:
+        where = f" (line {e.mark.line + 1})" if e.mark is not None else ""
+        raise Missing(f"{CONFIGURATIONS}: refused{where}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - yaml errors, ValueError, RecursionError
+        raise Missing(f"{CONFIGURATIONS}: not valid YAML ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})") from None
+    if not isinstance(doc, dict):
+        raise Missing(f"{CONFIGURATIONS}: not a mapping of fields")
+    return doc
+
+
+def _canonical(x) -> str:
+    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def configurations_problems(ctx: AuditContext, validate_json: bool = True) -> tuple[list[str], dict]:
+    """(problems, facts) of configurations.yaml; ([], {}) when the bundle has none."""
+    if not ctx.bundle.has(CONFIGURATIONS):
+        return [], {"configurations": "the spec's whole space (no configurations.yaml)"}
+    try:
+        doc = _load(ctx)
+    except Missing as e:
+        return [str(e)], {}
+    if validate_json:
+        from .schema_util import validate
+
+        errors = validate(doc, "narrowed")
+        if errors:
+            return [f"{CONFIGURATIONS}: {e}" for e in errors[:5]], {}
+    entries = doc.get("configurations")
+    if not isinstance(entries, list) or not entries:
+        return [f"{CONFIGURATIONS}: lists no configurations"], {}
+    from .replay import config_id
+
+    out: list[str] = []
+    listed = set()
+    for i, e in enumerate(entries):
+        config = e.get("config") if isinstance(e, dict) else None
+        if not isinstance(config, dict):
+            out.append(f"{CONFIGURATIONS}: configurations[{i}] has no config")
+            continue
+        if config_id(config) != e.get("id"):
+            out.append(f"{CONFIGURATIONS}: configurations[{i}]: id {e.get('id')!r} is not its "
+                       f"configuration's ({config_id(config)})")
+        listed.add(_canonical(config))
+    try:
+        selected = ctx.json("spec.json").get("configuration")
+    except (Missing, AttributeError):
+        selected = None
+    if isinstance(selected, dict) and _canonical(selected) not in listed:
+        out.append(f"spec.json: the selected configuration is not in {CONFIGURATIONS}, the list "
+                   "the release says it drew from")
+    return out, {"configurations": len(entries),
+                 "configurations_sha256": configurations_sha256(ctx)}
