@@ -25,6 +25,7 @@ from .report import CheckResult
 __all__ = ["check_documentation", "number_forms", "pdf_text", "pdf_pages"]
 
 MAX_PAGES = 200
+MAX_PDF_TEXT_CHARS = 8_000_000   # the text of README.pdf (a datasheet has about 50,000 characters)
 
 
 def number_forms(x: float) -> set[str]:
@@ -137,7 +138,15 @@ def pdf_pages(data: bytes) -> list[str]:
         raise ValueError("the PDF is encrypted")
     if len(reader.pages) > MAX_PAGES:
         raise ValueError(f"{len(reader.pages)} pages, more than {MAX_PAGES}")
-    return [page.extract_text() or "" for page in reader.pages]
+    out, total = [], 0
+    for page in reader.pages:       # pypdf caps each stream's decompression (75 MB in 7.x)
+        text = page.extract_text() or ""
+        total += len(text)
+        if total > MAX_PDF_TEXT_CHARS:
+            raise ValueError(f"more than {MAX_PDF_TEXT_CHARS:,} characters of text (a datasheet has "
+                             "well under a million)")
+        out.append(text)
+    return out
 
 
 def _made_before_02(ctx: AuditContext) -> bool:
