@@ -165,7 +165,7 @@ def check_schema(ctx: AuditContext, validate_json: bool = True) -> CheckResult:
         view = None
     # -- the configuration id (first 16 hex of SHA-256 of the configuration's canonical JSON)
     if view is not None:
-        from .replay import config_id
+        from .configurations import config_id
 
         try:
             cid = config_id(view.configuration)

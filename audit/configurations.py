@@ -14,16 +14,24 @@ registered none.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 from .bundle_io import BundleFileError
 from .context import AuditContext, Missing
 
-__all__ = ["CONFIGURATIONS", "MAX_CONFIGURATIONS_BYTES", "configurations_problems",
+__all__ = ["CONFIGURATIONS", "MAX_CONFIGURATIONS_BYTES", "config_id", "configurations_problems",
            "configurations_sha256"]
 
 CONFIGURATIONS = "configurations.yaml"
 MAX_CONFIGURATIONS_BYTES = 20_000_000     # the sweep's own limit on a narrowed list
+
+
+def config_id(config: dict) -> str:
+    """First 16 hex digits of SHA-256 over the configuration's canonical JSON (the id spec.json,
+    the transcript's iteration marks and configurations.yaml give a configuration)."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def configurations_sha256(ctx: AuditContext) -> str | None:
@@ -83,8 +91,6 @@ def configurations_problems(ctx: AuditContext, validate_json: bool = True) -> tu
     entries = doc.get("configurations")
     if not isinstance(entries, list) or not entries:
         return [f"{CONFIGURATIONS}: lists no configurations"], {}
-    from .replay import config_id
-
     out: list[str] = []
     listed = set()
     for i, e in enumerate(entries):

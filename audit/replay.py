@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .configurations import config_id  # noqa: F401 - also dpbundle.audit.replay.config_id
 from .context import AuditContext, Missing
 from .private_data import PrivateDataError, bin_private, load_private
 from .report import CheckResult
@@ -70,12 +71,6 @@ class CountMismatch(TranscriptError):
 
 def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def config_id(config: dict) -> str:
-    """First 16 hex digits of SHA-256 over the configuration's canonical JSON."""
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def read_transcript(path: Path) -> tuple[bytes, bytes, list[dict]]:

@@ -235,7 +235,7 @@ def make_consistent(tables: list[np.ndarray], attrs: list[tuple[int, ...]], tota
     variance ``k v``, ``v`` the table's per-cell noise variance: ``cell_variances[i]``, equal
     for all tables when not given) by adding the difference evenly over the summed cells;
     then each table is made non-negative: ``nonnegative(table, total)`` if given (e.g.
-    ``privbayes.norm_sub``), else negative cells are set to 0 and the table rescaled to
+    ``norm_sub.norm_sub``), else negative cells are set to 0 and the table rescaled to
     ``total``. Repeated ``rounds`` times. Pure post-processing (the variances must be public:
     functions of the noise scales, never of the data).
     """

@@ -55,7 +55,8 @@ from . import exact
 from .generators import check_codes
 from .marginals import COUNT_SENSITIVITY
 from .noise import Randomness
-from .privbayes import NetworkNode, PrivBayesModel, norm_sub
+from .norm_sub import norm_sub
+from .privbayes import NetworkNode, PrivBayesModel
 
 __all__ = [
     "PureMST",

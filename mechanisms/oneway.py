@@ -83,7 +83,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import exact
-from .privbayes import norm_sub
+from .norm_sub import norm_sub
 
 __all__ = [
     "COLUMN_SENSITIVITY",

@@ -63,6 +63,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import exact
+from . import oneway as ow
+from .norm_sub import norm_sub  # re-exported: dpbundle.mechanisms.privbayes.norm_sub
 
 __all__ = [
     "PrivBayes",
@@ -718,8 +720,6 @@ class PrivBayes:
         ``|dom(Pi)| v_table``); with "measure" also the measured one-way histogram (eps_0 / d,
         variance ``v_oneway``), combined by inverse-variance weighting. Then norm-sub to n and
         shares. All post-processing except the "measure" draws."""
-        from . import oneway as ow  # oneway imports norm_sub from here
-
         n, d = codes.shape
         v_table = ow.oneway_noise_variance(eps_table, 1, sensitivity=count_table_sensitivity())
         estimates = [[(table_sums[j][0], table_sums[j][1] * v_table)] for j in range(d)]
@@ -800,25 +800,6 @@ def _compress(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, np.
             rest //= domain[j]
         return rows, counts.astype(np.float64)
     return codes, np.ones(codes.shape[0], dtype=np.float64)
-
-
-def norm_sub(noisy: np.ndarray, total: float) -> np.ndarray:
-    """Consistent non-negative counts from a noisy count table whose true total is public.
-
-    Every table of (X, Pi) counts each of the n records once, so its true total is n (public).
-    Plain clipping of negative cells adds the positive half of the noise of every empty cell
-    and inflates rare values; "norm-sub" (as in PrivSyn/DPSyn) instead finds the delta >= 0 with
-    sum(max(noisy - delta, 0)) = total and returns max(noisy - delta, 0). If the clipped table
-    already sums to at most ``total`` it is returned clipped. Post-processing: no budget.
-    """
-    clipped = np.clip(noisy, 0.0, None)
-    if clipped.sum() <= total:
-        return clipped
-    v = np.sort(noisy.ravel())[::-1]
-    k = np.arange(1, v.size + 1, dtype=np.float64)
-    deltas = (np.cumsum(v) - total) / k       # delta if exactly the k largest cells stay positive
-    j = int(np.flatnonzero(v >= deltas)[-1])  # the largest k whose k-th cell stays at or above its delta
-    return np.clip(noisy - max(float(deltas[j]), 0.0), 0.0, None)
 
 
 def _normalise(noisy: np.ndarray) -> np.ndarray:

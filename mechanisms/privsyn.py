@@ -32,7 +32,7 @@ an earlier DP output, while the total ``eps_meas`` is fixed. So ``fit`` is ``eps
 
 Everything after the noisy tables reads only them and public values (``n``, the domain, the
 noise scales): consistency (:func:`consistent_tables`: ``marginals.make_consistent`` with
-inverse-variance weights and ``privbayes.norm_sub``), and synthesis by GUM (:func:`gum`), which
+inverse-variance weights and ``norm_sub.norm_sub``), and synthesis by GUM (:func:`gum`), which
 runs inside :meth:`PrivSynModel.sample` on the caller's recorded ``np.random.Generator``.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ from . import exact
 from .generators import check_codes
 from .marginals import COUNT_SENSITIVITY, make_consistent
 from .noise import Randomness
-from .privbayes import norm_sub
+from .norm_sub import norm_sub
 
 __all__ = [
     "PrivSyn",
@@ -269,7 +269,7 @@ def consistent_tables(noisy: Sequence[np.ndarray], attrs: Sequence[tuple[int, ..
     ``marginals.make_consistent`` (PriView/PrivSyn consistency: for the empty set and every
     shared column, the inverse-variance weighted average of the tables' projections, the
     difference spread evenly over the summed cells) with per-cell variances ``2 b_i^2`` from
-    the public Laplace scales ``b_i``, and ``privbayes.norm_sub`` (PrivSyn's norm-sub) for
+    the public Laplace scales ``b_i``, and ``norm_sub.norm_sub`` (PrivSyn's norm-sub) for
     non-negativity, alternated ``rounds`` times. Post-processing: reads only the noisy tables,
     their (public) noise scales and the public total ``n``.
     """
