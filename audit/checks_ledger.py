@@ -3,7 +3,7 @@ registry that the bundle states is the private budget ledger's.
 
 One pre-registration (and one registry) can back many runs: a publisher could run the release
 several times and keep the run it likes. Every run reserves its whole budget in the private
-ledger before it touches the data (``release/ledger.py``); the bundle states, signed in
+ledger before it touches the data (``release/scheme/ledger.py``); the bundle states, signed in
 manifest.json's ``ledger``, how many spends the ledger had recorded on this registry when this
 release reserved its own (``spends_on_registry``, this one included) and which entry is its own
 (``spend_id``). With the ledger, the enclave auditor checks:
@@ -12,7 +12,7 @@ release reserved its own (``spends_on_registry``, this one included) and which e
   ``--data``) it was made on this data file (its ``data_fingerprint`` is the file's SHA-256; a
   re-export of the same registry has another one and gives a warning);
 * the spends on the same data, closed transitively over their two keys (the file's SHA-256 and
-  the prepared table's fingerprint, as ``release/ledger.py`` does) among the ledger's lines up to
+  the prepared table's fingerprint, as ``release/scheme/ledger.py`` does) among the ledger's lines up to
   and including this entry, number exactly ``spends_on_registry``;
 * later spends on the same data are reported (they compose with this release too).
 

@@ -1,7 +1,7 @@
 """The audit's own reading of a spec: which labels each released column may carry, and the
 number of each label (DESIGN / internals "Numbers of codes").
 
-Independent of ``release/transform.py``: labels are derived from the selected alternative of
+Independent of ``release/data/transform.py``: labels are derived from the selected alternative of
 each column, and numbers are parsed back from the labels:
 
 * ``"<18"``, ``"under 18"`` -> open below, number 18

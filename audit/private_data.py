@@ -1,6 +1,6 @@
 """The audit's own loading of the private input for the enclave replay: CSV(.gz) parsing per the
 spec's input columns, the raw constraints, and binning into codes per the selected
-configuration. Written independently of ``release/prepare.py`` and ``release/transform.py``.
+configuration. Written independently of ``release/data/prepare.py`` and ``release/data/transform.py``.
 
 Reading: an input column comes from the CSV column headed by its ``header`` (default its
 ``name``); a cell is missing when it equals one of ``input.missing_values`` or of the column's own

@@ -6,7 +6,7 @@ tested against its declared distribution (``noise_check.py``: zero, too small or
 noise fails, though it would replay byte for byte), and a pre-registered bundle's transcript
 must have used the beacon-bound seeds.
 
-The steps mirror ``release/iteration.py`` (read, not imported) in order and purposes:
+The steps mirror ``release/scheme/iteration.py`` (read, not imported) in order and purposes:
 
     (dp_count policy, before the first iteration) the DP count of the plausible records and the
     resize seed, replayed with dpbundle.mechanisms.records (the recorded true count must be the
@@ -313,7 +313,7 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
 
 def sample_and_project(model, n: int, config: dict, view, rng_for,
                        max_rows: int | None = None) -> np.ndarray:
-    """The post-processing of a fitted model, as ``release/iteration.py`` does it (read, not
+    """The post-processing of a fitted model, as ``release/scheme/iteration.py`` does it (read, not
     imported): sample rounds k = 0..7 of m = max(ceil(1.1 * need / max(rate, 0.05)), 16) rows
     with ``rng_for("sample round k")`` (a raking model, ``accepts_keep``, gets the constraint
     filter as ``keep``), drop rows matching a synthetic constraint, keep the first n, then

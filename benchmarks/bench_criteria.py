@@ -22,9 +22,9 @@ DEFAULT_DATA = ROOT / "examples" / "data" / "nvss2019_singleton_160k.csv.gz"
 
 
 def load_coded(data: Path, which: int = 0):
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.spec import load_spec
-    from dpbundle.release.transform import transform
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.spec.load import load_spec
+    from dpbundle.release.data.transform import transform
 
     spec = load_spec(ROOT / "examples" / "births.yaml")
     config = {"columns": {c["name"]: c["alternatives"][min(which, len(c["alternatives"]) - 1) if which >= 0 else -1]["id"] for c in spec.columns}}

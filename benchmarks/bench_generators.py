@@ -29,9 +29,9 @@ SPEC = REPO / "examples" / "births.yaml"
 
 def _code_with_transform(path: Path, alternative: str):
     """The project's own pipeline: release.prepare (raw constraints) + release.transform."""
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.spec import load_spec
-    from dpbundle.release.transform import transform
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.spec.load import load_spec
+    from dpbundle.release.data.transform import transform
     spec = load_spec(SPEC)
     pick = 0 if alternative == "first" else -1
     config = {"columns": {c["name"]: c["alternatives"][pick]["id"] for c in spec.columns}}

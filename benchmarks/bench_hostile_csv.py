@@ -50,8 +50,8 @@ def peak_mb():
 
 WORKER = PEAK + r"""
 import json, sys, time
-from dpbundle.release.prepare import InputError, prepare
-from dpbundle.release.spec import load_spec
+from dpbundle.release.data.prepare import InputError, prepare
+from dpbundle.release.spec.load import load_spec
 spec = load_spec(sys.argv[1])
 base = peak_mb()
 times, message = [], ""
@@ -138,7 +138,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="write the inputs here instead of a temporary directory")
     args = ap.parse_args()
 
-    from dpbundle.release.example import write_example
+    from dpbundle.release.data.example import write_example
 
     tmp = tempfile.TemporaryDirectory()
     work = args.keep or Path(tmp.name)

@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from dpbundle.mechanisms.noise import Randomness, Transcript
-from dpbundle.release.iteration import run_iteration
-from dpbundle.release.prepare import prepare
-from dpbundle.release.spec import load_spec
+from dpbundle.release.scheme.iteration import run_iteration
+from dpbundle.release.data.prepare import prepare
+from dpbundle.release.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = {

@@ -5,7 +5,7 @@
 
 The configuration is the best of the births spec's narrowed list
 (examples/births-narrowed-nvss160k.yaml: highest sweep acceptance, unless --config-id); every
-variant runs the births iteration (release/iteration.py: fit, sample ~1.1 n rows, drop rows
+variant runs the births iteration (release/scheme/iteration.py: fit, sample ~1.1 n rows, drop rows
 failing the synthetic constraints, keep n, face-privacy projection, all eight criteria) at the
 same generation epsilon (the spec's), ``--repeats`` times with fresh OpenDP noise. Variants:
 ``none`` (PrivBayes as published), ``tables`` (oneway: tables), ``measure:S`` (oneway: measure,
@@ -67,7 +67,7 @@ def run_variant(prepared, spec, config: dict, method: str | None, repeats: int,
     from dpbundle.mechanisms import oneway as ow
     from dpbundle.mechanisms.criteria.ratio import smoothed_ratio_value
     from dpbundle.mechanisms.noise import Randomness
-    from dpbundle.release import iteration
+    from dpbundle.release.scheme import iteration
 
     ratio_entry = next(e for e in spec.criteria if e["type"] == "smoothed_ratio")
     spec_run = spec
@@ -153,8 +153,8 @@ def main() -> None:
         print(f"SKIP: {args.data} is missing (the public NVSS 160k sample, see ../shared/data/README.md)")
         return
 
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.spec.load import load_spec
 
     spec = load_spec(SPEC)
     cid, config, acc = best_config(NARROWED, args.config_id)

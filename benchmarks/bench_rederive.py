@@ -35,7 +35,7 @@ def _release(tmp: Path, data: Path, gen: str) -> Path:
     import audit_fixtures as fx
     from typer.testing import CliRunner
 
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     run = CliRunner().invoke
     spec_path = fx.fast_spec(tmp / "spec.yaml")

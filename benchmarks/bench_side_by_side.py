@@ -59,10 +59,10 @@ def main() -> None:
         sys.exit(f"{args.data}: not found")
     from dpbundle.mechanisms.generators import generator_types
     from dpbundle.mechanisms.noise import Randomness
-    from dpbundle.release.iteration import make_config_generator, run_iteration
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.spec import load_spec
-    from dpbundle.release.transform import transform
+    from dpbundle.release.scheme.iteration import make_config_generator, run_iteration
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.spec.load import load_spec
+    from dpbundle.release.data.transform import transform
 
     spec = load_spec(ROOT / "examples" / "births.yaml")
     prepared = prepare(args.data, spec)

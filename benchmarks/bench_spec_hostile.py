@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
 
-    from dpbundle.release.spec import MAX_SPEC_BYTES, SpecError, load_spec
+    from dpbundle.release.spec.load import MAX_SPEC_BYTES, SpecError, load_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -93,7 +93,7 @@ def main() -> None:
         laughs = tmp / "laughs.yaml"
         exe = Path(sys.executable).with_name("dpbundle")
         cmd = [str(exe), "spec", "validate", str(laughs)] if exe.exists() else \
-            [sys.executable, "-m", "dpbundle.release.cli", "spec", "validate", str(laughs)]
+            [sys.executable, "-m", "dpbundle.release.cli.main", "spec", "validate", str(laughs)]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         print(f"\n`dpbundle spec validate` on the billion laughs (subprocess, start-up included): "

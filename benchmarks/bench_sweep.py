@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def bench(spec: Path, data: Path, *, sample: int, reps: int, seed: int, workers: int | None = None,
           scheduler: str | None = None) -> dict:
-    from dpbundle.release.sweep import read_runs, run_sweep
+    from dpbundle.release.sweep.run import read_runs, run_sweep
 
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
         out = Path(tmp) / "S"

@@ -26,10 +26,10 @@ import numpy as np
 
 from dpbundle.mechanisms.coding import Coded
 from dpbundle.mechanisms.criteria.base import EvalContext, make_criterion
-from dpbundle.release.example import write_example
-from dpbundle.release.prepare import prepare
-from dpbundle.release.spec import load_spec
-from dpbundle.release.transform import transform
+from dpbundle.release.data.example import write_example
+from dpbundle.release.data.prepare import prepare
+from dpbundle.release.spec.load import load_spec
+from dpbundle.release.data.transform import transform
 
 SPEC = Path(__file__).resolve().with_name("persons.yaml")
 

@@ -72,7 +72,7 @@ constraints. A model that puts a rare value on implausible records (parity "11 o
 mother under 23) would lose 10-20% of it there, after raking. So ``RakedModel.sample`` takes an
 optional ``keep`` (rows -> boolean mask of the rows that will be kept; a public function of the
 synthetic rows only) and rakes the kept rows to the shares scaled to their number, leaving the
-others (which are dropped anyway) in place; ``release/iteration.py`` and the audit's replay pass
+others (which are dropped anyway) in place; ``release/scheme/iteration.py`` and the audit's replay pass
 their constraint filter to models with ``accepts_keep``.
 """
 from __future__ import annotations

@@ -9,7 +9,7 @@
 ``release`` is the release itself: ``dpbundle release`` is a thin layer over the same function
 (``release_cmd.run_release``) that prints the exception's message and exits with its code. The
 same checks before any budget is spent, the same ledger, the same private transcript; progress
-output stays quiet unless ``echo=True``. ``sweep`` is :func:`dpbundle.release.sweep.run_sweep`;
+output stays quiet unless ``echo=True``. ``sweep`` is :func:`dpbundle.release.sweep.run.run_sweep`;
 ``audit`` is :func:`dpbundle.audit.runner.run_audit`. Reading a bundle:
 :func:`dpbundle.audit.open_bundle`.
 
@@ -40,7 +40,7 @@ __all__ = ["DpbundleError", "CommandError", "UnusableInput", "Refused", "Release
 PathLike = str | os.PathLike
 
 # The exception hierarchy lives in release/errors.py (no heavy imports); see its docstring.
-from .errors import (DPBUNDLE_ERRORS, BundleNotWritten, CommandError, DpbundleError,  # noqa: E402
+from dpbundle.release.errors import (DPBUNDLE_ERRORS, BundleNotWritten, CommandError, DpbundleError,  # noqa: E402
                      DpbundleInterrupt, Refused, ReleaseFailed, ReleaseInterrupted, UnusableInput)
 
 
@@ -118,7 +118,7 @@ def release(spec: PathLike | None = None, data: PathLike | None = None, *, out: 
                 resume=(resume, "path?"), example_rows=(example_rows, "int?"),
                 preregistration=(preregistration, "path?"), beacon=(beacon, "str?"),
                 preregistration_secret=(preregistration_secret, "path?"), echo=(echo, "bool"))
-    from . import release_cmd
+    from dpbundle.release import pipeline as release_cmd
 
     p = lambda v: Path(v) if v is not None else None  # noqa: E731
     with _consoles(release_cmd, echo):
@@ -140,13 +140,13 @@ def release(spec: PathLike | None = None, data: PathLike | None = None, *, out: 
 
 
 def sweep(spec: PathLike, data: PathLike, *, out: PathLike, **options: Any):
-    """``dpbundle sweep``: :func:`dpbundle.release.sweep.run_sweep` (options: reps, sample,
+    """``dpbundle sweep``: :func:`dpbundle.release.sweep.run.run_sweep` (options: reps, sample,
     seed, workers, scheduler, min_acceptance, max_reps, batch, configs, allow_other_spec,
     report, progress, ...); returns its SweepResult. :class:`UnusableInput` (code 2) for
     unusable input or an unknown option, :class:`DpbundleInterrupt` on Ctrl-C."""
     import inspect
 
-    from .sweep import SweepError, run_sweep
+    from dpbundle.release.sweep.run import SweepError, run_sweep
 
     _check_args("sweep()", spec=(spec, "path"), data=(data, "path"), out=(out, "path"))
     known = set(inspect.signature(run_sweep).parameters) - {"spec_path", "data_path", "out"}

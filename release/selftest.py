@@ -74,8 +74,8 @@ from dpbundle.mechanisms.failures import AttemptFailure
 from dpbundle.mechanisms.noise import PathDivergence, Randomness
 from dpbundle.mechanisms.records import RESIZE_PURPOSE, ResizePlan, dp_record_count
 
-from .prepare import Prepared, is_missing
-from .spec import Spec, input_categories
+from dpbundle.release.data.prepare import Prepared, is_missing
+from dpbundle.release.spec.load import Spec, input_categories
 
 __all__ = ["FORMAT", "STATEMENT", "Change", "Observation", "Finding", "Report", "tolerance",
            "distance", "pair_records", "Neighbours", "coupled_plan", "choose_configs",
@@ -448,7 +448,7 @@ class Neighbours:
 
     def plausible(self, record: dict[str, Any]) -> bool:
         """No raw constraint drops ``record`` (evaluated as prepare does, on a one-row table)."""
-        from .constraints import constraint_mask
+        from dpbundle.release.data.constraints import constraint_mask
 
         table = {n: np.asarray([record[n]], dtype=self.base.table[n].dtype) for n in self.names}
         return not any(constraint_mask(c, table, self.kinds, missing=is_missing,
@@ -659,7 +659,7 @@ def records_step(prepared: Prepared, spec: Spec, rand: Randomness,
     """The records policy on ``prepared`` (``release.records.release_records``), and for a
     neighbour that adds or removes a record the coupled plan instead of the seed's plan; the
     DP count is one of the paired calls either way."""
-    from .records import release_records
+    from dpbundle.release.scheme.records import release_records
 
     if spec.records_policy == "declared_public" or change is None or change.kind == "change":
         return release_records(prepared, spec, rand)
@@ -687,7 +687,7 @@ def choose_configs(spec: Spec, listed: list[dict] | None, draws: int, all_genera
     (:func:`variant`) not drawn yet; unavailable generators are not covered."""
     from dpbundle.mechanisms.generators import generator_types
 
-    from .space import config_at, config_id, generator_configs, space_size
+    from dpbundle.release.scheme.space import config_at, config_id, generator_configs, space_size
 
     chosen: list[dict] = []
     if listed:
@@ -791,7 +791,7 @@ def _where(exc: BaseException) -> str:
 
 def _attempt(prepared: Prepared, spec: Spec, config: dict, rand: Randomness) -> _Run:
     """One attempt as the selection runs it (``AttemptFailure`` ends it as failed)."""
-    from .iteration import run_iteration
+    from dpbundle.release.scheme.iteration import run_iteration
 
     run = _Run(rand.transcript.records)
     try:
@@ -838,7 +838,7 @@ def run_selftest(spec: Spec, prepared: Prepared, configs: list[dict], pairs: int
 
 def _run(report: Report, spec: Spec, prepared: Prepared, configs: list[dict],
          say: Callable[[str], None]) -> None:
-    from .space import config_id
+    from dpbundle.release.scheme.space import config_id
 
     rng = np.random.Generator(np.random.PCG64(report.seed))
     rec_rand = Randomness()
@@ -972,8 +972,8 @@ def _inputs(spec_path: Path | None, data: Path | None, example: str | None,
         return
     if spec_path is not None or data is not None:
         raise _InputProblem("give either SPEC and DATA or --example, not both")
-    from .api import CommandError
-    from .release_cmd import example_inputs
+    from dpbundle.release.api import CommandError
+    from dpbundle.release.pipeline import example_inputs
 
     try:
         with example_inputs(example, example_rows) as (s, d, narrowed):
@@ -983,7 +983,7 @@ def _inputs(spec_path: Path | None, data: Path | None, example: str | None,
 
 
 def _spec(path: Path) -> Spec:
-    from .spec import SpecError, load_spec
+    from dpbundle.release.spec.load import SpecError, load_spec
 
     try:
         return load_spec(path)
@@ -992,8 +992,8 @@ def _spec(path: Path) -> Spec:
 
 
 def _prepare_public(spec: Spec, data: Path) -> Prepared:
-    from .fingerprint import file_sha256
-    from .prepare import InputError, prepare
+    from dpbundle.release.data.fingerprint import file_sha256
+    from dpbundle.release.data.prepare import InputError, prepare
 
     try:
         sha = file_sha256(data)
@@ -1009,7 +1009,7 @@ def _prepare_public(spec: Spec, data: Path) -> Prepared:
 def _listed(spec: Spec, path: Path | None) -> list[dict] | None:
     if path is None:
         return None
-    from .sweep import load_narrowed
+    from dpbundle.release.sweep.run import load_narrowed
 
     try:
         return [e["config"] for e in load_narrowed(path, spec)] or None

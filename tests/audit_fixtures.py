@@ -375,7 +375,7 @@ def fast_spec(path: Path, policy: str = "declared_public") -> Path:
 
 def example_registry(path: Path, rows: int = 6000, seed: int = 11) -> Path:
     """The built-in simulated births registry (``dpbundle example births``) as a CSV file."""
-    from dpbundle.release.example import example_csv
+    from dpbundle.release.data.example import example_csv
 
     path.write_bytes(example_csv("births", rows, seed))
     return path

@@ -45,8 +45,8 @@ def births_spec_path() -> Path:
 
 @pytest.fixture(scope="session")
 def births_spec(births_spec_path):
-    """examples/births.yaml loaded and validated (a `dpbundle.release.spec.Spec`)."""
-    from dpbundle.release.spec import load_spec
+    """examples/births.yaml loaded and validated (a `dpbundle.release.spec.load.Spec`)."""
+    from dpbundle.release.spec.load import load_spec
 
     return load_spec(births_spec_path)
 

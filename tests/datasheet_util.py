@@ -2,8 +2,8 @@
 arguments of ``write_bundle``), without writing a bundle."""
 from __future__ import annotations
 
-from dpbundle.release import keys
-from dpbundle.release.bundle import _as_coding, public_spec
+from dpbundle.release.bundle import keys
+from dpbundle.release.bundle.write import _as_coding, public_spec
 from dpbundle.templates.datasheet import Meta, PublicFiles, build_context
 
 

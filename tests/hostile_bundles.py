@@ -31,7 +31,7 @@ def release_base(where: Path, kind: str, rows: int = 4000) -> dict:
     """A pre-registered release with ``publish: model`` of the example registry: {bundle, key, pub}."""
     from typer.testing import CliRunner
 
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     runner = CliRunner()
 
@@ -62,7 +62,7 @@ def release_base(where: Path, kind: str, rows: int = 4000) -> dict:
 def resign(bundle: Path, key_path: Path, **manifest_fields) -> None:
     """Re-hash every file into datapackage.json, SHA256SUMS and manifest.json (with
     ``manifest_fields`` set) and sign the manifest with ``key_path``: what a publisher can do."""
-    from dpbundle.release import keys
+    from dpbundle.release.bundle import keys
 
     data = (bundle / "data.csv").read_bytes()
     package = json.loads((bundle / "datapackage.json").read_text())

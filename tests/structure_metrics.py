@@ -15,7 +15,7 @@ PACKAGES = ("release", "audit", "mechanisms", "templates")
 
 
 def modules() -> dict[str, Path]:
-    """Dotted name (``dpbundle.release.cli.audit``) -> file, for every module of the package."""
+    """Dotted name (``dpbundle.release.cli.main.audit``) -> file, for every module of the package."""
     out: dict[str, Path] = {}
     for pkg in PACKAGES:
         for p in sorted((ROOT / pkg).rglob("*.py")):

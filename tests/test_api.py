@@ -19,7 +19,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     tmp = tmp_path_factory.mktemp("api")
     spec = fx.fast_spec(tmp / "fast.yaml")
@@ -140,7 +140,7 @@ def test_release_and_audit_from_python(tmp_path):
 
     spec = fx.fast_spec(tmp_path / "fast.yaml")
     data = fx.example_registry(tmp_path / "registry.csv", 3000, 9)
-    from dpbundle.release import keys
+    from dpbundle.release.bundle import keys
 
     keys.write_keypair(tmp_path / "k")
     with release(spec, data, out=tmp_path / "B", key=tmp_path / "k.key",

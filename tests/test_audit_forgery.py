@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import audit_fixtures as fx  # noqa: E402
 
 from dpbundle.audit.runner import AuditInputError, run_audit  # noqa: E402
-from dpbundle.release import keys  # noqa: E402
-from dpbundle.release.cli import app  # noqa: E402
+from dpbundle.release.bundle import keys# noqa: E402
+from dpbundle.release.cli.main import app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -64,8 +64,8 @@ def invoke(*args, ok: bool = True):
 def wired(configs: Path | None, ledger: Path):
     """Releases inside write the configuration list and the ledger's count into the bundle, as
     release_cmd.py will: ``public_files |= configurations_file(configs)`` and ``ledger={...}``."""
-    from dpbundle.release import bundle as bundle_mod
-    from dpbundle.release.ledger import Ledger, _same_data
+    from dpbundle.release.bundle import write as bundle_mod
+    from dpbundle.release.scheme.ledger import Ledger, _same_data
 
     original = bundle_mod.write_bundle
 
@@ -107,7 +107,7 @@ def noise_times(factor: float):
 
 
 def narrowed(path: Path, configs: list[dict]) -> Path:
-    from dpbundle.release.space import config_id
+    from dpbundle.release.scheme.space import config_id
 
     doc = {"format": "dpbundle-narrowed/1",
            "configurations": [{"id": config_id(c), "config": c, "acceptance": 1.0, "wilson_low": 0.9,
@@ -117,8 +117,8 @@ def narrowed(path: Path, configs: list[dict]) -> Path:
 
 
 def space(spec: Path) -> list[dict]:
-    from dpbundle.release.space import enumerate_configs
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.scheme.space import enumerate_configs
+    from dpbundle.release.spec.load import load_spec
 
     return list(enumerate_configs(load_spec(spec)))
 
@@ -130,7 +130,7 @@ def forge(bundle: Path, key: Path, **manifest_fields) -> None:
     """What a publisher can do after editing files: datasheet rendered again from the edited
     public files, every hash recomputed (datapackage.json, SHA256SUMS, manifest.json listing
     exactly the files present) and the manifest re-signed with its own key."""
-    from dpbundle.release.datasheet import render_pdf_bytes
+    from dpbundle.release.bundle.datasheet import render_pdf_bytes
     from dpbundle.templates.datasheet import datasheet_html, meta_from_manifest, read_public_files
 
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -355,7 +355,7 @@ def test_the_cli_says_not_verified_and_exits_3(released, tmp_path):
     assert res.exit_code == 3 and "Traceback" not in res.output
     assert "NOT VERIFIED (pre-registration not pinned; beacon not checked)" in " ".join(res.output.split())
     doc = json.loads(out.read_text())
-    from dpbundle.release.jsonschemas import iter_errors
+    from dpbundle.release.common.jsonschemas import iter_errors
 
     assert iter_errors(doc, "audit-report") == []
     assert doc["verdict"] == "not_verified_preregistration_not_pinned"
@@ -502,7 +502,7 @@ def two_generators(base):
     ps = narrowed(t / "privsyn.yaml", [c for c in configs if c["generator"]["type"] == "privsyn"])
     invoke("preregister", spec, "--key", base["key"], "--out", t / "rec.json", "--configs", ps,
            "--beacon-source", SOURCE, "--secret-out", t / "s.json")
-    from dpbundle.release import preregister
+    from dpbundle.release.scheme import preregister
 
     with wired(pb, t / "ledger.jsonl"), pytest.MonkeyPatch.context() as mp:
         mp.setattr(preregister, "check_against", lambda *a, **k: [])
@@ -713,7 +713,7 @@ def test_a_release_publishes_its_list_and_its_spend_count(tmp_path):
     from typer.testing import CliRunner
 
     from dpbundle.audit.runner import run_audit
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     ledger = tmp_path / "ledger.jsonl"
     res = CliRunner().invoke(app, ["release", "--example", "persons", "--out", str(tmp_path / "b"),

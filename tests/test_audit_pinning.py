@@ -151,8 +151,8 @@ def test_pubkey_file_holding_the_fingerprint(original, tmp_path):
 
 
 def test_fingerprint_is_the_one_keygen_prints(original, tmp_path):
-    """The same notion as release/keys.py (SHA-256 of the raw key) and manifest.json's."""
-    from dpbundle.release import keys
+    """The same notion as release/bundle/keys.py (SHA-256 of the raw key) and manifest.json's."""
+    from dpbundle.release.bundle import keys
 
     d, key, pub = original
     assert keys.public_key_fingerprint(keys.load_public_key(pub)) == fingerprint(key)
@@ -327,7 +327,7 @@ def test_spec_hash_matches(original):
 
 def test_spec_hash_is_the_release_side_fingerprint_of_the_public_spec():
     """The canonical SHA-256 is the release's canonical JSON of the public spec (cross-check)."""
-    from dpbundle.release.spec import canonical_json, load_spec
+    from dpbundle.release.spec.load import canonical_json, load_spec
 
     s = load_spec(SPEC_FILE)
     want = hashlib.sha256(canonical_json(s.public_dict())).hexdigest()
@@ -581,7 +581,7 @@ NO_WEASYPRINT = textwrap.dedent("""
         from dpbundle.audit.cli import main
         code = main(args)
     else:
-        from dpbundle.release.cli import app
+        from dpbundle.release.cli.main import app
         try:
             app(args=["audit", *args], prog_name="dpbundle")
             code = 0

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dpbundle.audit.runner import run_audit
-from dpbundle.release import keys
-from dpbundle.release.cli import app
+from dpbundle.release.bundle import keys
+from dpbundle.release.cli.main import app
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_a_changed_sentence_of_prose_fails_documentation(copy):
 
 def test_a_pdf_with_other_words_fails_documentation(copy):
     """README.pdf rendered from an edited HTML (README.html left as released)."""
-    from dpbundle.release.datasheet import render_pdf_bytes
+    from dpbundle.release.bundle.datasheet import render_pdf_bytes
 
     d, key, pub = copy
     html = (d / "README.html").read_text(encoding="utf-8")
@@ -127,7 +127,7 @@ def test_a_pdf_with_other_words_fails_documentation(copy):
 
 def test_a_pdf_rendered_from_the_same_html_passes(copy):
     """Fonts and PDF bytes may differ: the words are what is compared."""
-    from dpbundle.release.datasheet import render_pdf_bytes
+    from dpbundle.release.bundle.datasheet import render_pdf_bytes
 
     d, key, pub = copy
     again = render_pdf_bytes((d / "README.html").read_text(encoding="utf-8"))

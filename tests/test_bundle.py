@@ -18,7 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpbundle.release import bundle, datasheet, jsonschemas, keys
+from dpbundle.release.bundle import write as bundle
+from dpbundle.release.bundle import datasheet
+from dpbundle.release.common import jsonschemas
+from dpbundle.release.bundle import keys
 
 ATTEMPTS = 7919  # the (secret) number of selection attempts in the fake transcript
 
@@ -489,8 +492,8 @@ def test_validate_file(built, tmp_path):
 
 def test_with_the_real_column_codings(tmp_path, signing_key, fast_pdf):
     """The writer works with dpbundle's own ColumnCoding objects and spec loader (duck typing)."""
-    transform = pytest.importorskip("dpbundle.release.transform")
-    spec_mod = pytest.importorskip("dpbundle.release.spec")
+    transform = pytest.importorskip("dpbundle.release.data.transform")
+    spec_mod = pytest.importorskip("dpbundle.release.spec.load")
     rel = fake_release()
     spec = spec_mod.load_spec(SPEC_PATH)
     rel["columns"] = list(transform.codings(spec, rel["configuration"]))

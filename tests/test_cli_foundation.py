@@ -20,7 +20,7 @@ GOOD_ROW = "30,1,39,True,3400,2019-01-15"
 
 @pytest.fixture(scope="module")
 def app():
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     return app
 
@@ -154,7 +154,7 @@ def test_space_broken_spec_exits_2(runner, app, tmp_path, births_doc):
 def test_validate_data_160k_reports_n(runner, app, births_spec_path, nvss_160k_path, nvss_160k_frame):
     df = nvss_160k_frame
     a, p, g, w = df["mother_age"], df["parity"], df["gestation_week"], df["birth_weight"]
-    # DESIGN.md's raw constraints (drop if true), written independently of release/constraints.py
+    # DESIGN.md's raw constraints (drop if true), written independently of release/data/constraints.py
     drop = (df.isna().any(axis=1)
             | (w < 500) | (w > 5500) | (g < 22) | (g > 44)
             | ((a < 23) & (p > 6)) | ((a < 20) & (p > 3))

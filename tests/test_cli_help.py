@@ -8,7 +8,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from dpbundle.release.cli import app
+from dpbundle.release.cli.main import app
 
 COMMANDS = [["release"], ["audit"], ["sweep"], ["keygen"], ["example"], ["ledger", "list"],
             ["ledger", "mark"], ["spec", "validate"], ["spec", "space"], ["spec", "explain"],

@@ -39,9 +39,9 @@ from dpbundle.mechanisms.criteria.regression import RegressionDesign, fm_vector,
 from dpbundle.mechanisms.criteria.rounding import on_grid
 from dpbundle.mechanisms.noise import Randomness, Transcript
 from dpbundle.mechanisms.projection import ProjectionError, project
-from dpbundle.release import iteration as it
-from dpbundle.release import transform as tr
-from dpbundle.release.constraints import synthetic_violations, violation_table
+from dpbundle.release.scheme import iteration as it
+from dpbundle.release.data import transform as tr
+from dpbundle.release.data.constraints import synthetic_violations, violation_table
 
 TOL = dict(rel=1e-9, abs=1e-9)
 
@@ -473,7 +473,7 @@ CONFIGS = [{"columns": {"birth_month": "month", "mother_age": age, "parity": par
 
 @pytest.fixture(scope="module")
 def small_prepared(births_spec, shared_data_dir):
-    from dpbundle.release.prepare import prepare
+    from dpbundle.release.data.prepare import prepare
 
     path = shared_data_dir / "nvss2019_singleton_10k.csv"
     if not path.exists():

@@ -21,8 +21,8 @@ from dpbundle.audit.sensitivity import recompute_sensitivity
 from dpbundle.mechanisms.coding import Coded
 from dpbundle.mechanisms.criteria import CriterionError, EvalContext, make_criterion
 from dpbundle.mechanisms.criteria.regression import RegressionDesign, fm_vector, ols, ss_vector
-from dpbundle.release.spec import SpecError, read_spec_document, validate_spec
-from dpbundle.release.spec_criteria import criteria_problems, criteria_warnings
+from dpbundle.release.spec.load import SpecError, read_spec_document, validate_spec
+from dpbundle.release.spec.criteria_checks import criteria_problems, criteria_warnings
 
 BIRTHS = Path(__file__).resolve().parents[1] / "examples" / "births.yaml"
 

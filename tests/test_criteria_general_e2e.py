@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from dpbundle.audit.runner import run_audit
-from dpbundle.release.cli import app
+from dpbundle.release.cli.main import app
 
 runner = CliRunner()
 REGIONS = ["north", "south", "east", "west"]

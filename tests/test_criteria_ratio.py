@@ -104,7 +104,7 @@ def test_smoothed_single_term_bound(s, clip, k):
 def test_smoothing_keeps_the_derived_threshold_meaningful_at_small_epsilon(births_doc):
     """At epsilon 0.15 the births derivation (m = 50) falls below the metric's minimum of 1 and
     the spec is refused; with k = 100 the sensitivity is guaranteed and the threshold is 1.40."""
-    from dpbundle.release.spec import SpecError, validate_spec
+    from dpbundle.release.spec.load import SpecError, validate_spec
 
     thr = {"derive": "laplace_false_positive", "stakeholder": 2.0, "false_positive": 0.05,
            "assumed_min_count": 50}
@@ -146,7 +146,7 @@ def test_release_with_smoothing_passes_its_audit(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import audit_fixtures as fx
     from dpbundle.audit.runner import run_audit
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     spec = fx.fast_spec(tmp_path / "spec.yaml")
     doc = yaml.safe_load(spec.read_text())

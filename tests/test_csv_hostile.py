@@ -25,7 +25,7 @@ COLUMNS = ["mother_age", "parity", "gestation_week", "is_female", "birth_weight"
 
 @pytest.fixture(scope="module")
 def app():
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     return app
 
@@ -33,7 +33,7 @@ def app():
 @pytest.fixture(scope="module")
 def lines(tmp_path_factory) -> list[str]:
     """The header and 500 rows of the simulated births registry, as text lines."""
-    from dpbundle.release.example import write_example
+    from dpbundle.release.data.example import write_example
 
     path = tmp_path_factory.mktemp("example") / "births.csv"
     write_example(path, rows=500)
@@ -44,7 +44,7 @@ def lines(tmp_path_factory) -> list[str]:
 
 @pytest.fixture(scope="module")
 def key(tmp_path_factory) -> Path:
-    from dpbundle.release.keys import write_keypair
+    from dpbundle.release.bundle.keys import write_keypair
 
     key_path, _ = write_keypair(tmp_path_factory.mktemp("keys") / "steward")
     return key_path
@@ -217,7 +217,7 @@ def test_corrupt_gzip_body(app, tmp_path, lines, key):
 
 
 def test_truncated_gzip(app, tmp_path):
-    from dpbundle.release.example import write_example
+    from dpbundle.release.data.example import write_example
 
     plain = tmp_path / "many.csv"
     write_example(plain, rows=20_000)
@@ -317,8 +317,8 @@ def test_trailing_comma_on_header_and_rows_is_a_consistent_file(app, tmp_path, l
     path = _write(tmp_path / "both.csv", [row + "," for row in lines])
     result, text = validate(app, path)
     assert result.exit_code == 0, text
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.spec.load import load_spec
 
     assert prepare(path, load_spec(SPEC)).n == load_private(path).n
 
@@ -357,7 +357,8 @@ def test_unclosed_quote_and_text_after_a_quote(app, tmp_path, lines):
 
 
 def test_reading_stops_after_a_bounded_number_of_problems(app, tmp_path, lines, monkeypatch):
-    from dpbundle.release import csv_read, prepare
+    from dpbundle.release.data import csv_read
+    from dpbundle.release.data import prepare
 
     monkeypatch.setattr(csv_read, "CHUNK_ROWS", 100)
     monkeypatch.setattr(prepare, "MAX_PROBLEMS", 50)
@@ -373,8 +374,8 @@ def test_reading_stops_after_a_bounded_number_of_problems(app, tmp_path, lines, 
 def test_good_variants_read_the_same_rows(tmp_path, lines):
     """Blank lines, CR LF, a byte-order mark and a quoted line break in an unread column change
     nothing: the release and the enclave replay read the same rows."""
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.spec.load import load_spec
 
     spec = load_spec(SPEC)
     base = prepare(_write(tmp_path / "plain.csv", lines), spec)

@@ -28,8 +28,9 @@ from audit_fixtures import example_registry, fast_spec
 from dpbundle.audit.checks_budget import composition_formula
 from dpbundle.audit.preregistration import canonical_sha256
 from dpbundle.audit.runner import run_audit
-from dpbundle.release import jsonschemas, keys
-from dpbundle.release.cli import app
+from dpbundle.release.common import jsonschemas
+from dpbundle.release.bundle import keys
+from dpbundle.release.cli.main import app
 from dpbundle.templates.datasheet.codebook import CODEBOOK_FIELDS
 from dpbundle.templates.datasheet.snippets import CODEBOOK_COLUMNS_USED, reading_snippets
 
@@ -165,7 +166,7 @@ def test_build_budget_parts_are_decimal_shares(births_spec):
     """PrivBayes with one-way marginals on 4.0: the floats 1.5999999999999999, 1.6 and
     0.7999999999999999 are published as 1.6, 1.6 and 0.8 beside the floats."""
     from dpbundle.mechanisms.privbayes import PrivBayes
-    from dpbundle.release.budget import build_budget
+    from dpbundle.release.scheme.budget import build_budget
 
     g = PrivBayes(4.0, epsilon_split=0.5, theta=4, oneway="measure", oneway_split=0.2)
     b = build_budget(births_spec, g, 9.98, 1000)
@@ -219,7 +220,7 @@ def test_published_parts_always_pass_the_audit(eps, split, split2, kind):
     from dpbundle.mechanisms.mst import PureMST
     from dpbundle.mechanisms.privbayes import PrivBayes
     from dpbundle.mechanisms.privsyn import PrivSyn
-    from dpbundle.release.budget import generation_parts
+    from dpbundle.release.scheme.budget import generation_parts
 
     g = {"privbayes": lambda: PrivBayes(eps, epsilon_split=split, theta=4),
          "privbayes-oneway": lambda: PrivBayes(eps, epsilon_split=split, theta=4, oneway="measure",

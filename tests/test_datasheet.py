@@ -10,7 +10,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from dpbundle.release import charts, datasheet, keys
+from dpbundle.templates.datasheet import charts
+from dpbundle.release.bundle import datasheet
+from dpbundle.release.bundle import keys
 from datasheet_util import context_of
 from test_bundle import fake_release
 
@@ -255,7 +257,8 @@ def _fit_metric(rel):
 
 
 def test_fit_noise_is_not_shown_as_noise_of_the_value(context, monkeypatch):
-    from dpbundle.release import bundle, value_noise
+    from dpbundle.release.bundle import write as bundle
+    from dpbundle.templates.datasheet import value_noise
     from dpbundle.templates.datasheet import value_noise as shared_noise
 
     monkeypatch.setattr(shared_noise, "estimate", lambda *a, **k: {})     # no estimate
@@ -290,7 +293,7 @@ SCRIPTS = {"Hebrew": "לידות חי", "Arabic": "المواليد الأحيا
 
 
 def test_text_in_any_script_renders(context):
-    from dpbundle.release import glyphs
+    from dpbundle.release.bundle import glyphs
 
     text = " / ".join(SCRIPTS.values())
     missing = glyphs.missing_characters([text])
@@ -308,7 +311,7 @@ def test_text_in_any_script_renders(context):
 
 
 def test_a_character_without_font_fails_clearly(context):
-    from dpbundle.release import glyphs
+    from dpbundle.release.bundle import glyphs
 
     _, ctx = _context_with(context, spec=lambda s: s["release"].update(title="Births \ue000\U0010fffd"))
     html = datasheet.render_html(ctx)
@@ -322,7 +325,7 @@ def test_a_character_without_font_fails_clearly(context):
 
 def test_preflight_refuses_a_spec_text_without_font(context):
     """The glyph check runs in release's pre-flight, before the ledger entry (nothing spent)."""
-    from dpbundle.release import preflight
+    from dpbundle.release.bundle import preflight
 
     spec = dict(context[0]["spec"])
     assert preflight.renderer_problem(spec) is None
@@ -340,7 +343,7 @@ def births_bundle(tmp_path_factory):
 
     from typer.testing import CliRunner
 
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     d = tmp_path_factory.mktemp("births")
     cwd = os.getcwd()

@@ -6,8 +6,8 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from dpbundle.release.cli import app
-from dpbundle.release.datasheet import query_family
+from dpbundle.release.cli.main import app
+from dpbundle.release.bundle.datasheet import query_family
 
 # "birth" alone is fair in a persons table (date or place of birth); these are the births release's own words.
 BIRTHS_WORDS = ("births", "live birth", "birth weight", "weight", "gestation", "parity", "mother", "newborn",

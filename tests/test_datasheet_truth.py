@@ -33,8 +33,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dpbundle.release import datasheet
-from dpbundle.release.cli import app
+from dpbundle.release.bundle import datasheet
+from dpbundle.release.cli.main import app
 from dpbundle.templates.datasheet import charts, evidence as ev
 from dpbundle.templates.datasheet.context import faithfulness_rule_text, one_category, query_family
 from dpbundle.templates.datasheet.numbers import noisy, plain, std_text, with_unit
@@ -72,7 +72,7 @@ def _text(html: str) -> str:
 
 
 def _dp_count(budget: dict) -> None:
-    """budget.json as release/budget.py writes it under dp_count."""
+    """budget.json as release/scheme/budget.py writes it under dp_count."""
     from dpbundle.mechanisms.records import guarantee_text
 
     budget["neighbouring"] = guarantee_text("dp_count")["neighbouring"]
@@ -246,7 +246,7 @@ def test_source_kind_and_thresholds_set_by_are_used():
 
 
 def test_new_release_fields_validate_and_are_documented(births_doc):
-    from dpbundle.release.spec import SpecError, validate_spec
+    from dpbundle.release.spec.load import SpecError, validate_spec
 
     births_doc["release"].update(source_kind="census", thresholds_set_by="x", motivation="m", mandate="a",
                                  maintenance="e", citation="c", version="2.1")
@@ -332,7 +332,7 @@ def test_spec_validate_states_the_weak_evidence_conditions(births_spec_path):
 
 @pytest.fixture(scope="module")
 def small_births_csv(tmp_path_factory):
-    from dpbundle.release.example import write_example
+    from dpbundle.release.data.example import write_example
 
     path = tmp_path_factory.mktemp("data") / "births_small.csv"
     write_example(path, rows=1200, seed=7)
@@ -353,7 +353,7 @@ def test_sweep_warns_of_weak_evidence_before_its_runs(tmp_path, small_births_csv
     from rich.console import Console
 
     from conftest import small_births_doc
-    from dpbundle.release.sweep import run_sweep
+    from dpbundle.release.sweep.run import run_sweep
     from test_sweep import StandIn
 
     spec = tmp_path / "small.yaml"

@@ -72,7 +72,7 @@ def _neighbour(data: Path, out: Path, how: str) -> Path:
 @pytest.fixture(scope="module", params=["declared_public", "dp_count"])
 def released(request, tmp_path_factory):
     """A real `dpbundle release` without --transcript: the default (private) location is used."""
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     tmp = tmp_path_factory.mktemp(f"enclave-{request.param}")
     private = tmp_path_factory.mktemp("private") / "not-yet" / "private"
@@ -249,7 +249,7 @@ def test_default_transcript_is_private_and_away_from_the_bundle(released):
 
 
 def test_default_transcript_path_env_xdg_home(tmp_path, monkeypatch):
-    from dpbundle.release.bundle import default_transcript_path
+    from dpbundle.release.bundle.write import default_transcript_path
 
     out = tmp_path / "work" / "births-bundle"
     out.parent.mkdir()
@@ -270,7 +270,7 @@ def test_default_transcript_path_env_xdg_home(tmp_path, monkeypatch):
 
 
 def test_existing_private_dir_is_narrowed(tmp_path, monkeypatch, capsys):
-    from dpbundle.release.bundle import default_transcript_path
+    from dpbundle.release.bundle.write import default_transcript_path
 
     # the default directory (ours) is narrowed to 0700
     d = tmp_path / "xdg" / "dpbundle" / "private"

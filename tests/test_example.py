@@ -1,4 +1,4 @@
-"""Tests of the built-in simulated births example (release/example.py)."""
+"""Tests of the built-in simulated births example (release/data/example.py)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from dpbundle.release.example import ExampleError, cli_example, load_model, simulate, write_example
+from dpbundle.release.data.example import ExampleError, cli_example, load_model, simulate, write_example
 
 SPEC = Path(__file__).resolve().parents[1] / "examples" / "births.yaml"
 COLUMNS = ["mother_age", "parity", "gestation_week", "is_female", "birth_weight", "date_of_birth"]

@@ -1,4 +1,4 @@
-"""Tests of the built-in simulated persons example (release/example_persons.py, examples/persons.yaml)."""
+"""Tests of the built-in simulated persons example (release/data/example_persons.py, examples/persons.yaml)."""
 from __future__ import annotations
 
 import io
@@ -13,9 +13,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dpbundle.release.cli import app
-from dpbundle.release.example import write_example
-from dpbundle.release.example_persons import DEFAULT_ROWS, HEADERS, example_bytes, load_model
+from dpbundle.release.cli.main import app
+from dpbundle.release.data.example import write_example
+from dpbundle.release.data.example_persons import DEFAULT_ROWS, HEADERS, example_bytes, load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "persons.yaml"
@@ -155,7 +155,7 @@ def test_sources_name_published_aggregates_only():
 
 
 def test_spec_validates():
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.spec.load import load_spec
 
     spec = load_spec(SPEC)
     assert [c["name"] for c in spec.columns] == ["age", "sex", "education", "marital", "occupation", "hours",

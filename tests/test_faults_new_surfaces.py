@@ -44,8 +44,8 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import audit_fixtures as fx  # noqa: E402
 
-import dpbundle.release.selection as selection_mod  # noqa: E402
-from dpbundle.release.cli import app  # noqa: E402
+import dpbundle.release.scheme.selection as selection_mod  # noqa: E402
+from dpbundle.release.cli.main import app  # noqa: E402
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ def _deadline(seconds: int):
 
 def _write_fails_with(monkeypatch, err: int = errno.ENOSPC):
     """write_bundle fails while rendering the PDF, as on a full disk."""
-    from dpbundle.release import datasheet
+    from dpbundle.release.bundle import datasheet
 
     def full(_html, _path):
         raise OSError(err, os.strerror(err))
@@ -145,7 +145,7 @@ def _write_fails_with(monkeypatch, err: int = errno.ENOSPC):
 def kept(env, tmp_path_factory):
     """A kept result (.pending.npz) of a run whose bundle could not be written (disk full)."""
     d = tmp_path_factory.mktemp("kept")
-    from dpbundle.release import datasheet
+    from dpbundle.release.bundle import datasheet
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DPBUNDLE_PRIVATE_DIR", str(env.private))
@@ -249,7 +249,7 @@ def _sigterm_at(monkeypatch, where: str, out: Path, transcript: Path):
             return r
         monkeypatch.setattr(os, "replace", replace)
     elif where == "while the ledger is marked":
-        from dpbundle.release.ledger import Ledger
+        from dpbundle.release.scheme.ledger import Ledger
 
         real = Ledger.mark_finished
 
@@ -259,7 +259,7 @@ def _sigterm_at(monkeypatch, where: str, out: Path, transcript: Path):
             return real(self, entry, status)
         monkeypatch.setattr(Ledger, "mark_finished", mark)
     elif where == "during the summary":
-        import dpbundle.release.release_cmd as rc
+        import dpbundle.release.pipeline as rc
 
         real = rc._summary
 
@@ -268,7 +268,7 @@ def _sigterm_at(monkeypatch, where: str, out: Path, transcript: Path):
             return real(*a, **k)
         monkeypatch.setattr(rc, "_summary", summary)
     elif where == "while the spend is appended":
-        from dpbundle.release.ledger import Ledger
+        from dpbundle.release.scheme.ledger import Ledger
 
         real = Ledger._append
 
@@ -341,7 +341,7 @@ def test_a_signal_while_the_spend_is_written_says_it_is_recorded(env, tmp_path, 
 
 
 def test_a_signal_before_the_spend_says_nothing_was_spent(env, tmp_path, monkeypatch):
-    import dpbundle.release.prepare as prep
+    import dpbundle.release.data.prepare as prep
 
     real = prep.prepare
     fire = _fire_once(signal.SIGHUP)
@@ -398,7 +398,7 @@ def test_a_full_private_directory_after_the_spend_keeps_the_result(env, tmp_path
     assert "No space left on device" in _text(res)
     pending = _pending_from(res)
     assert pending.stat().st_size > 0 and stat.S_IMODE(pending.stat().st_mode) == 0o600
-    from dpbundle.release.pending import load_pending
+    from dpbundle.release.bundle.pending import load_pending
 
     assert load_pending(pending)["ledger_entry"] == _ledger(tmp_path / "ledger.jsonl")[0]["id"]
     new = set(env.private.iterdir()) - before
@@ -407,7 +407,7 @@ def test_a_full_private_directory_after_the_spend_keeps_the_result(env, tmp_path
 
 
 def test_no_room_for_a_kept_result_is_refused_before_the_spend(env, tmp_path, monkeypatch):
-    import dpbundle.release.pending as pending_mod
+    import dpbundle.release.bundle.pending as pending_mod
 
     def no_room(*_a, **_k):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -420,7 +420,7 @@ def test_no_room_for_a_kept_result_is_refused_before_the_spend(env, tmp_path, mo
 
 
 def test_a_failed_save_leaves_no_empty_pending_file(env, tmp_path, monkeypatch):
-    from dpbundle.release import pending as pending_mod
+    from dpbundle.release.bundle import pending as pending_mod
 
     d = tmp_path / "priv"
     d.mkdir(mode=0o700)
@@ -486,7 +486,7 @@ def test_a_really_full_private_tmpfs_after_the_spend(env, tmp_path, monkeypatch)
 
 def _resave(p: dict, directory: Path, out: Path, **changes) -> Path:
     """Write a loaded kept result again (with the key of ``directory``), with ``changes``."""
-    from dpbundle.release.pending import save_pending
+    from dpbundle.release.bundle.pending import save_pending
 
     q = dict(p, **changes)
     return save_pending(directory, out, spec=q["spec"], configuration=q["configuration"],
@@ -523,7 +523,7 @@ def test_a_plausible_edit_of_the_codes_is_refused(env, kept, tmp_path):
 
 
 def test_a_kept_result_made_with_another_key_is_refused(env, kept, tmp_path):
-    from dpbundle.release.pending import load_pending
+    from dpbundle.release.bundle.pending import load_pending
 
     p = load_pending(kept.pending)
     other = tmp_path / "elsewhere"
@@ -546,7 +546,7 @@ def test_a_kept_result_of_the_old_format_is_refused(env, kept, tmp_path):
 def test_a_kept_result_that_fails_its_recheck_is_not_signed(env, kept, tmp_path, what):
     """Even with the key (an insider), the kept result must agree with its own transcript and
     with the face-privacy minimum."""
-    from dpbundle.release.pending import load_pending
+    from dpbundle.release.bundle.pending import load_pending
 
     p = load_pending(kept.pending)
     if what == "dp_value":
@@ -566,7 +566,7 @@ def test_a_kept_result_that_fails_its_recheck_is_not_signed(env, kept, tmp_path,
 
 
 def test_a_redirected_ledger_path_touches_nothing(env, kept, tmp_path):
-    from dpbundle.release.pending import load_pending
+    from dpbundle.release.bundle.pending import load_pending
 
     victim = tmp_path / "victim.txt"
     victim.write_text("not a ledger\n")
@@ -580,7 +580,7 @@ def test_a_redirected_ledger_path_touches_nothing(env, kept, tmp_path):
 
 
 def test_the_ledger_never_chmods_or_writes_through_another_file(tmp_path):
-    from dpbundle.release.ledger import Ledger, LedgerError
+    from dpbundle.release.scheme.ledger import Ledger, LedgerError
 
     victim = tmp_path / "victim.txt"
     victim.write_text("hello\n")
@@ -625,10 +625,10 @@ def test_markup_in_a_title_never_crashes_the_ledger_or_later_releases(env, tmp_p
     doc = yaml.safe_load(env.spec.read_text())
     doc["release"]["title"] = "Live births [/] one year [bold red]"
     spec.write_text(yaml.safe_dump(doc, sort_keys=False))
-    from dpbundle.release.fingerprint import table_fingerprint
-    from dpbundle.release.ledger import Ledger
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.data.fingerprint import table_fingerprint
+    from dpbundle.release.scheme.ledger import Ledger
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.spec.load import load_spec
 
     s = load_spec(spec)
     prepared = prepare(env.data, s)
@@ -681,7 +681,7 @@ def test_a_full_disk_from_python_is_bundle_not_written(env, tmp_path, monkeypatc
 
 
 def test_a_ledger_that_turns_read_only_after_the_bundle_is_a_warning(env, tmp_path, monkeypatch):
-    from dpbundle.release.ledger import Ledger, LedgerError
+    from dpbundle.release.scheme.ledger import Ledger, LedgerError
 
     def read_only(self, entry, status="finished"):
         raise LedgerError(f"{self.path}: cannot open the ledger (Read-only file system)")
@@ -694,7 +694,7 @@ def test_a_ledger_that_turns_read_only_after_the_bundle_is_a_warning(env, tmp_pa
 
 
 def test_a_failed_ledger_append_leaves_no_partial_line(tmp_path, monkeypatch):
-    from dpbundle.release import ledger as ledger_mod
+    from dpbundle.release.scheme import ledger as ledger_mod
 
     book = ledger_mod.Ledger(tmp_path / "l.jsonl")
     book.record("d", "s", 1.0, "first")
@@ -824,7 +824,7 @@ def test_sample_out_never_replaces_a_device_node(published, tmp_path):
 # --------------------------------------------------------- 8. rows of sample and examples
 
 def test_sample_rows_are_bounded_before_any_work(published, tmp_path, monkeypatch):
-    from dpbundle.release import sample_cmd
+    from dpbundle.release.cli import sample as sample_cmd
 
     with _deadline(30):
         res = _invoke("sample", published, "--rows", str(10 ** 8), "--out", tmp_path / "s.csv")
@@ -836,7 +836,7 @@ def test_sample_rows_are_bounded_before_any_work(published, tmp_path, monkeypatc
 
 
 def test_sample_is_written_in_pieces_with_the_same_bytes(published, tmp_path, monkeypatch):
-    from dpbundle.release import sample_cmd
+    from dpbundle.release.cli import sample as sample_cmd
 
     whole = sample_cmd.sample_bundle(published, 3000, 7)
     monkeypatch.setattr(sample_cmd, "CHUNK_ROWS", 700)
@@ -873,7 +873,7 @@ def test_sample_on_a_full_disk_leaves_nothing(published, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("rows", ["1000", "999999"])
 def test_example_rows_far_from_the_list_are_refused_before_simulating(tmp_path, rows, monkeypatch):
-    import dpbundle.release.example as example_mod
+    import dpbundle.release.data.example as example_mod
 
     def never(*_a, **_k):
         raise AssertionError("simulated")
@@ -901,7 +901,8 @@ def test_example_rows_out_of_range(tmp_path):
 # ------------------------------------------------------------ 9. one exception hierarchy
 
 def test_the_hierarchy():
-    from dpbundle.release import api, errors
+    from dpbundle.release import api
+    from dpbundle.release import errors
 
     assert api.CommandError is errors.DpbundleError is api.DpbundleError
     for cls, code in ((api.UnusableInput, 2), (api.Refused, 2), (api.ReleaseFailed, 1),
@@ -952,7 +953,7 @@ def test_wrong_argument_types_are_unusable_input(call, tmp_path):
 @pytest.mark.parametrize("fault", [MemoryError, lambda: OSError(errno.EIO, "Input/output error"),
                                    lambda: RuntimeError("private 123")])
 def test_unexpected_exceptions_inside_arrive_in_the_hierarchy(env, tmp_path, monkeypatch, fault):
-    import dpbundle.release.prepare as prep
+    import dpbundle.release.data.prepare as prep
     from dpbundle.release.api import DpbundleError, release
 
     def broken(*_a, **_k):
@@ -967,7 +968,7 @@ def test_unexpected_exceptions_inside_arrive_in_the_hierarchy(env, tmp_path, mon
 
 
 def test_an_example_error_arrives_in_the_hierarchy(tmp_path, monkeypatch):
-    import dpbundle.release.example as example_mod
+    import dpbundle.release.data.example as example_mod
     from dpbundle.release.api import DpbundleError, release
 
     def no_memory(*_a, **_k):
@@ -988,9 +989,9 @@ def test_preregister_refuses_a_list_that_is_not_one(env, tmp_path):
 
 
 def _narrowed(env, path: Path, spec_sha: str | None, config=None) -> Path:
-    from dpbundle.release.space import config_id, enumerate_configs
-    from dpbundle.release.spec import load_spec
-    from dpbundle.release.sweep import _spec_fingerprint
+    from dpbundle.release.scheme.space import config_id, enumerate_configs
+    from dpbundle.release.spec.load import load_spec
+    from dpbundle.release.sweep.run import _spec_fingerprint
 
     s = load_spec(env.spec)
     c = config or next(iter(enumerate_configs(s)))
@@ -1014,8 +1015,8 @@ def test_preregister_refuses_a_list_swept_for_another_spec(env, tmp_path):
 
 
 def test_preregister_refuses_a_configuration_outside_the_space(env, tmp_path):
-    from dpbundle.release.space import enumerate_configs
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.scheme.space import enumerate_configs
+    from dpbundle.release.spec.load import load_spec
 
     c = dict(next(iter(enumerate_configs(load_spec(env.spec)))))
     c["projection"] = {"min_count": 97}

@@ -18,7 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from dpbundle.audit.runner import run_audit
-from dpbundle.release.cli import app
+from dpbundle.release.cli.main import app
 
 runner = CliRunner()
 REFERENCE = dt.date(2024, 1, 1)
@@ -188,7 +188,7 @@ def test_audit_recomputes_classification_and_quantile_rows(walked, tmp_path, cid
     import shutil
 
     import audit_fixtures as fx
-    from dpbundle.release.keys import load_private_key
+    from dpbundle.release.bundle.keys import load_private_key
 
     d = tmp_path / "B"
     shutil.copytree(walked["tmp"] / "B", d)

@@ -9,9 +9,9 @@ import math
 import pytest
 
 from dpbundle.mechanisms.noise import Randomness, Transcript, laplace_measurement, noisy_max_measurement
-from dpbundle.release.iteration import run_iteration
-from dpbundle.release.prepare import prepare
-from dpbundle.release.space import enumerate_configs
+from dpbundle.release.scheme.iteration import run_iteration
+from dpbundle.release.data.prepare import prepare
+from dpbundle.release.scheme.space import enumerate_configs
 
 
 def _opendp_epsilon(rec: dict) -> float:

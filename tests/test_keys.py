@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from dpbundle.release import keys
+from dpbundle.release.bundle import keys
 
 
 def _mode(p: Path) -> int:

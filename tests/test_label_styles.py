@@ -1,7 +1,7 @@
 """Label styles of open bins (spec ``label_style``; docs/spec.md "Labels of open bins").
 
 ``office`` ("under 18" / "45 and over"), ``plus`` ("<18" / "45+") and ``births-2024`` ("<18" /
-"44<"): the release (release/transform.py) and the audit (audit/labels.py) label and number them
+"44<"): the release (release/data/transform.py) and the audit (audit/labels.py) label and number them
 identically; a ``dpbundle_spec: 1`` spec keeps the 2024 labels (examples/births.yaml as
 published), a ``dpbundle_spec: 2`` spec without the field gets the office style; a release in
 each style passes its public audit and the enclave replay; ``spec validate`` warns about an
@@ -20,10 +20,10 @@ from typer.testing import CliRunner
 import audit_fixtures as fx
 from dpbundle.audit.labels import SpecViewError, build_view, label_number
 from dpbundle.audit.runner import run_audit
-from dpbundle.release.cli import app
-from dpbundle.release.spec import SpecError, load_spec, read_spec_document, validate_spec
-from dpbundle.release.spec_criteria import criteria_warnings, label_numbers
-from dpbundle.release.transform import column_coding
+from dpbundle.release.cli.main import app
+from dpbundle.release.spec.load import SpecError, load_spec, read_spec_document, validate_spec
+from dpbundle.release.spec.criteria_checks import criteria_warnings, label_numbers
+from dpbundle.release.data.transform import column_coding
 
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS = ROOT / "examples" / "births.yaml"
@@ -119,7 +119,7 @@ def test_float_source_open_bins(style, labels):
     (1, None, {"parity": "plus"}),
 ])
 def test_release_and_audit_agree_on_every_alternative(version, style, columns):
-    """release/transform.py and audit/labels.py: the same labels, numbers and bounds."""
+    """release/data/transform.py and audit/labels.py: the same labels, numbers and bounds."""
     doc = births(version, style, **columns)
     spec = validate_spec(doc)
     for col in doc["columns"]:

@@ -1,4 +1,4 @@
-"""Tests of the private budget ledger (release/ledger.py)."""
+"""Tests of the private budget ledger (release/scheme/ledger.py)."""
 from __future__ import annotations
 
 import copy
@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dpbundle.release.ledger import (Ledger, LedgerError, LedgerRefusal, data_fingerprint,
+from dpbundle.release.scheme.ledger import (Ledger, LedgerError, LedgerRefusal, data_fingerprint,
                                      fingerprint, spec_fingerprint, table_fingerprint)
 
 SPEC = {"dpbundle_spec": 1, "privacy": {"epsilon_generation": 4.0}, "title": "births"}
@@ -199,8 +199,8 @@ HOURS = "hours per week"
 @pytest.fixture(scope="module")
 def persons():
     """The persons spec (categories, headers with spaces, missing markers) and a small registry."""
-    from dpbundle.release.example_persons import example_bytes
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.data.example_persons import example_bytes
+    from dpbundle.release.spec.load import load_spec
 
     return load_spec(REPO / "examples" / "persons.yaml"), example_bytes(rows=400, seed=7)
 
@@ -227,7 +227,7 @@ def _reexport(raw: bytes, path: Path, seed: int = 0) -> Path:
 
 def _keys(path: Path, spec) -> tuple[str, str]:
     """(file SHA-256, table fingerprint), as `dpbundle release` computes them."""
-    from dpbundle.release.prepare import prepare
+    from dpbundle.release.data.prepare import prepare
 
     prepared = prepare(path, spec, show_values=False)
     assert prepared.sha256 == data_fingerprint(path)
@@ -248,7 +248,7 @@ def test_table_fingerprint_ignores_the_export_format(persons, tmp_path):
 
 
 def test_table_fingerprint_does_not_depend_on_the_category_order(persons, tmp_path):
-    from dpbundle.release.spec import validate_spec
+    from dpbundle.release.spec.load import validate_spec
 
     spec, raw = persons
     doc = copy.deepcopy(spec.raw)
@@ -373,8 +373,8 @@ def test_release_command_keys_the_ledger_on_the_table(persons, tmp_path, monkeyp
     """`dpbundle release` records both keys, refuses a re-exported copy, and prints neither key."""
     from typer.testing import CliRunner
 
-    import dpbundle.release.selection as selection
-    from dpbundle.release.cli import app
+    import dpbundle.release.scheme.selection as selection
+    from dpbundle.release.cli.main import app
 
     spec, raw = persons
     runner = CliRunner()

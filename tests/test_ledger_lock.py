@@ -1,4 +1,4 @@
-"""The ledger's lock (release/filelock.py over the `filelock` package): bounded waiting, a held
+"""The ledger's lock (release/common/filelock.py over the `filelock` package): bounded waiting, a held
 lock gives LedgerLocked instead of hanging, appends from threads and processes are not lost."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dpbundle.release import filelock as fl
-from dpbundle.release.ledger import Ledger, LedgerError, LedgerLocked
+from dpbundle.release.common import filelock as fl
+from dpbundle.release.scheme.ledger import Ledger, LedgerError, LedgerLocked
 
 
 def _hold(path: str, held, release, seconds: float) -> None:
@@ -151,7 +151,7 @@ def test_threads_append_without_loss(tmp_path):
 
 
 def _reserve(path: str, i: int, out) -> None:
-    from dpbundle.release.ledger import LedgerRefusal
+    from dpbundle.release.scheme.ledger import LedgerRefusal
 
     try:
         Ledger(Path(path), lock_timeout=30).reserve("one-data", "s", 1.0, f"p{i}",

@@ -491,7 +491,7 @@ def test_bad_codes():
 
 
 def test_spec_validation_of_the_grid(births_doc):
-    from dpbundle.release.spec import SpecError, validate_spec
+    from dpbundle.release.spec.load import SpecError, validate_spec
 
     births_doc["generators"] = [{"type": "mst_pure", "grid": {"split_1way": [0.2, 0.4],
                                                                "split_select": [0.2]}}]
@@ -529,8 +529,8 @@ def test_release_with_mst_pure_passes_the_enclave_audit(tmp_path):
     import audit_fixtures as fx
     from dpbundle.audit.cli import cli_audit
     from dpbundle.audit.report import PASS
-    from dpbundle.release.cli import app
-    from dpbundle.release.example import example_csv
+    from dpbundle.release.cli.main import app
+    from dpbundle.release.data.example import example_csv
     import typer
 
     spec = fx.load_spec()

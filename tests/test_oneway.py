@@ -449,8 +449,8 @@ def test_rare_value_share_is_tight_with_measure_and_loose_without():
 # ----------------------------------------------------------------------------- spec and space
 
 def test_spec_grid_with_oneway_validates_and_dedupes(births_doc):
-    from dpbundle.release.space import generator_configs
-    from dpbundle.release.spec import validate_spec
+    from dpbundle.release.scheme.space import generator_configs
+    from dpbundle.release.spec.load import validate_spec
 
     births_doc["generators"] = [{"type": "privbayes", "flavour": "theta", "grid": {
         "epsilon_split": [0.25], "theta": [30], "oneway": ["none", "tables", "measure"],
@@ -460,7 +460,7 @@ def test_spec_grid_with_oneway_validates_and_dedupes(births_doc):
     assert len(gens) == 4
     assert sorted((g["oneway"], g.get("oneway_split")) for g in gens) == [
         ("measure", 0.1), ("measure", 0.2), ("none", None), ("tables", None)]
-    from dpbundle.release.iteration import make_config_generator
+    from dpbundle.release.scheme.iteration import make_config_generator
     for g in gens:
         gen = make_config_generator(spec, {"generator": g})
         assert gen.oneway == g["oneway"]
@@ -474,7 +474,7 @@ def test_spec_grid_with_oneway_validates_and_dedupes(births_doc):
     ({"oneway": ["none", "tables"], "oneway_split": [0.2]}, "grid.oneway_split: only"),
 ])
 def test_spec_rejects_bad_oneway_grids(births_doc, grid, fragment):
-    from dpbundle.release.spec import SpecError, validate_spec
+    from dpbundle.release.spec.load import SpecError, validate_spec
 
     births_doc["generators"][0]["grid"].update(grid)
     with pytest.raises(SpecError) as info:
@@ -495,7 +495,7 @@ def test_release_and_enclave_audit_with_oneway(tmp_path, monkeypatch):
     import audit_fixtures as fx
 
     from dpbundle.audit.cli import cli_audit
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     spec_path = fx.fast_spec(tmp_path / "fast.yaml")
     doc = yaml.safe_load(spec_path.read_text())

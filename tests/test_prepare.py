@@ -1,4 +1,4 @@
-"""Data preparation: CSV(.gz) loading, input validation, raw constraints (release/prepare.py)."""
+"""Data preparation: CSV(.gz) loading, input validation, raw constraints (release/data/prepare.py)."""
 from __future__ import annotations
 
 import gzip
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpbundle.release.prepare import InputError, prepare, read_typed
-from dpbundle.release.spec import validate_spec
+from dpbundle.release.data.prepare import InputError, prepare, read_typed
+from dpbundle.release.spec.load import validate_spec
 
 HEADER = "mother_age,parity,gestation_week,is_female,birth_weight,date_of_birth"
 GOOD_ROW = "30,1,39,True,3400,2019-01-15"
@@ -106,7 +106,7 @@ def test_missing_values_without_any_missing_constraint_is_refused_by_the_spec(bi
     """A spec that declares missing-value markers but drops no missing value is refused before
     any data is read: otherwise one record with a missing cell would make the release refuse the
     registry, a refusal outside the neighbouring relation (issue 22)."""
-    from dpbundle.release.spec import SpecError
+    from dpbundle.release.spec.load import SpecError
 
     births_doc["raw_constraints"] = births_doc["raw_constraints"][1:]
     with pytest.raises(SpecError) as info:
@@ -245,10 +245,10 @@ def test_public_10k_sample(shared_data_dir, births_spec):
     assert n < 10_000
 
 
-# --------------------------------------------------------------------------- raw constraints (release/constraints.py)
+# --------------------------------------------------------------------------- raw constraints (release/data/constraints.py)
 
-from dpbundle.release.constraints import OPS, constraint_mask  # noqa: E402
-from dpbundle.release.prepare import is_missing  # noqa: E402
+from dpbundle.release.data.constraints import OPS, constraint_mask  # noqa: E402
+from dpbundle.release.data.prepare import is_missing  # noqa: E402
 
 
 def test_ops_table():

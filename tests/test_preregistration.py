@@ -17,8 +17,8 @@ import audit_fixtures as fx  # noqa: E402
 
 from dpbundle.mechanisms.noise import read_transcript_file  # noqa: E402
 from dpbundle.mechanisms.seeds import SeedBinding, commitment, is_bound_purpose  # noqa: E402
-from dpbundle.release import keys  # noqa: E402
-from dpbundle.release.cli import app  # noqa: E402
+from dpbundle.release.bundle import keys# noqa: E402
+from dpbundle.release.cli.main import app  # noqa: E402
 
 runner = CliRunner()
 # a value that names no time (a drand round or a date would be checked against the record's and
@@ -57,7 +57,7 @@ def released(setup):
 
 def test_record_is_signed_schema_valid_and_matches_the_audits_spec_hash(setup):
     from dpbundle.audit.preregistration import canonical_sha256
-    from dpbundle.release.jsonschemas import validate
+    from dpbundle.release.common.jsonschemas import validate
 
     raw = setup["rec"].read_bytes()
     doc = json.loads(raw)
@@ -307,7 +307,7 @@ def test_the_public_audit_rederives_data_csv_byte_for_byte(published):
 
 def _rerender_datasheet(bundle: Path) -> None:
     """README.html and README.pdf rendered again from the bundle's (edited) public files."""
-    from dpbundle.release.datasheet import render_pdf_bytes
+    from dpbundle.release.bundle.datasheet import render_pdf_bytes
     from dpbundle.templates.datasheet import datasheet_html, meta_from_manifest, read_public_files
 
     meta = meta_from_manifest(json.loads((bundle / "manifest.json").read_text()))

@@ -509,7 +509,7 @@ def test_bad_hyperparameters(kw, msg):
 
 
 def test_spec_validation_of_a_privsyn_grid(births_doc):
-    from dpbundle.release.spec import semantic_problems
+    from dpbundle.release.spec.load import semantic_problems
 
     births_doc["generators"] = [{"type": "privsyn", "grid": {"split_select": [0.1, 0.3],
                                                              "max_pairs": [None, 4]}}]
@@ -532,7 +532,7 @@ def test_release_with_privsyn_passes_the_enclave_audit(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import audit_fixtures as fx
     from dpbundle.audit.cli import cli_audit
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
     import typer
 
     spec_path = fx.fast_spec(tmp_path / "fast.yaml", "dp_count")

@@ -20,12 +20,12 @@ from dpbundle.mechanisms.exact import dec
 from dpbundle.mechanisms.noise import Randomness, Transcript
 from dpbundle.mechanisms.records import (COUNT_PURPOSE, RESIZE_PURPOSE, ResizePlan,
                                          dp_record_count, guarantee_text, resize_plan)
-from dpbundle.release.cli import app
-from dpbundle.release.example import write_example
-from dpbundle.release.prepare import prepare
-from dpbundle.release.records import release_records
-from dpbundle.release.spec import Spec, SpecError, load_spec, validate_spec
-from dpbundle.release.transform import transform
+from dpbundle.release.cli.main import app
+from dpbundle.release.data.example import write_example
+from dpbundle.release.data.prepare import prepare
+from dpbundle.release.scheme.records import release_records
+from dpbundle.release.spec.load import Spec, SpecError, load_spec, validate_spec
+from dpbundle.release.data.transform import transform
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,7 +186,7 @@ def test_release_records_resizes_to_the_dp_count(registries):
     assert [rec["purpose"] for rec in t.records] == [COUNT_PURPOSE, RESIZE_PURPOSE]
     assert t.records[0]["true"] == prepared.n and t.records[0]["sensitivity"] == 1
     assert out.resize is not None and out.resize.n_in == prepared.n and out.n == out.resize.m
-    from dpbundle.release.space import enumerate_configs
+    from dpbundle.release.scheme.space import enumerate_configs
 
     config = next(iter(enumerate_configs(spec)))
     T = transform(out, spec, config)
@@ -237,7 +237,7 @@ def _release(tmp: Path, data: Path, policy: dict, name: str) -> Path:
     spec_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     if not (tmp / "k.key").exists():
         assert runner.invoke(app, ["keygen", "--out", str(tmp / "k")]).exit_code == 0
-    from dpbundle.release.space import config_id, enumerate_configs
+    from dpbundle.release.scheme.space import config_id, enumerate_configs
 
     spec = load_spec(spec_path)
     configs = [c for c in enumerate_configs(spec) if c["generator"].get("theta") == 50
@@ -314,7 +314,7 @@ def test_audit_checks_the_policy_and_the_total(bundles, tmp_path):
 
     import audit_fixtures as fx
     from dpbundle.audit.runner import run_audit
-    from dpbundle.release.keys import load_private_key
+    from dpbundle.release.bundle.keys import load_private_key
 
     key = load_private_key(bundles["tmp"] / "k.key")
     rep = run_audit(bundles["dp_R"], pubkey=bundles["tmp"] / "k.pub")

@@ -177,7 +177,7 @@ def test_numpy_generator_streams():
 def test_spec_yaml_is_read_as_yaml_1_1():
     """A spec's values, hence spec.json and the pre-registered spec SHA-256, depend on PyYAML
     reading YAML 1.1 (a YAML 1.2 reader gives strings or other numbers for most of these)."""
-    from dpbundle.release.spec_yaml import load_yaml
+    from dpbundle.release.spec.yaml_text import load_yaml
 
     doc, _ = load_yaml("a: yes\nb: Off\nc: NO\nd: 0777\ne: 012\nf: 0b101\ng: 0x1f\nh: 1_000\n"
                        "i: 1:30\nj: 1:20:30.5\nk: 1e3\nl: 1.0e+3\nm: .inf\nn: ~\no: 2019-01-01\n")
@@ -204,7 +204,7 @@ def _regenerate() -> None:  # pragma: no cover - run by hand, once: see the modu
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import audit_fixtures as fx
 
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     gens = {"privbayes": {"type": "privbayes", "flavour": "theta",
                           "grid": {"epsilon_split": [0.5], "theta": [4]}},

@@ -16,11 +16,11 @@ from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from dpbundle.mechanisms.noise import Transcript
-from dpbundle.release.cli import app
-from dpbundle.release.prepare import prepare
-from dpbundle.release.selection import NothingSelected, check_accounting, opendp_total_epsilon, select
-from dpbundle.release.space import config_id, enumerate_configs
-from dpbundle.release.spec import load_spec, validate_spec
+from dpbundle.release.cli.main import app
+from dpbundle.release.data.prepare import prepare
+from dpbundle.release.scheme.selection import NothingSelected, check_accounting, opendp_total_epsilon, select
+from dpbundle.release.scheme.space import config_id, enumerate_configs
+from dpbundle.release.spec.load import load_spec, validate_spec
 
 runner = CliRunner()
 
@@ -203,8 +203,8 @@ def test_selection_that_stops_releases_nothing(births_doc, shared_data_dir):
 
 def test_iteration_output_stays_in_the_domain_and_constraints(births_spec, shared_data_dir):
     from dpbundle.mechanisms.noise import Randomness
-    from dpbundle.release.constraints import synthetic_violations
-    from dpbundle.release.iteration import run_iteration
+    from dpbundle.release.data.constraints import synthetic_violations
+    from dpbundle.release.scheme.iteration import run_iteration
 
     prepared = prepare(shared_data_dir / "nvss2019_singleton_10k.csv", births_spec)
     config = next(c for c in enumerate_configs(births_spec))

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import dpbundle.release.preflight as preflight
-import dpbundle.release.selection as selection_mod
-from dpbundle.release.cli import app
-from dpbundle.release.example import write_example
+import dpbundle.release.bundle.preflight as preflight
+import dpbundle.release.scheme.selection as selection_mod
+from dpbundle.release.cli.main import app
+from dpbundle.release.data.example import write_example
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +120,7 @@ def test_full_disk_is_refused_before_the_ledger(env, monkeypatch):
 
 def test_broken_pdf_renderer_is_refused_before_the_ledger(env, monkeypatch):
     _no_selection(monkeypatch)
-    from dpbundle.release import datasheet
+    from dpbundle.release.bundle import datasheet
 
     def broken(_html):
         raise OSError("cannot load library 'libpango-1.0-0'")
@@ -156,7 +156,7 @@ def test_sigterm_while_writing_leaves_no_temporary_folder(env, tmp_path, monkeyp
     """SIGTERM during the PDF rendering: the handler turns it into an exception, the hidden
     .OUT.tmp-* folder is removed, the result is kept for --resume and the ledger says so;
     --resume then writes a bundle that passes the audit, with no new ledger spend."""
-    from dpbundle.release import datasheet
+    from dpbundle.release.bundle import datasheet
 
     real_render = datasheet.render_pdf
     state = {"n": 0}
@@ -203,8 +203,8 @@ def test_sigterm_while_writing_leaves_no_temporary_folder(env, tmp_path, monkeyp
 
 def test_configs_swept_on_another_spec_are_refused(env, monkeypatch):
     _no_selection(monkeypatch)
-    from dpbundle.release.space import config_id, enumerate_configs
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.scheme.space import config_id, enumerate_configs
+    from dpbundle.release.spec.load import load_spec
 
     c = next(iter(enumerate_configs(load_spec(env.spec))))
     lst = env.tmp / "other.yaml"
@@ -221,10 +221,10 @@ def test_configs_swept_on_another_spec_are_refused(env, monkeypatch):
 def test_unfinished_runs_are_reported_and_can_be_marked(env, monkeypatch):
     """A run killed after its ledger entry (status 'started') is reported by the next run on the
     same data; `dpbundle ledger mark` records its outcome, and it still counts as spent."""
-    from dpbundle.release.ledger import Ledger, NEVER_RELEASED
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.spec import load_spec
-    from dpbundle.release.fingerprint import table_fingerprint
+    from dpbundle.release.scheme.ledger import Ledger, NEVER_RELEASED
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.spec.load import load_spec
+    from dpbundle.release.data.fingerprint import table_fingerprint
 
     spec = load_spec(env.spec)
     prepared = prepare(env.data, spec)
@@ -249,7 +249,7 @@ def test_unfinished_runs_are_reported_and_can_be_marked(env, monkeypatch):
 
 
 def test_ctrl_c_before_the_spend_says_nothing_was_spent(env, monkeypatch):
-    import dpbundle.release.prepare as prep
+    import dpbundle.release.data.prepare as prep
 
     def interrupted(*_a, **_k):
         raise KeyboardInterrupt

@@ -13,7 +13,7 @@ SPEC = ROOT / "examples" / "births.yaml"
 
 @pytest.fixture(scope="module")
 def app():
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     return app
 
@@ -27,7 +27,7 @@ def _release(app, tmp_path: Path, *args, env: dict | None = None):
 
 @pytest.fixture()
 def key(tmp_path):
-    from dpbundle.release.keys import write_keypair
+    from dpbundle.release.bundle.keys import write_keypair
 
     key_path, _ = write_keypair(tmp_path / "steward")
     return key_path
@@ -68,7 +68,7 @@ def test_unusable_key_exits_2_without_traceback(app, tmp_path):
 
 
 def test_wrong_passphrase_exits_2(app, tmp_path):
-    from dpbundle.release.keys import write_keypair
+    from dpbundle.release.bundle.keys import write_keypair
 
     key_path, _ = write_keypair(tmp_path / "enc", b"right")
     (tmp_path / "wrong.txt").write_text("wrong\n")
@@ -79,7 +79,7 @@ def test_wrong_passphrase_exits_2(app, tmp_path):
 
 def test_passphrase_file_read_like_keygen(app, tmp_path):
     """keygen uses the first line of --passphrase-file; release must too."""
-    from dpbundle.release.keys import write_keypair
+    from dpbundle.release.bundle.keys import write_keypair
 
     key_path, _ = write_keypair(tmp_path / "enc", b"right")
     (tmp_path / "pass.txt").write_text("right\nsecond line\n")
@@ -89,7 +89,7 @@ def test_passphrase_file_read_like_keygen(app, tmp_path):
 
 
 def test_corrupt_ledger_exits_2(app, tmp_path, key):
-    from dpbundle.release.example import write_example
+    from dpbundle.release.data.example import write_example
 
     data = tmp_path / "births.csv"
     write_example(data, rows=2000)
@@ -115,10 +115,10 @@ def test_an_exception_inside_a_candidate_aborts_without_its_text(monkeypatch):
     import tempfile
 
     from dpbundle.mechanisms.noise import Transcript
-    from dpbundle.release import selection
-    from dpbundle.release.example import write_example
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.spec import load_spec
+    from dpbundle.release.scheme import selection
+    from dpbundle.release.data.example import write_example
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.spec.load import load_spec
 
     spec = load_spec(SPEC)
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,8 +148,8 @@ def test_a_recorded_terminal_holds_the_selection_line_once(tmp_path, monkeypatch
 
     from rich.console import Console
 
-    import dpbundle.release.release_cmd as release_cmd
-    import dpbundle.release.selection as selection
+    import dpbundle.release.pipeline as release_cmd
+    import dpbundle.release.scheme.selection as selection
 
     outcomes = iter([False, False, False, False, True])
     real = selection.run_iteration
@@ -221,7 +221,7 @@ def test_release_input_errors_do_not_echo_private_values(tmp_path):
     `spec validate --data` (the steward's own check) shows it."""
     from typer.testing import CliRunner
 
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     spec = Path(__file__).resolve().parents[1] / "examples" / "births.yaml"
     bad = tmp_path / "bad.csv"
@@ -240,7 +240,7 @@ def test_release_input_errors_do_not_echo_private_values(tmp_path):
 def test_audit_of_a_directory_that_is_no_bundle_is_unusable_input(tmp_path):
     from typer.testing import CliRunner
 
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     (tmp_path / "notes.txt").write_text("hello")
     result = CliRunner().invoke(app, ["audit", str(tmp_path)])

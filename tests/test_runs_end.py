@@ -19,7 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dpbundle.release.cli import app
+from dpbundle.release.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -51,7 +51,7 @@ def _small_persons(tmp_path: Path, rows: int = 5000, edit=None) -> tuple[Path, P
     """The persons spec, a simulated registry of ``rows`` rows (optionally edited) and a key."""
     from importlib.resources import files
 
-    from dpbundle.release.example import write_example
+    from dpbundle.release.data.example import write_example
 
     spec = tmp_path / "persons.yaml"
     spec.write_text(files("dpbundle.examples").joinpath("persons-recommended.yaml").read_text("utf-8"))
@@ -67,7 +67,7 @@ def _small_persons(tmp_path: Path, rows: int = 5000, edit=None) -> tuple[Path, P
 
 
 def _never_passing(monkeypatch):
-    import dpbundle.release.selection as selection
+    import dpbundle.release.scheme.selection as selection
 
     def fake(prepared, spec, config, rand, phase=None):
         rand.laplace(0.0, sensitivity=1.0, epsilon=1.0, purpose="fake")
@@ -123,7 +123,7 @@ def test_plain_script_sweep_with_two_workers_returns(tmp_path, how):
 def test_a_worker_that_cannot_start_raises_within_seconds():
     import operator
 
-    from dpbundle.release.sweep_exec import LocalBackend, WorkerStartError
+    from dpbundle.release.sweep.execute import LocalBackend, WorkerStartError
 
     class Poison:
         def __reduce__(self):          # unpickling it in the worker raises ZeroDivisionError
@@ -163,7 +163,7 @@ def test_calls_from_a_bootstrapping_worker_are_refused(monkeypatch, tmp_path):
 
 
 def test_ctrl_c_from_python_is_a_keyboard_interrupt_after_the_clean_up(tmp_path, monkeypatch):
-    import dpbundle.release.selection as selection
+    import dpbundle.release.scheme.selection as selection
     from dpbundle.release.api import ReleaseInterrupted, release
 
     spec, data, key = _small_persons(tmp_path, rows=3000)
@@ -186,7 +186,7 @@ def test_ctrl_c_from_python_is_a_keyboard_interrupt_after_the_clean_up(tmp_path,
 
 
 def test_the_transcript_name_holds_no_time(tmp_path, monkeypatch):
-    from dpbundle.release.bundle import default_transcript_path
+    from dpbundle.release.bundle.write import default_transcript_path
 
     monkeypatch.setenv("DPBUNDLE_PRIVATE_DIR", str(tmp_path / "private"))
     (tmp_path / "private").mkdir(mode=0o700)
@@ -200,7 +200,7 @@ def test_the_transcript_name_holds_no_time(tmp_path, monkeypatch):
 def test_disk_preflight_under_dp_count_does_not_use_the_private_n(tmp_path, monkeypatch):
     """Under dp_count the pre-flight room check is sized from the rows read (the same for every
     neighbour) plus a noise margin, never from the plausible count."""
-    import dpbundle.release.preflight as preflight
+    import dpbundle.release.bundle.preflight as preflight
 
     seen = []
     real = preflight.estimate_bundle_bytes

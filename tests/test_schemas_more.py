@@ -20,10 +20,10 @@ from jsonschema import Draft202012Validator
 
 from dpbundle.audit.replay import TranscriptError, check_records, read_transcript
 from dpbundle.mechanisms.noise import Randomness, Transcript
-from dpbundle.release import bundle
-from dpbundle.release.jsonschemas import SchemaValidationError, iter_errors, validate
-from dpbundle.release.ledger import Ledger, LedgerError
-from dpbundle.release.sweep import SweepError, load_narrowed, run_sweep
+from dpbundle.release.bundle import write as bundle
+from dpbundle.release.common.jsonschemas import SchemaValidationError, iter_errors, validate
+from dpbundle.release.scheme.ledger import Ledger, LedgerError
+from dpbundle.release.sweep.run import SweepError, load_narrowed, run_sweep
 
 NEW = ["transcript-record", "ledger-entry", "narrowed", "sweep-meta"]
 
@@ -185,7 +185,7 @@ def test_ledger_lines_rejected_naming_file_and_line(tmp_path, line, words):
 
 
 def test_ledger_append_is_validated(tmp_path, monkeypatch):
-    import dpbundle.release.ledger as ledger_mod
+    import dpbundle.release.scheme.ledger as ledger_mod
 
     ledger = Ledger(tmp_path / "ledger.jsonl")
     ledger.record("d", "s", 1.0, "ok")
@@ -219,7 +219,7 @@ class CheapIteration:
     """Transform only; passes for the 'coarse' mother_age coding (module level: picklable)."""
 
     def __call__(self, prepared, spec, config, rand):
-        from dpbundle.release.transform import transform
+        from dpbundle.release.data.transform import transform
 
         real = transform(prepared, spec, config)
         rand.rng("stand-in")
@@ -229,7 +229,7 @@ class CheapIteration:
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
-    from dpbundle.release.example import write_example
+    from dpbundle.release.data.example import write_example
 
     tmp = tmp_path_factory.mktemp("sweep")
     data = tmp / "public.csv"

@@ -13,18 +13,18 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import dpbundle.release.selection as selection_mod
+import dpbundle.release.scheme.selection as selection_mod
 from dpbundle.mechanisms.failures import AttemptFailure
 from dpbundle.mechanisms.marginals import ConvergenceError
 from dpbundle.mechanisms.noise import Transcript
-from dpbundle.release.cli import app
-from dpbundle.release.example import write_example
-from dpbundle.release.iteration import ConstraintShortfall
-from dpbundle.release.prepare import prepare
-from dpbundle.release.selection import SelectionAborted, select
-from dpbundle.release.space import config_id, enumerate_configs
-from dpbundle.release.spec import load_spec, validate_spec
-from dpbundle.release.stopping import (expected_attempts, nothing_chance, plan_stop, stop_for)
+from dpbundle.release.cli.main import app
+from dpbundle.release.data.example import write_example
+from dpbundle.release.scheme.iteration import ConstraintShortfall
+from dpbundle.release.data.prepare import prepare
+from dpbundle.release.scheme.selection import SelectionAborted, select
+from dpbundle.release.scheme.space import config_id, enumerate_configs
+from dpbundle.release.spec.load import load_spec, validate_spec
+from dpbundle.release.scheme.stopping import (expected_attempts, nothing_chance, plan_stop, stop_for)
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]

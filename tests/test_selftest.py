@@ -18,11 +18,11 @@ from typer.testing import CliRunner
 from dpbundle.mechanisms.generators import generator_types
 from dpbundle.mechanisms.noise import PathDivergence, Randomness
 from dpbundle.mechanisms.records import ResizePlan
-from dpbundle.release.cli import app
-from dpbundle.release.prepare import prepare
+from dpbundle.release.cli.main import app
+from dpbundle.release.data.prepare import prepare
 from dpbundle.release.selftest import (Change, Neighbours, choose_configs, coupled_plan, distance,
                                        run_selftest, tolerance)
-from dpbundle.release.spec import load_spec
+from dpbundle.release.spec.load import load_spec
 
 runner = CliRunner()
 
@@ -132,7 +132,7 @@ def test_coupled_resize_keeps_neighbours_at_distance_one(n, m_minus_n, seed, kin
 def _example(tmp_path, name: str, rows: int = 1500):
     from importlib.resources import files
 
-    from dpbundle.release.example import write_example
+    from dpbundle.release.data.example import write_example
 
     data = tmp_path / f"{name}.csv"
     write_example(data, rows=rows, name=name)
@@ -418,8 +418,8 @@ def test_a_sensitivity_computed_from_private_data_fails(every_type, monkeypatch)
 
 def _narrowed(path, spec, configs):
     """A minimal narrowed list (the format `dpbundle sweep` writes) of ``configs``."""
-    from dpbundle.release.space import config_id
-    from dpbundle.release.sweep import _spec_fingerprint
+    from dpbundle.release.scheme.space import config_id
+    from dpbundle.release.sweep.run import _spec_fingerprint
 
     doc = {"format": "dpbundle-narrowed/1", "spec_sha256": _spec_fingerprint(spec),
            "min_acceptance": 0.0,
@@ -463,7 +463,7 @@ def test_bad_input_exits_2(tmp_path, every_type):
     assert _run("--example", "nope").exit_code == 2
     assert _run(str(path), str(data), "--example", "births").exit_code == 2
     doc = yaml.safe_load(path.read_text())
-    from dpbundle.release.fingerprint import file_sha256
+    from dpbundle.release.data.fingerprint import file_sha256
 
     doc["privacy"]["private_data_sha256"] = [file_sha256(data)]
     private = tmp_path / "private.yaml"

@@ -1,4 +1,4 @@
-"""The configuration space (release/space.py)."""
+"""The configuration space (release/scheme/space.py)."""
 from __future__ import annotations
 
 import copy
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from dpbundle.release.space import (check_config, config_at, config_id, dimensions, draw_config,
+from dpbundle.release.scheme.space import (check_config, config_at, config_id, dimensions, draw_config,
                                     enumerate_configs, generator_configs, space_size)
 
 

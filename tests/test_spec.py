@@ -1,4 +1,4 @@
-"""Release spec: schema + semantic checks (release/spec.py, schemas/spec.schema.json)."""
+"""Release spec: schema + semantic checks (release/spec/load.py, schemas/spec.schema.json)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dpbundle.release.spec import SpecError, load_spec, validate_spec
+from dpbundle.release.spec.load import SpecError, load_spec, validate_spec
 
 
 def _write_yaml(tmp_path: Path, doc: dict, name: str = "spec.yaml") -> Path:

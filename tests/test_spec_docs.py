@@ -1,4 +1,4 @@
-"""The spec reference (docs/spec.md), the metadata table (release/spec_docs.py) and
+"""The spec reference (docs/spec.md), the metadata table (release/spec/explain.py) and
 `dpbundle spec explain` stay complete: a new schema field, criterion type, criterion parameter or
 generator hyperparameter that is not documented makes these tests fail."""
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from dpbundle.mechanisms.criteria import base as criteria_base
 from dpbundle.mechanisms.generators import _REGISTRY as GENERATOR_REGISTRY
 from dpbundle.mechanisms.generators import generator_types
-from dpbundle.release import spec_docs
-from dpbundle.release.cli import app
+from dpbundle.release.spec import explain as spec_docs
+from dpbundle.release.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "schemas" / "spec.schema.json").read_text(encoding="utf-8"))
@@ -121,9 +121,9 @@ def test_readme_links_the_reference():
 
 def test_every_acceptance_type_has_an_entry():
     missing = sorted(set(_acceptance_types()) - set(spec_docs.CRITERIA))
-    assert not missing, f"acceptance types without an entry in release/spec_docs.py: {missing}"
+    assert not missing, f"acceptance types without an entry in release/spec/explain.py: {missing}"
     extra = sorted(set(spec_docs.CRITERIA) - set(_acceptance_types()))
-    assert not extra, f"release/spec_docs.py documents types the schema does not allow: {extra}"
+    assert not extra, f"release/spec/explain.py documents types the schema does not allow: {extra}"
 
 
 def test_every_schema_criterion_parameter_is_listed():
@@ -242,8 +242,8 @@ def test_walkthrough_spec_in_the_doc_is_valid(tmp_path):
     assert block, "docs/spec.md lost its walkthrough spec"
     path = tmp_path / "stays.yaml"
     path.write_text(block.group(1), encoding="utf-8")
-    from dpbundle.release.spec import load_spec
-    from dpbundle.release.space import space_size
+    from dpbundle.release.spec.load import load_spec
+    from dpbundle.release.scheme.space import space_size
 
     spec = load_spec(path)
     assert space_size(spec) == 24  # the number the walkthrough states
@@ -288,7 +288,7 @@ def test_spec_validate_warns_about_a_threshold_above_the_metric_range(tmp_path):
     import yaml
     from typer.testing import CliRunner
 
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     doc = yaml.safe_load((ROOT / "examples" / "births.yaml").read_text("utf-8"))
     next(e for e in doc["acceptance"] if e["type"] == "faithfulness")["threshold"] = 10

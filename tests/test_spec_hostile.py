@@ -18,8 +18,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dpbundle.release.spec import EPSILON_CEILING, SpecError, load_spec, validate_spec
-from dpbundle.release.spec_yaml import MAX_ALIAS_NODES, MAX_DEPTH, load_json, load_yaml
+from dpbundle.release.spec.load import EPSILON_CEILING, SpecError, load_spec, validate_spec
+from dpbundle.release.spec.yaml_text import MAX_ALIAS_NODES, MAX_DEPTH, load_json, load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS = ROOT / "examples" / "births.yaml"
@@ -28,7 +28,7 @@ PERSONS = ROOT / "examples" / "persons.yaml"
 
 @pytest.fixture(scope="module")
 def app():
-    from dpbundle.release.cli import app
+    from dpbundle.release.cli.main import app
 
     return app
 
@@ -333,14 +333,15 @@ def test_ceiling_boundary(births_doc):
 
 @pytest.mark.parametrize("path", [BIRTHS, PERSONS])
 def test_examples_validate_below_the_weak_threshold(path):
-    from dpbundle.release.spec import WEAK_GUARANTEE_EPSILON
+    from dpbundle.release.spec.load import WEAK_GUARANTEE_EPSILON
 
     spec = load_spec(path)
     assert spec.total_epsilon <= WEAK_GUARANTEE_EPSILON
 
 
 def _datasheet_html(total: float, acknowledged: bool = False) -> str:
-    from dpbundle.release import datasheet, keys
+    from dpbundle.release.bundle import datasheet
+    from dpbundle.release.bundle import keys
     from test_bundle import fake_release
 
     rel = fake_release()

@@ -15,10 +15,10 @@ from dpbundle.audit.constraints import ConstraintError, violations
 from dpbundle.audit.labels import build_view
 from dpbundle.audit.private_data import bin_private, load_private
 from dpbundle.mechanisms.coding import Coded
-from dpbundle.release.constraints import bin_condition, synthetic_violations
-from dpbundle.release.prepare import prepare
-from dpbundle.release.spec import SpecError, validate_spec
-from dpbundle.release.transform import codings, transform
+from dpbundle.release.data.constraints import bin_condition, synthetic_violations
+from dpbundle.release.data.prepare import prepare
+from dpbundle.release.spec.load import SpecError, validate_spec
+from dpbundle.release.data.transform import codings, transform
 
 CONFIG = {"columns": {"age": "bands", "sex": "sex", "region": "three", "status": "two", "income": "k"},
           "generator": {"type": "privbayes", "flavour": "theta", "epsilon_split": 0.5, "theta": 4},
@@ -335,7 +335,7 @@ def test_integer_value_matches_a_string_category_by_text(tmp_path):
 
 
 def test_missing_header_names_the_header(tmp_path):
-    from dpbundle.release.prepare import InputError
+    from dpbundle.release.data.prepare import InputError
 
     path = tmp_path / "d.csv"
     path.write_text("dob,sex\n2000-01-01,1\n")
@@ -346,7 +346,7 @@ def test_missing_header_names_the_header(tmp_path):
 
 def test_per_column_missing_marker_is_not_missing_elsewhere(tmp_path):
     """'9' is missing in status only; in income it is a number (900 $ = 0.9 k)."""
-    from dpbundle.release.prepare import read_typed
+    from dpbundle.release.data.prepare import read_typed
 
     path = tmp_path / "d.csv"
     write_csv(path, [("1990-06-15", "1", "north", "9", "9")])
@@ -355,7 +355,7 @@ def test_per_column_missing_marker_is_not_missing_elsewhere(tmp_path):
 
 
 def test_age_counts_completed_years_including_29_february(tmp_path):
-    from dpbundle.release.transform import _age
+    from dpbundle.release.data.transform import _age
 
     dates = np.array(["2000-02-29", "2000-03-01", "2000-02-28", "1999-12-31"], dtype="datetime64[D]")
     # reference 2023-02-28 (common year): the 29 February birthday has not come yet

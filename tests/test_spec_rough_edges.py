@@ -24,10 +24,10 @@ from typer.testing import CliRunner
 
 from dpbundle.audit.labels import build_view
 from dpbundle.audit.private_data import PrivateDataError, PrivateTable, always_removed, bin_private, load_private
-from dpbundle.release.cli import app
-from dpbundle.release.prepare import prepare
-from dpbundle.release.spec import SpecError, load_spec, removed_categories, validate_spec
-from dpbundle.release.transform import code_column, synthetic_constraint_hits, transform
+from dpbundle.release.cli.main import app
+from dpbundle.release.data.prepare import prepare
+from dpbundle.release.spec.load import SpecError, load_spec, removed_categories, validate_spec
+from dpbundle.release.data.transform import code_column, synthetic_constraint_hits, transform
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -332,10 +332,10 @@ def test_spec_validate_help_mentions_the_synthetic_counts():
 
 def test_only_spec_validate_computes_the_synthetic_counts():
     """`release` must not print these private counts: nothing but the spec validate command
-    (release/cli.py) calls the function."""
+    (release/cli/spec.py) calls the function."""
     users = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "release").rglob("*.py"))
              if "synthetic_constraint_hits" in p.read_text("utf-8")]
-    assert users == ["release/cli.py", "release/transform.py"]
+    assert users == ["release/cli/spec.py", "release/data/transform.py"]
     cli = (ROOT / "release" / "cli.py").read_text("utf-8")
     assert cli.count("_print_synthetic_hits(") == 2  # its definition and the call in spec_validate
     call = cli.index("    _print_synthetic_hits(prepared, s)")
@@ -343,7 +343,7 @@ def test_only_spec_validate_computes_the_synthetic_counts():
 
 
 def test_many_binnings_are_summarised(tmp_path, monkeypatch):
-    from dpbundle.release import transform as transform_module
+    from dpbundle.release.data import transform as transform_module
 
     spec_path = tmp_path / "census.yaml"
     spec_path.write_text(yaml.safe_dump(census_doc()), "utf-8")
@@ -374,7 +374,7 @@ def test_a_spec_beyond_the_audits_bounds_is_refused_before_release():
 
     import yaml
 
-    from dpbundle.release.spec import SIZE_LIMITS, SpecError, validate_spec
+    from dpbundle.release.spec.load import SIZE_LIMITS, SpecError, validate_spec
 
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
     doc = yaml.safe_load((root / "examples" / "births.yaml").read_text("utf-8"))
@@ -396,7 +396,7 @@ def test_the_release_draws_no_more_rows_than_the_audit_allows():
     import numpy as np
 
     from dpbundle.mechanisms.noise import Randomness
-    from dpbundle.release.iteration import ConstraintShortfall, _sample_rounds, max_drawn
+    from dpbundle.release.scheme.iteration import ConstraintShortfall, _sample_rounds, max_drawn
 
     drawn = []
 

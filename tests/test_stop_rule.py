@@ -134,10 +134,10 @@ def test_opendp_combinator_still_inverts_the_stop_probability() -> None:
 def small(tmp_path_factory):
     import yaml
 
-    from dpbundle.release.example import write_example
-    from dpbundle.release.prepare import prepare
-    from dpbundle.release.space import enumerate_configs
-    from dpbundle.release.spec import validate_spec
+    from dpbundle.release.data.example import write_example
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.scheme.space import enumerate_configs
+    from dpbundle.release.spec.load import validate_spec
 
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
     doc = yaml.safe_load((root / "examples" / "births.yaml").read_text("utf-8"))
@@ -150,7 +150,7 @@ def small(tmp_path_factory):
 def _never_passing(monkeypatch):
     from types import SimpleNamespace
 
-    import dpbundle.release.selection as selection_mod
+    import dpbundle.release.scheme.selection as selection_mod
 
     def fake(prepared, spec, config, rand, phase=None):
         rand.laplace(0.0, sensitivity=1.0, epsilon=1.0, purpose="fake")
@@ -160,11 +160,11 @@ def _never_passing(monkeypatch):
 
 
 def test_release_selection_stops_geometrically(small, monkeypatch):
-    """release/selection.py's select with stop probability 0.2 and no passing candidate: the
+    """release/scheme/selection.py's select with stop probability 0.2 and no passing candidate: the
     attempts in the private transcript are Geometric(0.2), each failed attempt followed by one
     recorded stop draw, the last one 'stop'; the stop probability is recorded."""
     from dpbundle.mechanisms.noise import Transcript
-    from dpbundle.release.selection import NothingSelected, select
+    from dpbundle.release.scheme.selection import NothingSelected, select
 
     spec, prepared, config = small
     _never_passing(monkeypatch)
@@ -191,10 +191,10 @@ def test_audit_checks_the_stop_draws(small, monkeypatch):
     than budget.json's is refused."""
     from types import SimpleNamespace
 
-    import dpbundle.release.selection as selection_mod
+    import dpbundle.release.scheme.selection as selection_mod
     from dpbundle.audit.replay import TranscriptError, _check_first_passing, check_records
     from dpbundle.mechanisms.noise import Transcript
-    from dpbundle.release.selection import select
+    from dpbundle.release.scheme.selection import select
 
     spec, prepared, config = small
     outcomes = iter([False, False, True])

@@ -19,7 +19,7 @@ import yaml
 from conftest import small_births_doc
 from typer.testing import CliRunner
 
-from dpbundle.release.sweep import (
+from dpbundle.release.sweep.run import (
     RUNS,
     SweepError,
     load_narrowed,
@@ -70,8 +70,8 @@ class StandIn:
         self._rep: dict[str, int] = {}
 
     def __call__(self, prepared, spec, config, rand):
-        from dpbundle.release.space import config_id
-        from dpbundle.release.transform import transform
+        from dpbundle.release.scheme.space import config_id
+        from dpbundle.release.data.transform import transform
 
         cid = config_id(config)
         rng = rand.rng("stand-in")
@@ -102,7 +102,7 @@ def calls(log: Path) -> list[tuple[str, int]]:
 
 @pytest.fixture(scope="module")
 def data_csv(tmp_path_factory) -> Path:
-    from dpbundle.release.example import write_example
+    from dpbundle.release.data.example import write_example
 
     path = tmp_path_factory.mktemp("data") / "births_public.csv"
     write_example(path, rows=1200, seed=7)
@@ -253,7 +253,7 @@ def full_sweep(small_spec, data_csv, tmp_path_factory):
 
 
 def test_narrowed_follows_threshold(full_sweep):
-    from dpbundle.release.space import config_id
+    from dpbundle.release.scheme.space import config_id
 
     s = full_sweep.summary
     assert s["configurations_swept"] == 8 and s["runs"] == 32
@@ -291,7 +291,7 @@ def test_narrowed_rejects_edited_file(full_sweep, tmp_path):
 
 
 def test_summary_files_and_schemas(full_sweep):
-    from dpbundle.release.jsonschemas import validate
+    from dpbundle.release.common.jsonschemas import validate
 
     out = full_sweep.out
     for name in ("sweep.json", "runs.jsonl", "runs.csv", "summary.csv", "summary.json", "utility.jsonl"):
@@ -372,7 +372,7 @@ def test_workers_and_scheduler_are_exclusive(small_spec, data_csv, tmp_path):
 def test_real_iteration_end_to_end(small_spec, data_csv, tmp_path):
     """The real iteration on the default (spawn) pool; thresholds relaxed so that the accepted
     candidates' utility is evaluated on real IterationResults."""
-    pytest.importorskip("dpbundle.release.iteration")
+    pytest.importorskip("dpbundle.release.scheme.iteration")
     doc = yaml.safe_load(small_spec.read_text("utf-8"))
     for c in doc["acceptance"]:
         c["threshold"] = 1e9
@@ -403,7 +403,7 @@ def test_report_pdf_never_splits_a_table_row(full_sweep):
     from pypdf import PdfReader
     from weasyprint import HTML
 
-    from dpbundle.release.sweep_report import build_context, render_html
+    from dpbundle.release.sweep.report import build_context, render_html
 
     summary = json.loads((full_sweep.out / "summary.json").read_text())
     base = summary["configurations"][0]

@@ -18,7 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from conftest import REPO_ROOT, small_births_doc
-from dpbundle.release.sweep import (
+from dpbundle.release.sweep.run import (
     NARROWED,
     RUNS,
     SweepError,
@@ -28,7 +28,7 @@ from dpbundle.release.sweep import (
     read_runs,
     run_sweep,
 )
-from dpbundle.release.sweep_exec import AdaptivePlan, Task
+from dpbundle.release.sweep.execute import AdaptivePlan, Task
 
 Z = 1.959963984540054
 
@@ -71,7 +71,7 @@ class ByAge:
         self.log, self.every = log, every
 
     def __call__(self, prepared, spec, config, rand):
-        from dpbundle.release.space import config_id
+        from dpbundle.release.scheme.space import config_id
 
         rand.rng("stand-in")
         i = _count_call(self.log, config_id(config))
@@ -101,7 +101,7 @@ class HalfOfCoarse:
         self.log = log
 
     def __call__(self, prepared, spec, config, rand):
-        from dpbundle.release.space import config_id
+        from dpbundle.release.scheme.space import config_id
 
         rand.rng("stand-in")
         i = _count_call(self.log, config_id(config))
@@ -357,8 +357,8 @@ def test_configs_refuses_a_list_of_another_spec(spec4, data_csv, tmp_path):
     text = _output(res).replace("\n", "")
     assert res.exit_code == 2, text
     assert listed_sha in text and "--allow-other-spec" in text
-    from dpbundle.release.spec import load_spec
-    from dpbundle.release.sweep import _spec_fingerprint
+    from dpbundle.release.spec.load import load_spec
+    from dpbundle.release.sweep.run import _spec_fingerprint
 
     assert _spec_fingerprint(load_spec(other)) in text
     assert not (tmp_path / "X").exists()
@@ -369,7 +369,7 @@ def test_configs_refuses_a_list_of_another_spec(spec4, data_csv, tmp_path):
 
 
 def test_configs_refuses_configurations_outside_the_space(spec4, data_csv, tmp_path):
-    from dpbundle.release.space import config_id
+    from dpbundle.release.scheme.space import config_id
 
     listed = _narrowed_from(spec4, data_csv, tmp_path)
     doc = yaml.safe_load(listed.read_text())
@@ -397,7 +397,7 @@ def test_configs_refuses_configurations_outside_the_space(spec4, data_csv, tmp_p
 # --------------------------------------------------------------------------- nothing passes
 
 def test_nothing_passes_exits_1_with_the_failing_criteria(spec4, data_csv, tmp_path, monkeypatch):
-    import dpbundle.release.sweep as sweep_mod
+    import dpbundle.release.sweep.run as sweep_mod
 
     real = sweep_mod.run_sweep
     monkeypatch.setattr(sweep_mod, "run_sweep",
@@ -451,7 +451,7 @@ def test_report_shows_intervals_and_decisions(spec4, data_csv, tmp_path):
 
 
 def test_console_table_shows_intervals(spec4, data_csv, tmp_path, monkeypatch):
-    import dpbundle.release.sweep as sweep_mod
+    import dpbundle.release.sweep.run as sweep_mod
 
     real = sweep_mod.run_sweep
     monkeypatch.setattr(sweep_mod, "run_sweep",
@@ -502,9 +502,9 @@ def test_adaptive_on_dask(spec4, data_csv, tmp_path):
 def test_shipped_lists_were_swept_on_their_spec(spec_name, list_name):
     """Every shipped narrowed list records the fingerprint of the spec it ships with, and its
     configurations belong to that spec's space (a list swept on an edited spec is refused)."""
-    from dpbundle.release.space import check_config
-    from dpbundle.release.spec import load_spec
-    from dpbundle.release.sweep import _spec_fingerprint
+    from dpbundle.release.scheme.space import check_config
+    from dpbundle.release.spec.load import load_spec
+    from dpbundle.release.sweep.run import _spec_fingerprint
 
     spec = load_spec(REPO_ROOT / "examples" / spec_name)
     doc = yaml.safe_load((REPO_ROOT / "examples" / list_name).read_text())

@@ -1,4 +1,4 @@
-"""Transformations: clip, bin, code, labels and numbers (release/transform.py).
+"""Transformations: clip, bin, code, labels and numbers (release/data/transform.py).
 
 Expected labels are those of the 2024 births release; expected numbers follow DESIGN.md ("a
 single-value bin is its value, a bounded bin its midpoint, an open bin its edge") and are written
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dpbundle.release.prepare import Prepared
-from dpbundle.release.spec import Spec, semantic_problems, validate_spec
-from dpbundle.release.transform import (codes_to_labels, code_column, codings, column_coding,
+from dpbundle.release.data.prepare import Prepared
+from dpbundle.release.spec.load import Spec, semantic_problems, validate_spec
+from dpbundle.release.data.transform import (codes_to_labels, code_column, codings, column_coding,
                                         labels_to_codes, transform)
 
 WEIGHT_LABELS = ["<1500"] + [f"{a}-{a + 99}" for a in range(1500, 4500, 100)] + ["4499<"]
@@ -263,7 +263,7 @@ def test_closed_range_gives_plain_labels():
 # --------------------------------------------------------------------------- synthetic constraints on coded data
 
 from dpbundle.mechanisms.coding import Coded  # noqa: E402
-from dpbundle.release.constraints import synthetic_violations  # noqa: E402
+from dpbundle.release.data.constraints import synthetic_violations  # noqa: E402
 
 
 def _coded_from_labels(spec, config, rows: list[dict]) -> Coded:

@@ -1,4 +1,4 @@
-"""Granular utility measures (release/utility.py): pMSE ratio, SPECKS, S_pMSE, marginals, moments."""
+"""Granular utility measures (release/sweep/utility.py): pMSE ratio, SPECKS, S_pMSE, marginals, moments."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import scipy.optimize
 import scipy.stats
 
 from dpbundle.mechanisms.coding import Coded, ColumnCoding
-from dpbundle.release.utility import (
+from dpbundle.release.sweep.utility import (
     _weighted_ks,
     correlations,
     evaluate_utility,

@@ -30,7 +30,7 @@ __all__ = ["build_context", "query_family", "PUBLISHED_EPSILONS", "epsilon_scale
            "SOURCE_KINDS", "faithfulness_rule_text", "one_category"]
 
 # Above this total epsilon the datasheet says plainly that the protection is weak (the spec
-# language's documented threshold; release/spec.py checks the acknowledgement).
+# language's documented threshold; release/spec/load.py checks the acknowledgement).
 WEAK_GUARANTEE_EPSILON = 10
 
 #: release.source_kind -> (noun, with the indefinite article); absent or "other": neutral words

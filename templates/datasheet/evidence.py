@@ -25,7 +25,7 @@ For Laplace noise that is the same as ``ruled_out`` lying at least ``WEAK_FACTOR
 as far from the smallest value as the threshold; fits use that form of the rule.
 
 Shared by the datasheet (public numbers of a bundle) and the release's pre-run warnings
-(``release/spec_criteria.py``, which computes the noise std it will have).
+(``release/spec/criteria_checks.py``, which computes the noise std it will have).
 """
 from __future__ import annotations
 

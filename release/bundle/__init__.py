@@ -1,0 +1,1 @@
+"""dpbundle.release.bundle."""

@@ -1,0 +1,390 @@
+"""``registry-entry.yaml``: the bundle's entry for the OpenDP Deployments Registry.
+
+The registry (registry.opendp.org; data and schema in the public repository
+opendp/deployments-registry-data, ``schemas/deployments-schema.yaml``) describes DP deployments
+in YAML at three tiers. Israel's own 2024 entry for its births release sits at tier 1 with the
+tier-3 fields (privacy unit details, pre-processing and tuning, justification, ...) left blank.
+dpbundle knows every one of them, so every bundle carries a tier-3 entry built here from the
+bundle's public documents only (the spec, budget.json, the metrics, the selected configuration
+and the facts known when the manifest is written: the day, the tool version, the key's
+fingerprint, the optional public files). The publisher can submit it as it is (status Draft) or
+edit the few fields the spec cannot give (the region, the sector).
+
+The entry follows the registry's schema (field names, nesting, enumerations) and is checked
+against ``schemas/registry-entry.schema.json`` (written from that field list, stricter: dpbundle
+fills every tier-3 field) before it is written. Its strings follow the registry's own file checks
+(no folded YAML style, no LaTeX double backslashes). The audit re-reads it and checks that its
+epsilon and its composition formula (:func:`composition_formula`) agree with budget.json.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import yaml
+
+from dpbundle.mechanisms import exact
+
+from dpbundle.release.common import jsonschemas
+
+__all__ = ["REGISTRY_ENTRY", "registry_entry", "registry_entry_bytes", "composition_formula",
+           "RegistryEntryError"]
+
+REGISTRY_ENTRY = "registry-entry.yaml"
+SCHEMA = "registry-entry"
+NOT_STATED = "Not stated in the release spec"
+
+_MECHANISM_WORDS = {
+    "laplace": "the Laplace mechanism (OpenDP make_laplace)",
+    "functional_mechanism": "the functional mechanism (Zhang et al. 2012: Laplace noise on the "
+                            "coefficients of the regression's loss, OpenDP)",
+    "sufficient_statistics": "noisy sufficient statistics (Laplace noise, OpenDP)",
+    "exponential_mechanism": "the exponential mechanism as report-noisy-max (OpenDP make_noisy_max)",
+}
+
+
+class RegistryEntryError(ValueError):
+    """The registry entry cannot be built from the documents given."""
+
+
+# --------------------------------------------------------------------------------- helpers
+
+def _show(x: Any) -> str:
+    """A declared number as its exact decimal (0.8, 4, 9.98)."""
+    return exact.show(exact.dec(x))
+
+
+def composition_formula(budget: dict) -> str:
+    """The total epsilon spelled out from budget.json, e.g. ``total epsilon = records count 0.1
+    + 2 x (generation 4 + acceptance criteria 0.99) = 10.08``. Every number is the exact decimal
+    of budget.json's (the audit computes the same sentence from budget.json and looks for it in
+    the entry's composition and privacy parameter details)."""
+    rec = budget.get("records") or {"policy": "declared_public", "epsilon": 0}
+    head = f"records count {_show(rec['epsilon'])} + " if rec.get("policy") == "dp_count" else ""
+    pre = budget.get("pre_selection") or []
+    tail = f" + pre-selection {exact.show(exact.total(p['epsilon'] for p in pre))}" if pre else ""
+    return (f"total epsilon = {head}{_show(budget['selection']['factor'])} x (generation "
+            f"{_show(budget['generation']['epsilon'])} + acceptance criteria "
+            f"{_show(budget['evaluation']['epsilon'])}){tail} = {_show(budget['total_epsilon'])}")
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return s[:120].strip("-") or "dp-release"
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if not text or text.endswith((".", "!", "?")) else text + "."
+
+
+def _join(items: Sequence[str], last: str = "and") -> str:
+    items = [str(i) for i in items]
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+def _params(d: dict, skip: Sequence[str] = ("type",)) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items() if k not in skip)
+
+
+def _input_column(c: dict) -> str:
+    t = c.get("type", "?")
+    bits = [f"{c.get('name')} ({t}"]
+    if c.get("min") is not None or c.get("max") is not None:
+        bits.append(f" {c.get('min', '')}..{c.get('max', '')}")
+    if c.get("categories"):
+        cats = [str(x) for x in c["categories"]]
+        bits.append(": " + ", ".join(cats[:12]) + (", ..." if len(cats) > 12 else ""))
+    return "".join(bits) + ")"
+
+
+def _threshold_words(entry: dict, row: dict | None) -> str:
+    t = entry.get("threshold")
+    used = row.get("threshold") if row else None
+    if isinstance(t, dict):
+        stake = t.get("stakeholder")
+        fp = t.get("false_positive")
+        derived = f"{used:.6g}" if isinstance(used, (int, float)) else "derived"
+        return (f"threshold {derived}, lowered from the stakeholders' {stake} so that a candidate beyond "
+                f"their limit passes by the noise alone with probability at most {fp}")
+    return f"threshold {_show(t) if isinstance(t, (int, float)) else t}"
+
+
+# --------------------------------------------------------------------------------- the entry
+
+def registry_entry(*, spec: dict, configuration: dict, configuration_id: str, budget: dict,
+                   criteria: Sequence[dict], n: int, columns: Sequence[tuple[str, int, bool]],
+                   created: str, dpbundle_version: str, fingerprint: str, files: Sequence[str],
+                   preregistration: dict | None = None) -> dict:
+    """The registry entry (a dict in the registry's layout) from the bundle's public documents.
+
+    ``spec``: the public spec; ``configuration`` / ``configuration_id``: spec.json's;
+    ``budget``: budget.json; ``criteria``: metrics.json's rows; ``n``: the released rows;
+    ``columns``: (name, number of values, ordered) of each released column; ``created``: the UTC
+    day; ``fingerprint``: the signing key's SHA-256; ``files``: the bundle's file names;
+    ``preregistration``: preregistration.json when the release was pre-registered."""
+    try:
+        return _entry(spec, configuration, configuration_id, budget, list(criteria), int(n), list(columns),
+                      created, dpbundle_version, fingerprint, list(files), preregistration)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise RegistryEntryError(f"{REGISTRY_ENTRY}: the bundle's documents lack a field it needs "
+                                 f"({exc!r})") from None
+
+
+def _entry(spec, configuration, configuration_id, budget, criteria, n, columns, created, version,
+           fingerprint, files, prereg) -> dict:
+    release = spec["release"]
+    privacy = spec["privacy"]
+    title, publisher = str(release["title"]), str(release["publisher"])
+    rows = {c["id"]: c for c in criteria}
+    acceptance = spec.get("acceptance") or []
+    gen = budget["generation"]
+    records = budget.get("records") or {"policy": "declared_public", "epsilon": 0, "released_n": n,
+                                        "statement": "the number of records is published exactly"}
+    dp_count = records["policy"] == "dp_count"
+    formula = composition_formula(budget)
+    min_count = (configuration.get("projection") or {}).get("min_count")
+    period = release.get("period") or {}
+    when = f" from {period['start']} to {period['end']}" if period.get("start") and period.get("end") else ""
+    seeds_bound = "seeds.json" in files
+    has_model = "model.json" in files
+
+    # -- tier 1
+    uses = [f"{e['id']}: {_sentence(e.get('description') or e.get('type'))[:-1]}" for e in acceptance]
+    basic = {
+        "name": title,
+        "data_curators": [publisher],
+        "description": _sentence(release.get("description") or title)
+        + f" {n:,} synthetic records in {len(columns)} categorical columns "
+          f"({', '.join(c[0] for c in columns)}).",
+        "intended_use": ("Open data for statistical analysis of the released columns. The analyses "
+                         "validated before the release, each within a public threshold with DP noise: "
+                         + "; ".join(uses) + ". Anything else is not guaranteed (see the datasheet, "
+                         "README.pdf)."),
+        "data_product_type": "Synthetic data",
+        "data_product_region": NOT_STATED,
+        "publication_date": created,
+    }
+
+    # -- tier 2 and 3: the variant, the privacy loss
+    in_cols = (spec.get("input") or {}).get("columns") or []
+    raw_rules = [c.get("name") for c in spec.get("raw_constraints") or []]
+    domain_size = 1
+    for _, k, _ in columns:
+        domain_size *= int(k)
+    dp_variant = {
+        "variant_name": "Pure DP",
+        "data_domain": (f"Tables of records (unit of privacy: {release['unit_of_privacy']}) with the input "
+                        "columns "
+                        + "; ".join(_input_column(c) for c in in_cols)
+                        + (f". Rows that break one of the {len(raw_rules)} public plausibility rules of the "
+                           "spec are dropped first" if raw_rules else "")
+                        + f". The released table's records take one of {domain_size:,} combinations of "
+                          "the released columns' values (codebook.csv)."),
+        "unprotected_quantities": (
+            (f"None of the records' values. The number of records ({records['released_n']:,}) is a DP "
+             f"count (epsilon {_show(records['epsilon'])}, part of the total)." if dp_count else
+             f"The number of records, {records['released_n']:,}: {records['statement']}.")
+            + " The spec (columns, bin edges, plausibility rules, criteria, thresholds, epsilons, cap) "
+              "is public and was fixed without the data; the selected configuration and the DP "
+              "values of the criteria are outputs of the DP mechanisms."),
+    }
+    parts = "; ".join(f"{p['purpose']} {_show(p['epsilon'])}" for p in gen.get("parts") or [])
+    crit_eps = ", ".join(f"{c['id']} {_show(c['epsilon'])}" for c in budget["evaluation"]["criteria"])
+    privacy_loss = {
+        "privacy_unit": str(budget["unit_of_privacy"]),
+        "privacy_unit_details": (
+            f"Neighbouring registries: {_sentence(budget['neighbouring'])} Input metric: change-one "
+            "distance (OpenDP change_one_distance; one record replaced by another), at distance 1. "
+            "Someone with several records is protected by group privacy (k records: k times the epsilon)."),
+        "privacy_parameters": {"epsilon": float(budget["total_epsilon"])},
+        "privacy_parameters_details": (
+            f"Pure DP (delta = 0); {formula}. Generation ({gen['type']}): {_show(gen['epsilon'])}"
+            + (f" ({parts})" if parts else "")
+            + f". Acceptance criteria: {_show(budget['evaluation']['epsilon'])} "
+            f"({crit_eps}). The private selection doubles the per-candidate epsilon (factor "
+            f"{_show(budget['selection']['factor'])}) whatever the number of candidates tried. Cap "
+            f"declared in the spec: {_show(budget['epsilon_cap'])}. OpenDP's privacy map of the selection "
+            f"gives {budget.get('total_epsilon_opendp')!r}."),
+    }
+
+    # -- the deployment model
+    deployment_model = {
+        "model_name": "Central",
+        "model_name_details": (f"{publisher} holds the confidential registry and runs dpbundle where the "
+                               "registry is kept; only the signed bundle is published."),
+        "actors": (f"The curator ({publisher}) sees the confidential data and the private randomness "
+                   "transcript and is trusted to run the published spec on the real registry. An auditor "
+                   "inside the enclave, given the transcript and the data, can replay the selected "
+                   "candidate byte for byte against the published commitment. Everyone else, including "
+                   "adversaries, sees only the bundle; anyone can check its signature, hashes and budget "
+                   "arithmetic with dpbundle audit, without trusting the curator's code."),
+        "release_type": "One release",
+        "release_type_details": ("One bundle. Its epsilon is recorded in the curator's private budget "
+                                 "ledger; another release from the same registry adds to it and is refused "
+                                 "unless the curator allows additional spending."),
+        "data_source_type": "Static",
+        "data_source_type_details": f"One extract of the registry{when}.",
+        "access_type": "Non-interactive",
+        "access_type_details": "The bundle is published as files; no query is answered.",
+    }
+
+    # -- accounting
+    synth = [c.get("name") for c in spec.get("synthetic_constraints") or []]
+    post = [f"Sampling from the DP model (about 1.1 n records, resampled if short)"]
+    if synth:
+        post.append(f"dropping the sampled records that break one of {len(synth)} public synthetic "
+                    f"constraints ({'; '.join(synth)})")
+    post.append("keeping n records")
+    if min_count is not None:
+        post.append(f"the face-privacy projection (every full record appears at least {min_count} times, "
+                    "by removing or duplicating sampled records)")
+    post.append("shuffling")
+    accounting = {
+        "post_processing": (
+            ", ".join(post) + ". The seeds of these steps are "
+            + ("derived from a pre-registered secret and a public beacon value (seeds.json)" if seeds_bound
+               else "256-bit values from the operating system's CSPRNG (Python secrets), recorded in the "
+                    "private transcript")
+            + ". The codebook, the datasheet and metrics.csv are computed from the DP outputs."
+            + (" The DP model itself is published (model.json): post-processing of the generation step."
+               if has_model else "")),
+        "composition": (
+            f"Sequential composition within one candidate: the generator ({gen['type']}, epsilon "
+            f"{_show(gen['epsilon'])}) and the acceptance criteria (epsilon "
+            f"{_show(budget['evaluation']['epsilon'])}). The private selection with a known threshold "
+            f"(Liu and Talwar 2019) draws candidates until one passes every criterion"
+            + (f", or stops, releasing nothing, with probability {budget['selection']['stop_probability']!r} "
+               "after each failure" if budget["selection"]["stop_probability"] else "")
+            + f"; it costs "
+            f"{_show(budget['selection']['factor'])} x the per-candidate epsilon whatever the number of "
+            "candidates tried, which is never published."
+            + (f" The DP count of records (epsilon {_show(records['epsilon'])}) is measured once, before "
+               "the selection." if dp_count else "")
+            + (" Measurements made once before the selection: "
+               + ", ".join(f"{p['purpose']} {_show(p['epsilon'])}" for p in budget.get("pre_selection"))
+               + "." if budget.get("pre_selection") else "")
+            + f" Hence {formula} (budget.json), at most the cap {_show(budget['epsilon_cap'])}."),
+    }
+
+    # -- implementation
+    source = (budget.get("selection") or {}).get("stop_probability_source", "spec")
+    prereg_words = ""
+    if prereg is not None:
+        cs = prereg.get("configs_sha256")
+        prereg_words = (" The spec" + (f", the configuration list (SHA-256 {cs})" if cs else "")
+                        + " and the signing key were pre-registered before the data were used "
+                          "(preregistration.json).")
+    tuning = (
+        (f"Pre-processing: {len(raw_rules)} public plausibility rules drop rows; " if raw_rules
+         else "Pre-processing: ")
+        + "every value is clipped and binned with bounds and edges from the spec, never from the data. "
+        "Hyperparameter tuning: the binning of each column, the generator's hyperparameters and the "
+        "projection's min_count are chosen by the private selection, which draws a configuration "
+        "uniformly for each candidate; its privacy loss is accounted (the factor "
+        f"{_show(budget['selection']['factor'])} in the total). The thresholds and epsilons were fixed in "
+        "the spec. The configurations may first be narrowed by a sweep on similar public data "
+        "(dpbundle sweep), which reads no confidential record and so costs no privacy loss on the "
+        "registry"
+        + ("; this release's stop probability was derived from that sweep's acceptance estimates."
+           if source == "auto" else ".")
+        + prereg_words)
+    mechs: dict[str, list[str]] = {}
+    for c in criteria:
+        mechs.setdefault(c.get("mechanism", "?"), []).append(c["id"])
+    crit_words = "; ".join(f"{_MECHANISM_WORDS.get(m, m)} for {_join(ids)}" for m, ids in mechs.items())
+    gen_cfg = configuration.get("generator") or {}
+    rec_words = (f" Number of records: {records.get('mechanism')}; resize: {records.get('resize')}."
+                 if dp_count else "")
+    mechanisms = (
+        f"Generator {gen['type']} ({_params(gen_cfg)}), parts: {parts or _show(gen['epsilon'])}. "
+        f"Acceptance criteria: {crit_words}. Selection: {budget['selection']['method']}.{rec_words} "
+        f"Implementation: dpbundle {version} on OpenDP {budget.get('opendp_version')}. Every noise draw "
+        "comes from OpenDP's samplers (exact arithmetic, the operating system's CSPRNG), not from "
+        "floating-point samplers; the epsilons handed to OpenDP as floats add up, in exact rational "
+        "arithmetic, to at most the declared decimals, and noise scales are rounded up. Timing: the "
+        "deployment is non-interactive, and the bundle gives only the day it was written, so neither "
+        "the run time nor the number of candidates tried is disclosed. Access control: the registry and the private "
+        "transcript of every DP output (a file readable by the curator only) stay inside the enclave; "
+        "the bundle publishes the transcript's salted SHA-256 commitment. The manifest of every file's "
+        f"SHA-256 is signed with Ed25519 (key fingerprint {fingerprint}).")
+    just = []
+    for e in acceptance:
+        just.append(f"{e['id']} ({_threshold_words(e, rows.get(e['id']))}, epsilon {_show(e['epsilon'])})")
+    justification = (
+        "The data users' needs are the acceptance criteria of the spec, each with the largest error the "
+        "stakeholders accept and the epsilon its DP check may spend: " + "; ".join(just) + ". "
+        f"The generator's epsilon ({_show(privacy['epsilon_generation'])}) and the cap "
+        f"({_show(privacy['epsilon_cap'])}) are the spec's"
+        + ("; the spec acknowledges a total above 20 as a weak guarantee"
+           if privacy.get("acknowledge_weak_guarantee") else "")
+        + ". "
+        + (f"Face privacy: no released record is unique (every full record appears at least {min_count} "
+           "times). " if min_count is not None else "")
+        + "Validation: the audit (dpbundle audit) re-checks the signature, every hash, every sensitivity "
+          "and derived threshold, the budget arithmetic, face privacy, the constraints and the datasheet's "
+          "numbers from the public bundle; inside the enclave, with the private transcript, it can replay "
+          "the selected candidate byte for byte. "
+        + "Method: Hod and Canetti 2024, the universal scheme of Israel's 2024 release of its National "
+          "Registry of Live Births, with the soundness fixes listed in dpbundle's design notes.")
+    implementation = {
+        "preprocessing_and_hyperparameter_tuning": tuning,
+        "mechanisms": mechanisms,
+        "justification": justification,
+    }
+
+    administrative = {
+        "sources": ("The bundle's datasheet (README.pdf, README.html) and its files. Contact: "
+                    f"{release.get('contact', '')}. Method: https://arxiv.org/abs/2405.00267; private "
+                    "selection: https://arxiv.org/abs/1811.07971."),
+        "notes": (f"Generated by dpbundle {version} from the bundle's public files on {created} (configuration "
+                  f"{configuration_id}). Verify the bundle with: dpbundle audit BUNDLE --pubkey {fingerprint}. "
+                  "Region and sector are not part of the release spec: fill them in before submitting."),
+        "registry_authors": [publisher],
+    }
+    year = created[:4]
+    return {
+        "url_slug": _slug(f"{title} {publisher} {year}"),
+        "status": "Draft",
+        "tier": 3,
+        "deployment": {
+            "basic": basic,
+            "dp_variant": dp_variant,
+            "privacy_loss": privacy_loss,
+            "deployment_model": deployment_model,
+            "accounting": accounting,
+            "implementation": implementation,
+            "administrative": administrative,
+        },
+    }
+
+
+# --------------------------------------------------------------------------------- YAML
+
+class _Dumper(yaml.SafeDumper):
+    """Block style; multi-line strings as literal blocks (the registry refuses folded '>')."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str):
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+_HEADER = ("# OpenDP Deployments Registry entry (https://registry.opendp.org), tier 3, written by dpbundle\n"
+           "# from this bundle's public files; fields follow the registry's schema\n"
+           "# (opendp/deployments-registry-data, schemas/deployments-schema.yaml).\n")
+
+
+def registry_entry_bytes(doc: dict) -> bytes:
+    """The entry as YAML (UTF-8), validated against ``schemas/registry-entry.schema.json``
+    first (``SchemaValidationError`` otherwise); reading it back gives ``doc``."""
+    jsonschemas.validate(doc, SCHEMA, document=REGISTRY_ENTRY)
+    text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
+                     width=100)
+    if yaml.safe_load(text) != doc:  # pragma: no cover - a dumper bug, never a user error
+        raise RegistryEntryError(f"{REGISTRY_ENTRY}: the YAML text does not read back as the entry")
+    return (_HEADER + text).encode("utf-8")

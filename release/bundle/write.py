@@ -1,0 +1,943 @@
+"""The signed release bundle (one directory, optionally also a deterministic .zip).
+
+Files (see docs/internals.md, "Bundle"):
+
+    data.csv          released records, labels, spec column order, rows in the given (random) order
+    metrics.csv       one row per acceptance criterion; numbers printed as format(x, ".6g")
+    metrics.json      the same rows, full precision
+    budget.json       every epsilon spent and how the total is composed
+    spec.json         the public spec as used (without privacy.private_data_sha256) + selected configuration
+    codebook.csv      every released column's values, in order: label, bounds, number, unit, description
+    datapackage.json  Frictionless Data Package v2 declaring data.csv, codebook.csv and metrics.csv
+    registry-entry.yaml  the bundle's OpenDP Deployments Registry entry (tier 3; registry_entry.py)
+    (optional)        preregistration.json(.sig), seeds.json, model.json, configurations.yaml (the
+                      --configs list the selection drew from, verbatim: configurations_file)
+    README.html       the datasheet
+    README.pdf        the datasheet, A4
+    manifest.json     SHA-256 and size of every file above, tool version, numpy and opendp versions,
+                      creation day, public key, key fingerprint, transcript commitment, and (when the
+                      release passes it) the ledger's count of spends on this registry
+    manifest.sig      raw 64-byte Ed25519 signature of the exact bytes of manifest.json
+
+The bundle is built in a temporary sibling directory and renamed into place only when complete:
+an interrupted run leaves no bundle, and an existing bundle is replaced only with ``force``.
+The private randomness transcript is written outside the bundle (mode 0600); only its salted
+commitment is published. The number of selection attempts never appears in any file.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import datetime as _dt
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpbundle.mechanisms import exact, noise
+
+from dpbundle.mechanisms.coding import ColumnCoding
+from dpbundle.templates.datasheet import Meta, datasheet_html, read_public_files
+from dpbundle.templates.datasheet.codebook import codebook_bytes
+
+from dpbundle.release.bundle import datasheet
+from dpbundle.release.common import jsonschemas
+from dpbundle.release.bundle import keys
+from dpbundle.templates.datasheet import value_noise
+from dpbundle.release.data.fingerprint import file_sha256
+from dpbundle.release.bundle.registry_entry import REGISTRY_ENTRY, RegistryEntryError, registry_entry, registry_entry_bytes
+
+__all__ = [
+    "BUNDLE_FORMAT",
+    "TRANSCRIPT_FORMAT",
+    "COMMITMENT_CONSTRUCTION",
+    "BundleError",
+    "write_bundle",
+    "public_spec",
+    "transcript_commitment",
+    "write_transcript",
+    "default_transcript_path",
+    "private_dir",
+    "PRIVATE_DIR_ENV",
+    "write_zip",
+    "file_digest",
+    "metrics_csv_bytes",
+    "configurations_file",
+    "library_versions",
+    "OPTIONAL_FILES",
+    "CONFIGURATIONS",
+]
+
+BUNDLE_FORMAT = "dpbundle-bundle/1"
+TRANSCRIPT_FORMAT = "dpbundle-transcript/1"
+COMMITMENT_CONSTRUCTION = "sha256(salt || transcript.jsonl)"
+NEIGHBOURING_DEFAULT = "change one record (bounded; n public)"
+METRICS_FIELDS = ["id", "type", "description", "threshold", "stakeholder_threshold", "threshold_inputs", "dp_value",
+                  "passed", "epsilon", "sensitivity", "sensitivity_inputs", "mechanism", "noise_scale", "noise_std"]
+METRICS_CSV_COLUMNS = ["id", "type", "description", "threshold", "stakeholder_threshold", "dp_value", "passed",
+                       "epsilon", "sensitivity", "mechanism", "noise_scale", "noise_std",
+                       "noise_on", "value_noise_std", "value_noise_mean"]
+# noise_std is the std of the noise the mechanism draws; noise_on says where it goes ("value",
+# "inside_fit", "selection_scores"); value_noise_std / value_noise_mean: the noise of the reported
+# dp_value (estimated for a fit, empty when unknown; see value_noise.py and the datasheet).
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+# Keys that would publish how many candidates the private selection tried (DESIGN: never).
+_ATTEMPT_KEY = re.compile(r"attempt|^(n_|num_|number_of_)?(iterations?|tries|trials|candidates_tried)(_count|_index)?$"
+                          r"|^iteration_index$|^selected_index$", re.IGNORECASE)
+
+
+class BundleError(Exception):
+    """The bundle cannot be written (bad input, existing output, inconsistent budget, ...)."""
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+def _utc_today() -> str:
+    """The bundle's ``created``: the UTC day only. A time of day would tell, against the
+    start of the run (a pre-registration, a log), how long the selection took, a proxy for the
+    number of attempts, which is private."""
+    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+
+
+def _jsonable(obj: Any, where: str = "$") -> Any:
+    """Plain JSON types (numpy scalars/arrays, tuples, dates, paths converted); NaN/inf refused."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v, f"{where}.{k}") for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist(), where)
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        if not math.isfinite(x):
+            raise BundleError(f"{where}: {x} is not a finite number")
+        return x
+    if obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, (_dt.date, _dt.datetime)):
+        return obj.isoformat()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise BundleError(f"{where}: cannot write a {type(obj).__name__} to JSON")
+
+
+def _check_no_attempt_count(obj: Any, where: str) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if _ATTEMPT_KEY.search(str(k)):
+                raise BundleError(f"{where}.{k}: the number of selection attempts (or an attempt index) must never "
+                                  f"be published")
+            _check_no_attempt_count(v, f"{where}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _check_no_attempt_count(v, f"{where}[{i}]")
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_json(directory: Path, name: str, obj: Any, schema: str) -> None:
+    jsonschemas.validate(obj, schema, document=name)
+    _write_bytes(directory / name, _json_bytes(obj))
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """(SHA-256 hex, size in bytes) of a file."""
+    return file_sha256(path), Path(path).stat().st_size
+
+
+def _is_within(path: Path, directory: Path) -> bool:
+    path, directory = path.resolve(), directory.resolve()
+    return path == directory or directory in path.parents
+
+
+# --------------------------------------------------------------------------------- public pieces
+
+def public_spec(spec: dict) -> dict:
+    """The spec as published: a deep copy without ``privacy.private_data_sha256``."""
+    out = copy.deepcopy(spec)
+    if isinstance(out.get("privacy"), dict):
+        out["privacy"].pop("private_data_sha256", None)
+    return out
+
+
+transcript_commitment = noise.commitment_of  # sha256(salt || records_jsonl), one definition
+
+
+PRIVATE_DIR_ENV = "DPBUNDLE_PRIVATE_DIR"
+
+
+def private_dir() -> Path:
+    """The private directory for transcripts: ``$DPBUNDLE_PRIVATE_DIR`` if set, else
+    ``$XDG_DATA_HOME/dpbundle/private`` (XDG_DATA_HOME defaults to ``~/.local/share``).
+
+    Created with mode 0700 if missing. An existing default directory that we own is narrowed to
+    0700; an existing ``$DPBUNDLE_PRIVATE_DIR`` is the user's choice and is left as it is, with a
+    warning if others may read it (the files in it are 0600 either way). If the directory cannot
+    be created it is returned all the same: the caller's "no such directory" check says so.
+    """
+    env = os.environ.get(PRIVATE_DIR_ENV)
+    if env:
+        d = Path(env).expanduser()
+    else:
+        xdg = os.environ.get("XDG_DATA_HOME")
+        base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
+        d = base / "dpbundle" / "private"
+    d = d.absolute()
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = d.stat()
+        if st.st_mode & 0o077:
+            if not env and st.st_uid == os.getuid():
+                os.chmod(d, 0o700)
+            else:
+                print(f"warning: the private directory {d} may be read by other users (mode "
+                      f"{st.st_mode & 0o777:o}); the transcript itself is written with mode 0600",
+                      file=sys.stderr)
+    except OSError:
+        pass
+    return d
+
+
+def default_transcript_path(out: Path) -> Path:
+    """The default transcript location: in the private directory (:func:`private_dir`, mode
+    0700), not beside the bundle, where copying the folder that holds the bundle would ship it.
+    The name is the bundle's name and a random tag, so two releases never collide, and no time
+    (the start time beside the bundle's ``created`` would give the run time):
+    ``<name>.<12 hex>.transcript.jsonl``; the file itself is written 0600."""
+    out = Path(out)
+    d = private_dir()
+    if d.resolve() == out.absolute().parent.resolve():
+        print(f"warning: {PRIVATE_DIR_ENV} is the folder that holds the bundle: copying that folder "
+              f"would ship the PRIVATE transcript", file=sys.stderr)
+    return d / f"{out.name}.{secrets.token_hex(6)}.transcript.jsonl"
+
+
+def _one_per_class(values: list) -> list:
+    """The first element of each JSON class in ``values`` (int, integral float, other float, each
+    other type). The transcript-record schema constrains the ``true``/``noisy`` arrays only by
+    their element types and ``minItems: 1``, so this short list is valid exactly when ``values`` is."""
+    seen: dict = {}
+    for v in values:
+        seen.setdefault((type(v), v.is_integer()) if type(v) is float else type(v), v)
+    return list(seen.values())
+
+
+def _validate_transcript_records(records_jsonl: bytes, document: str) -> None:
+    """Validate every record line against ``transcript-record`` (SchemaValidationError naming the
+    line). Long numeric arrays are checked in bulk; a failing record is re-validated in full so
+    the error names the exact JSON path."""
+    for lineno, line in enumerate(bytes(records_jsonl).decode("utf-8").splitlines(), start=2):
+        where = f"{document} line {lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BundleError(f"{where}: not a JSON record ({exc})") from None
+        view = rec
+        if isinstance(rec, dict) and any(isinstance(rec.get(k), list) for k in ("true", "noisy")):
+            view = {k: _one_per_class(v) if k in ("true", "noisy") and isinstance(v, list) else v
+                    for k, v in rec.items()}
+        if jsonschemas.iter_errors(view, "transcript-record"):
+            jsonschemas.validate(rec, "transcript-record", document=where)
+
+
+def write_transcript(path: Path, records_jsonl: bytes, salt: bytes, *, force: bool = False) -> str:
+    """Write the private transcript file (mode 0600): a header line, then the records.
+
+    Returns the commitment. Refuses to overwrite an existing file unless ``force``. The header and
+    every record are validated against their schemas first (``SchemaValidationError``).
+    """
+    path = Path(path)
+    commitment = transcript_commitment(salt, records_jsonl)
+    jsonschemas.validate(noise.transcript_header(salt), "transcript-header", document=f"{path} (header)")
+    _validate_transcript_records(records_jsonl, str(path))
+    if (path.exists() or path.is_symlink()) and not force:
+        raise BundleError(f"{path}: the transcript file exists; refusing to overwrite it (use --force)")
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
+    try:
+        _write_bytes(tmp, noise.transcript_file_bytes(bytes(records_jsonl), salt), 0o600)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return commitment
+
+
+SHA256SUMS = "SHA256SUMS"
+CONFIGURATIONS = "configurations.yaml"
+# optional public files -> their JSON Schema (None: not JSON; a .yaml file is parsed as YAML and
+# validated against its schema)
+OPTIONAL_FILES = {"preregistration.json": "preregistration", "preregistration.json.sig": None,
+                  "seeds.json": "seeds", "model.json": "model", CONFIGURATIONS: "narrowed"}
+
+
+def configurations_file(path: Path | None) -> dict[str, bytes]:
+    """The public file of the configuration list the private selection draws from:
+    ``{"configurations.yaml": <the bytes of the --configs list>}``, verbatim, so that its SHA-256
+    is the ``configs_sha256`` a pre-registration record registers (``dpbundle preregister
+    --configs`` hashes the file's bytes); ``{}`` when ``path`` is None (the selection drew from
+    the spec's whole space, which spec.json publishes). The list is public: a ``dpbundle
+    sweep`` on public data wrote it. BundleError if it cannot be read or is not a narrowed list
+    (schemas/narrowed.schema.json). The audit checks that the selected configuration is in it
+    and, for a pre-registered bundle, that its SHA-256 is the registered one.
+
+    Pass the result to :func:`write_bundle` in ``public_files`` (with the other optional files)."""
+    if path is None:
+        return {}
+    try:
+        content = Path(path).read_bytes()
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read the configuration list ({exc.strerror})") from None
+    _check_yaml(CONFIGURATIONS, content, OPTIONAL_FILES[CONFIGURATIONS])
+    return {CONFIGURATIONS: content}
+
+
+def _check_yaml(name: str, content: bytes, schema: str) -> None:
+    """A public YAML file parses (the release's hardened reader) and matches its schema."""
+    from dpbundle.release.spec.yaml_text import SpecTextError, load_yaml
+
+    try:
+        doc = load_yaml(content.decode("utf-8"))[0]
+    except UnicodeDecodeError:
+        raise BundleError(f"{name}: not UTF-8 text") from None
+    except SpecTextError as exc:
+        raise BundleError(f"{name}: not a readable YAML document ({exc})") from None
+    try:
+        jsonschemas.validate(doc, schema, document=name)
+    except ValueError as exc:
+        raise BundleError(f"{name}: {exc}") from None
+
+
+def library_versions() -> dict[str, str]:
+    """manifest.json's ``versions``: the installed numpy and opendp, on which a bundle's bytes
+    depend (docs/reproducibility.md); the replay and the re-derivation warn when theirs differ."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for lib in ("numpy", "opendp"):
+        try:
+            out[lib] = version(lib)
+        except PackageNotFoundError:  # pragma: no cover
+            out[lib] = "unknown"
+    return out
+
+
+def _ledger_doc(ledger: dict | None) -> dict | None:
+    """manifest.json's ``ledger`` from write_bundle's argument (BundleError if malformed)."""
+    if ledger is None:
+        return None
+    if not isinstance(ledger, dict):
+        raise BundleError("ledger must be a dict {'spends_on_registry': k, 'spend_id': id}")
+    k, sid = ledger.get("spends_on_registry"), ledger.get("spend_id")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise BundleError(f"ledger.spends_on_registry must be an integer >= 1 (this spend "
+                          f"included), got {k!r}")
+    if not isinstance(sid, str) or not sid or len(sid) > 200:
+        raise BundleError("ledger.spend_id must be the ledger entry's id (a non-empty string)")
+    unknown = sorted(set(ledger) - {"spends_on_registry", "spend_id"})
+    if unknown:
+        raise BundleError(f"ledger: unknown field(s) {unknown}")
+    return {"spends_on_registry": k, "spend_id": sid}
+
+
+def _check_public_files(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The optional public files in a fixed order; BundleError for an unknown name or a JSON
+    (YAML) file that does not match its schema."""
+    out: dict[str, bytes] = {}
+    for name in OPTIONAL_FILES:
+        if name not in files:
+            continue
+        content = bytes(files[name])
+        schema = OPTIONAL_FILES[name]
+        if schema is not None and name.endswith(".yaml"):
+            _check_yaml(name, content, schema)
+        elif schema is not None:
+            try:
+                jsonschemas.validate(json.loads(content.decode("utf-8")), schema, document=name)
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise BundleError(f"{name}: {exc}") from None
+        out[name] = content
+    unknown = sorted(set(files) - set(OPTIONAL_FILES))
+    if unknown:
+        raise BundleError(f"unknown optional bundle file(s) {unknown}; allowed: {sorted(OPTIONAL_FILES)}")
+    return out
+
+
+def _as_coding(col: Any) -> ColumnCoding:
+    """A released column as a :class:`ColumnCoding` (the codebook needs its numbers and bounds);
+    a column known only by name and labels gets its codes as numbers and no bounds."""
+    if isinstance(col, ColumnCoding):
+        return col
+    k = len(col.labels)
+    nan = np.full(k, np.nan)
+    return ColumnCoding(name=col.name, labels=tuple(col.labels), values=np.arange(k, dtype=float),
+                        ordered=False, lower=nan, upper=nan)
+
+
+def sha256sums_bytes(directory: Path, files: Sequence[str]) -> bytes:
+    """``SHA256SUMS`` in the format ``sha256sum -c`` reads: ``<hex>  <name>`` per line, sorted
+    by name (the manifest and its signature are not listed: the manifest lists this file)."""
+    lines = [f"{file_digest(Path(directory) / f)[0]}  {f}\n" for f in sorted(files)]
+    return "".join(lines).encode("utf-8")
+
+
+def write_zip(directory: Path, zip_path: Path, *, root: str | None = None) -> Path:
+    """A deterministic zip of ``directory``: entries sorted, under ``root/`` (default: the directory's
+    name), timestamps 1980-01-01 00:00, mode 0644, deflated at level 9, no extra fields, no
+    comment. Byte-identical for identical directory contents with the same zlib (the signature
+    covers the files inside, not the zip: a different zlib may give other zip bytes but the same
+    verified files)."""
+    directory, zip_path = Path(directory), Path(zip_path)
+    root = directory.name if root is None else root
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9,
+                         allowZip64=True) as zf:
+        for p in files:
+            rel = p.relative_to(directory).as_posix()
+            info = zipfile.ZipInfo(f"{root}/{rel}" if root else rel, date_time=ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = 3  # unix, so that external_attr is a unix mode everywhere
+            info.external_attr = (0o100644 & 0xFFFF) << 16
+            info.extra = b""
+            info.comment = b""
+            zf.writestr(info, p.read_bytes(), compresslevel=9)
+        zf.comment = b""
+    zip_path.write_bytes(buf.getvalue())
+    return zip_path
+
+
+def metrics_csv_bytes(criteria: list[dict], noise_estimates: dict | None = None) -> bytes:
+    """metrics.csv: one row per criterion, numbers printed with the datasheet's format;
+    ``noise_estimates``: value_noise.estimate(...) for the value-noise columns of fits."""
+    vnoise = value_noise.value_noise_rows(criteria, noise_estimates)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(METRICS_CSV_COLUMNS)
+    for c in criteria:
+        row = dict(c, **vnoise[c["id"]])
+        w.writerow([row[k] if isinstance(row[k], str) else datasheet.format_number(row[k])
+                    for k in METRICS_CSV_COLUMNS])
+    return buf.getvalue().encode("utf-8")
+
+
+def _data_csv_bytes(columns: Sequence[Any], codes: np.ndarray) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([c.name for c in columns])
+    cols = [np.asarray([str(x) for x in c.labels], dtype=object)[codes[:, j]] for j, c in enumerate(columns)]
+    w.writerows(zip(*cols))
+    return buf.getvalue().encode("utf-8")
+
+
+_LICENCES = {
+    "CC-BY-4.0": ("https://creativecommons.org/licenses/by/4.0/", "Creative Commons Attribution 4.0"),
+    "CC0-1.0": ("https://creativecommons.org/publicdomain/zero/1.0/", "CC0 1.0 Universal"),
+    "CC-BY-SA-4.0": ("https://creativecommons.org/licenses/by-sa/4.0/", "Creative Commons Attribution-ShareAlike 4.0"),
+    "ODC-BY-1.0": ("https://opendatacommons.org/licenses/by/1-0/", "Open Data Commons Attribution License 1.0"),
+    "ODbL-1.0": ("https://opendatacommons.org/licenses/odbl/1-0/", "Open Data Commons Open Database License 1.0"),
+    "PDDL-1.0": ("https://opendatacommons.org/licenses/pddl/1-0/", "Open Data Commons Public Domain Dedication and License 1.0"),
+}
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._")
+    return s[:80] or "dp-release"
+
+
+DATAPACKAGE_PROFILE = "https://datapackage.org/profiles/2.0/datapackage.json"
+DATAPACKAGE_VERSION = "1.0.0"  # without the spec's release.version: one version per package id
+# datapackage.json's ``id``: uuid5(NAMESPACE_URL, "dpbundle:<spec sha256>:<configuration id>:<data.csv sha256>")
+DATAPACKAGE_ID_PREFIX = "dpbundle:"
+_DIALECT = {"delimiter": ",", "lineTerminator": "\n", "quoteChar": "\"", "doubleQuote": True, "header": True}
+# metrics.csv's columns as Table Schema fields (types; "" is a missing value in that file)
+_METRICS_CSV_TYPES = {
+    "id": ("string", "The criterion's id in the spec."),
+    "type": ("string", "The criterion's type."),
+    "description": ("string", "What the criterion measures."),
+    "threshold": ("number", "The candidate passes when the DP value is below it."),
+    "stakeholder_threshold": ("number", "The stakeholders' threshold, when the threshold was derived from it."),
+    "dp_value": ("number", "The released (noisy) value of the criterion."),
+    "passed": ("boolean", "dp_value < threshold."),
+    "epsilon": ("number", "The criterion's epsilon."),
+    "sensitivity": ("number", "The sensitivity the noise was calibrated to."),
+    "mechanism": ("string", "The DP mechanism."),
+    "noise_scale": ("number", "The mechanism's noise scale."),
+    "noise_std": ("number", "The standard deviation of the noise the mechanism draws."),
+    "noise_on": ("string", "Where that noise goes: value, inside_fit or selection_scores."),
+    "value_noise_std": ("number", "The standard deviation of the noise of dp_value (empty when unknown)."),
+    "value_noise_mean": ("number", "The mean of the noise of dp_value (empty when unknown)."),
+}
+_CODEBOOK_TYPES = {
+    "column": ("string", "The column of data.csv."),
+    "order": ("integer", "The value's position in the column's order (1, 2, ...)."),
+    "label": ("string", "The value as written in data.csv."),
+    "lower": ("number", "The bin's inclusive lower bound, in the unit (empty: no bound, or a category)."),
+    "upper": ("number", "The bin's exclusive upper bound, in the unit (empty: no bound, or a category)."),
+    "number": ("number", "The number the value stands for in every statistic of the bundle."),
+    "unit": ("string", "The column's unit (empty: none)."),
+    "description": ("string", "The column's description."),
+}
+
+
+def datapackage_id(spec_sha256: str, configuration_id: str, data_sha256: str) -> str:
+    """datapackage.json's ``id``: a UUID (version 5, RFC 4122) of the bundle's content, known
+    before the manifest: ``uuid5(NAMESPACE_URL, "dpbundle:<spec SHA-256>:<configuration id>:<data.csv
+    SHA-256>")``. Anyone can recompute it from the bundle (the spec's SHA-256 is the canonical one
+    of ``audit --spec``); another spec, configuration or table gives another id."""
+    import uuid
+
+    return str(uuid.uuid5(uuid.NAMESPACE_URL,
+                          f"{DATAPACKAGE_ID_PREFIX}{spec_sha256}:{configuration_id}:{data_sha256}"))
+
+
+def spec_sha256(spec: dict) -> str:
+    """SHA-256 of the canonical JSON of the public spec (as ``audit --spec`` computes it)."""
+    from dpbundle.release.spec.load import canonical_json
+
+    return hashlib.sha256(canonical_json(public_spec(spec))).hexdigest()
+
+
+def _plain_fields(types: dict[str, tuple[str, str]], required: Sequence[str] = ()) -> list[dict]:
+    out = []
+    for name, (typ, desc) in types.items():
+        f: dict[str, Any] = {"name": name, "type": typ, "description": desc}
+        if name in required:
+            f["constraints"] = {"required": True}
+        out.append(f)
+    return out
+
+
+def _table_resource(name: str, path: str, title: str, description: str, digest: tuple[str, int],
+                    schema: dict) -> dict:
+    sha, size = digest
+    return {"name": name, "type": "table", "path": path, "title": title, "description": description,
+            "format": "csv", "mediatype": "text/csv", "encoding": "utf-8", "bytes": size,
+            "hash": f"sha256:{sha}", "dialect": dict(_DIALECT), "schema": schema}
+
+
+def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests: dict[str, tuple[str, int]],
+                 created: str, configuration_id: str) -> dict:
+    """datapackage.json: a Frictionless Data Package v2 (``$schema``; resources of ``type``
+    "table"; Table Schema v2 ``categories`` / ``categoriesOrdered``) declaring the bundle's three
+    tables: data.csv, codebook.csv and metrics.csv. ``digests``: file name -> (SHA-256, size).
+
+    - ``version``: the data's version. A signed bundle is never revised in place: a corrected
+      release is another bundle, with another ``id``; so each package (each ``id``) has exactly
+      one version, "1.0.0" (the spec language has no field for a publisher's own numbering).
+    - ``id``: :func:`datapackage_id`, a UUID derived from the bundle's content.
+    - ``sources``: the confidential registry the records were generated from, held by the
+      publisher and not published (title from the spec's release fields; its e-mail is the
+      contact's when that is an address).
+    """
+    release = spec.get("release") or {}
+    title = release.get("title") or "Differentially private synthetic data"
+    licence = release.get("licence") or "other"
+    lic = {"name": licence}
+    if licence in _LICENCES:
+        lic["path"], lic["title"] = _LICENCES[licence]
+    description = (release.get("description") or "").strip()
+    note = ("Synthetic records generated with differential privacy; not real records. "
+            "See README.pdf for intended uses and data quality.")
+    publisher = str(release.get("publisher") or "the publisher")
+    contact = str(release.get("contact") or "")
+    data_sha = digests["data.csv"][0]
+    pkg: dict[str, Any] = {
+        "$schema": DATAPACKAGE_PROFILE,
+        "name": _slug(title),
+        "id": datapackage_id(spec_sha256(spec), configuration_id, data_sha),
+        "version": str(release.get("version") or DATAPACKAGE_VERSION),
+        "title": title,
+        "description": f"{description} {note}".strip(),
+        "created": f"{created}T00:00:00Z",  # the day only (see _utc_today); Frictionless wants a datetime
+        "keywords": ["synthetic data", "differential privacy", "open data"],
+        "licenses": [lic],
+    }
+    period = release.get("period") or {}
+    about = []
+    if release.get("unit_of_privacy"):
+        about.append(f"one record: {release['unit_of_privacy']}")
+    if period.get("start") and period.get("end"):
+        about.append(f"period {period['start']} to {period['end']}")
+    what = f"Confidential records held by {publisher}, not published" + (f" ({'; '.join(about)})" if about else "")
+    source: dict[str, Any] = {"title": what}
+    if "@" in contact:
+        source["email"] = contact
+    pkg["sources"] = [source]
+    if release.get("publisher"):
+        c: dict[str, Any] = {"title": release["publisher"], "roles": ["publisher"]}
+        if "@" in contact:
+            c["email"] = contact
+        pkg["contributors"] = [c]
+    fields = []
+    for col in columns:
+        f = {"name": col.name, "type": "string"}
+        desc = descriptions.get(col.name)
+        if desc:
+            f["description"] = desc
+        labels = [str(x) for x in col.labels]
+        # Table Schema v2 categories (readers give factors / categoricals, ordered when bins are);
+        # constraints.enum makes validators check the same labels.
+        f["categories"] = labels
+        f["categoriesOrdered"] = bool(getattr(col, "ordered", False))
+        f["constraints"] = {"required": True, "enum": labels}
+        fields.append(f)
+    codebook_fields = _plain_fields(_CODEBOOK_TYPES, required=("column", "order", "label", "number"))
+    codebook_fields[0]["constraints"]["enum"] = [c.name for c in columns]
+    codebook_fields[1]["constraints"]["minimum"] = 1
+    metrics_fields = _plain_fields(_METRICS_CSV_TYPES, required=("id", "type", "threshold", "dp_value",
+                                                                 "passed", "epsilon", "sensitivity",
+                                                                 "mechanism", "noise_scale", "noise_std"))
+    if [f["name"] for f in metrics_fields] != METRICS_CSV_COLUMNS:  # pragma: no cover - kept in step
+        raise BundleError("datapackage.json: the metrics.csv schema is out of step with its columns")
+    pkg["resources"] = [
+        _table_resource("data", "data.csv", title,
+                        "One synthetic record per row; every column is categorical (labels of bins, in order).",
+                        digests["data.csv"], {"fields": fields, "missingValues": []}),
+        _table_resource("codebook", "codebook.csv", "Codebook",
+                        "One row per value of each column of data.csv, in order: its label, bounds, "
+                        "the number it stands for, the unit and the column's description.",
+                        digests["codebook.csv"],
+                        {"fields": codebook_fields, "missingValues": [""], "primaryKey": ["column", "order"]}),
+        _table_resource("metrics", "metrics.csv", "Acceptance criteria (DP values)",
+                        "One row per acceptance criterion: its threshold, DP value, epsilon, "
+                        "sensitivity and noise; numbers printed with 6 significant digits "
+                        "(metrics.json has them in full).",
+                        digests["metrics.csv"], {"fields": metrics_fields, "missingValues": [""],
+                                                 "primaryKey": ["id"]}),
+    ]
+    return pkg
+
+
+# ------------------------------------------------------------------------------- input checking
+
+def _check_columns_and_codes(spec: dict, columns: Sequence[Any], codes: np.ndarray) -> np.ndarray:
+    codes = np.asarray(codes)
+    if codes.ndim != 2 or not np.issubdtype(codes.dtype, np.integer):
+        raise BundleError(f"codes must be a 2-d integer array, got {codes.dtype} with shape {codes.shape}")
+    n, d = codes.shape
+    if n == 0:
+        raise BundleError("no records to release")
+    if d != len(columns):
+        raise BundleError(f"codes have {d} columns but {len(columns)} column codings were given")
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        raise BundleError(f"duplicate column names: {names}")
+    spec_names = [c.get("name") for c in spec.get("columns") or []]
+    if spec_names and spec_names != names:
+        raise BundleError(f"released columns {names} differ from the spec's columns {spec_names} (same order required)")
+    for j, col in enumerate(columns):
+        k = len(col.labels)
+        labels = [str(x) for x in col.labels]
+        if len(set(labels)) != k:
+            raise BundleError(f"column {col.name}: duplicate labels {labels}")
+        lo, hi = int(codes[:, j].min()), int(codes[:, j].max())
+        if lo < 0 or hi >= k:
+            raise BundleError(f"column {col.name}: codes range {lo}..{hi} outside 0..{k - 1}")
+    return codes.astype(np.int64, copy=False)
+
+
+def _check_metrics(criteria: list[dict], n: int) -> None:
+    for c in criteria:
+        missing = [k for k in METRICS_FIELDS if k not in c]
+        if missing:
+            raise BundleError(f"criterion {c.get('id', '?')}: missing fields {missing}")
+        if bool(c["passed"]) != (c["dp_value"] < c["threshold"]):
+            raise BundleError(f"criterion {c['id']}: passed={c['passed']} but dp_value {c['dp_value']!r} vs threshold "
+                              f"{c['threshold']!r} says otherwise")
+    ids = [c["id"] for c in criteria]
+    if len(set(ids)) != len(ids):
+        raise BundleError(f"duplicate criterion ids: {ids}")
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
+    b = _jsonable(copy.deepcopy(budget), "budget")
+    release = spec.get("release") or {}
+    if "unit_of_privacy" not in b and release.get("unit_of_privacy"):
+        b["unit_of_privacy"] = release["unit_of_privacy"]
+    b.setdefault("neighbouring", NEIGHBOURING_DEFAULT)
+    b.setdefault("input_metric", "change_one_distance")
+    b.setdefault("pre_selection", [])
+    _check_no_attempt_count(b, "budget.json")
+    if "opendp_version" not in b:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            b["opendp_version"] = version("opendp")
+        except PackageNotFoundError:
+            b["opendp_version"] = "unknown"
+    jsonschemas.validate(b, "budget", document="budget.json")
+    # The arithmetic must hold before anything is signed.
+    problems = []
+    dec = exact.dec
+    gen, ev = dec(b["generation"]["epsilon"]), dec(b["evaluation"]["epsilon"])
+    if exact.total(c["epsilon"] for c in b["evaluation"]["criteria"]) != ev:
+        problems.append("evaluation.epsilon is not the sum of the criteria's epsilons")
+    parts = b["generation"].get("parts") or []
+    if any("epsilon_opendp" in p for p in parts) and exact.total(p["epsilon"] for p in parts) != gen:
+        problems.append("generation.parts' decimal shares do not add up to generation.epsilon")
+    if gen + ev != dec(b["per_iteration_epsilon"]):
+        problems.append("per_iteration_epsilon is not generation.epsilon + evaluation.epsilon")
+    rec = b.get("records") or {"policy": "declared_public", "epsilon": 0}
+    expected = (dec(rec["epsilon"]) + dec(b["selection"]["factor"]) * dec(b["per_iteration_epsilon"])
+                + exact.total(p["epsilon"] for p in b["pre_selection"]))
+    if expected != dec(b["total_epsilon"]):
+        problems.append(f"total_epsilon {b['total_epsilon']!r} is not records + factor x per-iteration "
+                        f"+ pre-selection = {exact.show(expected)}")
+    if dec(b["total_epsilon"]) > dec(b["epsilon_cap"]):
+        problems.append(f"total_epsilon {b['total_epsilon']!r} exceeds the cap {b['epsilon_cap']!r}")
+    by_id = {c["id"]: c["epsilon"] for c in b["evaluation"]["criteria"]}
+    for c in criteria:
+        if c["id"] in by_id and not _close(float(c["epsilon"]), float(by_id[c["id"]])):
+            problems.append(f"criterion {c['id']}: epsilon {c['epsilon']!r} in metrics but {by_id[c['id']]!r} in the budget")
+    if problems:
+        raise BundleError("inconsistent privacy budget: " + "; ".join(problems))
+    return b
+
+
+# ------------------------------------------------------------------------------------- the writer
+
+def write_bundle(
+    out: Path,
+    *,
+    spec: dict,
+    configuration: dict,
+    configuration_id: str,
+    columns: Sequence[Any],
+    codes: np.ndarray,
+    metrics: list[dict],
+    budget: dict,
+    transcript_records_jsonl: bytes,
+    transcript_path: Path,
+    private_key: Any,
+    force: bool = False,
+    make_zip: bool = False,
+    extra: dict | None = None,
+    public_files: dict[str, bytes] | None = None,
+    ledger: dict | None = None,
+) -> Path:
+    """Write the signed bundle directory ``out`` (and ``out.zip`` if ``make_zip``); return ``out``.
+
+    ``columns``: objects with ``.name`` and ``.labels`` (and optionally ``.description``), in the
+    spec's column order; ``codes``: int (n, d) codes into each column's labels, rows already in
+    their (random) release order; ``metrics``: CriterionResult dicts; ``budget``: per internals.md;
+    ``transcript_records_jsonl``: ``Transcript.to_jsonl()``, written with a fresh salt to
+    ``transcript_path`` (private, mode 0600, outside the bundle); ``private_key``: an
+    Ed25519PrivateKey (see keys.load_private_key); ``extra``: more public information for the
+    manifest and the datasheet; ``public_files``: optional public files by name (the
+    pre-registration record and its signature, ``seeds.json``, a published model; names from
+    :data:`OPTIONAL_FILES`, JSON ones validated against their schemas here; the configuration
+    list from :func:`configurations_file`); ``ledger``: what the private budget ledger recorded
+    on this registry when this release reserved its budget, ``{"spends_on_registry": k,
+    "spend_id": id}`` (k spends on the same data, this one included; its entry's id), signed in
+    manifest.json's ``ledger`` (the enclave audit's ``--ledger`` checks it). Every JSON file is
+    validated against its schema before writing; a ``SHA256SUMS`` file lists every file's hash.
+    manifest.json also records the numpy and opendp versions (``versions``), on which the
+    bundle's bytes depend. Raises :class:`BundleError` (nothing written) on bad input or an
+    existing output without ``force``.
+    """
+    from dpbundle.release import __version__
+
+    out = Path(out)
+    transcript_path = Path(transcript_path)
+    zip_path = out.with_name(out.name + ".zip")
+    if not isinstance(private_key, keys.Ed25519PrivateKey):
+        raise BundleError("private_key must be an Ed25519 private key (keys.load_private_key)")
+    if not isinstance(transcript_records_jsonl, (bytes, bytearray)):
+        raise BundleError("transcript_records_jsonl must be bytes (Transcript.to_jsonl())")
+    if not out.parent.is_dir():
+        raise BundleError(f"{out.parent}: no such directory")
+
+    # --- existing outputs
+    if out.exists() or out.is_symlink():
+        if not force:
+            raise BundleError(f"{out}: exists; refusing to overwrite it (use --force to replace a bundle)")
+        from dpbundle.release.bundle.preflight import replaceable_bundle_problem
+
+        problem = replaceable_bundle_problem(out)
+        if problem:
+            raise BundleError(f"{problem}; --force replaces only a complete dpbundle bundle, so "
+                              "nothing was touched")
+    if make_zip and zip_path.exists() and not force:
+        raise BundleError(f"{zip_path}: exists; refusing to overwrite it (use --force)")
+    if _is_within(transcript_path, out) or transcript_path.resolve() == zip_path.resolve():
+        raise BundleError(f"{transcript_path}: the private transcript must not be written inside the bundle {out}")
+    if transcript_path.resolve().parent.name.startswith(f".{out.name}.tmp-"):
+        raise BundleError(f"{transcript_path}: not a valid transcript location")
+    if not transcript_path.parent.is_dir():
+        raise BundleError(f"{transcript_path.parent}: no such directory (for the transcript)")
+    if (transcript_path.exists() or transcript_path.is_symlink()) and not force:
+        raise BundleError(f"{transcript_path}: the transcript file exists; refusing to overwrite it (use --force)")
+
+    # --- inputs -> documents (all checked before anything is written)
+    spec = _jsonable(spec, "spec")
+    codes = _check_columns_and_codes(spec, columns, codes)
+    n = int(codes.shape[0])
+    criteria = [_jsonable(m, f"metrics[{i}]") for i, m in enumerate(metrics)]
+    criteria = [{k: c[k] for k in METRICS_FIELDS} | {k: v for k, v in c.items() if k not in METRICS_FIELDS}
+                for c in criteria]
+    _check_metrics(criteria, n)
+    budget_doc = _complete_budget(budget, spec, criteria)
+    if "records" in budget_doc and budget_doc["records"]["released_n"] != n:
+        raise BundleError(f"inconsistent privacy budget: records.released_n "
+                          f"{budget_doc['records']['released_n']} but data.csv has {n} rows")
+    metrics_doc = {"n": n, "number_format": datasheet.NUMBER_FORMAT_DOC, "criteria": criteria}
+    spec_doc = {"spec": public_spec(spec), "configuration": _jsonable(configuration, "configuration"),
+                "configuration_id": str(configuration_id)}
+    extra_doc = _jsonable(extra, "extra") if extra else None
+    optional = _check_public_files(public_files or {})
+    ledger_doc = _ledger_doc(ledger)
+    for where, doc in (("metrics.json", metrics_doc), ("budget.json", budget_doc), ("spec.json", spec_doc),
+                       ("extra", extra_doc)):
+        _check_no_attempt_count(doc, where)
+    jsonschemas.validate(metrics_doc, "metrics", document="metrics.json")
+    jsonschemas.validate(spec_doc, "spec-json", document="spec.json")
+    try:
+        jsonschemas.load_schema("spec")
+    except FileNotFoundError:
+        pass
+    else:
+        jsonschemas.validate(spec_doc["spec"], "spec", document="spec.json: spec")
+    spec_cols = {c.get("name"): c for c in spec.get("columns") or []}
+    descriptions = {c.name: (getattr(c, "description", None) or spec_cols.get(c.name, {}).get("description") or "")
+                    for c in columns}
+
+    created = _utc_today()
+    public_pem = keys.public_key_pem(private_key)
+    fingerprint = keys.public_key_fingerprint(private_key)
+    salt = secrets.token_bytes(32)
+    commitment = transcript_commitment(salt, bytes(transcript_records_jsonl))
+    files = ["data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
+             "datapackage.json", REGISTRY_ENTRY, *optional, "README.html", "README.pdf"]
+    # The OpenDP Deployments Registry entry, from the public documents checked above.
+    try:
+        entry_bytes = registry_entry_bytes(registry_entry(
+            spec=spec_doc["spec"], configuration=spec_doc["configuration"],
+            configuration_id=spec_doc["configuration_id"], budget=budget_doc, criteria=criteria, n=n,
+            columns=[(c.name, len(c.labels), bool(getattr(c, "ordered", False))) for c in columns],
+            created=created, dpbundle_version=__version__, fingerprint=fingerprint,
+            files=[*files, SHA256SUMS],
+            preregistration=(json.loads(optional["preregistration.json"].decode("utf-8"))
+                             if "preregistration.json" in optional else None)))
+    except RegistryEntryError as exc:
+        raise BundleError(str(exc)) from None
+
+    # the PID in the names lets a later run remove what a killed run left (preflight.clean_stale)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+    zip_tmp = out.with_name(f".{out.name}.zip.tmp-{os.getpid()}-{secrets.token_hex(6)}")
+    old = out.with_name(f".{out.name}.old-{secrets.token_hex(6)}")
+    # The transcript goes to a temporary sibling too and replaces an existing one (--force) only
+    # once the bundle is in place: a failure never leaves a bundle with another run's transcript.
+    transcript_tmp = transcript_path.with_name(f".{transcript_path.name}.tmp-{secrets.token_hex(6)}")
+    try:
+        os.chmod(tmp, 0o755)
+        data = _data_csv_bytes(columns, codes)
+        _write_bytes(tmp / "data.csv", data)
+        codings = [_as_coding(c) for c in columns]
+        units = {c.get("name"): str(c.get("unit") or "") for c in spec.get("columns") or []}
+        _write_bytes(tmp / "codebook.csv", codebook_bytes(codings, units, descriptions))
+        value_noise_est = value_noise.estimate(spec, columns, codes, criteria)  # noise of the reported values
+        _write_bytes(tmp / "metrics.csv", metrics_csv_bytes(criteria, value_noise_est))
+        _write_json(tmp, "metrics.json", metrics_doc, "metrics")
+        _write_json(tmp, "budget.json", budget_doc, "budget")
+        _write_json(tmp, "spec.json", spec_doc, "spec-json")
+        digests = {f: file_digest(tmp / f) for f in ("data.csv", "codebook.csv", "metrics.csv")}
+        package = _datapackage(spec, columns, descriptions, digests, created, spec_doc["configuration_id"])
+        _write_json(tmp, "datapackage.json", package, "datapackage")
+
+        for name, content in optional.items():
+            _write_bytes(tmp / name, content)
+        _write_bytes(tmp / REGISTRY_ENTRY, entry_bytes)
+        # The datasheet from the public files just written (what the audit renders again).
+        meta = Meta(created=created, dpbundle_version=__version__, fingerprint=fingerprint,
+                    public_key_pem=public_pem, commitment=commitment, files=(*files, SHA256SUMS),
+                    extra=json.loads(_json_bytes(extra_doc)) if extra_doc else None)
+        public = read_public_files(lambda name: (tmp / name).read_bytes(), lambda name: (tmp / name).is_file(),
+                                   meta, codes=codes)
+        html = datasheet_html(public)
+        _write_bytes(tmp / "README.html", html.encode("utf-8"))
+        datasheet.render_pdf(html, tmp / "README.pdf")
+        os.chmod(tmp / "README.pdf", 0o644)
+        _write_bytes(tmp / SHA256SUMS, sha256sums_bytes(tmp, files))
+        files.append(SHA256SUMS)
+
+        manifest = {
+            "format": BUNDLE_FORMAT,
+            "dpbundle_version": __version__,
+            "created": created,
+            "n": n,
+            "title": (spec.get("release") or {}).get("title") or "",
+            "configuration_id": spec_doc["configuration_id"],
+            "number_format": datasheet.NUMBER_FORMAT_DOC,
+            "files": [dict(zip(("path", "sha256", "size"), (f, *file_digest(tmp / f)))) for f in files],
+            "public_key": {"algorithm": "Ed25519", "pem": public_pem, "fingerprint": fingerprint},
+            "transcript_commitment": {"algorithm": "sha256", "construction": COMMITMENT_CONSTRUCTION,
+                                      "value": commitment},
+        }
+        manifest["versions"] = library_versions()
+        if ledger_doc is not None:
+            manifest["ledger"] = ledger_doc
+        if extra_doc:
+            manifest["extra"] = extra_doc
+        _check_no_attempt_count(manifest, "manifest.json")
+        jsonschemas.validate(manifest, "manifest", document="manifest.json")
+        manifest_bytes = _json_bytes(manifest)
+        signature = keys.sign(private_key, manifest_bytes)
+        if not keys.verify(private_key.public_key(), manifest_bytes, signature):  # pragma: no cover
+            raise BundleError("the manifest signature does not verify")
+        _write_bytes(tmp / "manifest.json", manifest_bytes)
+        _write_bytes(tmp / "manifest.sig", signature)
+
+        if make_zip:
+            write_zip(tmp, zip_tmp, root=out.name)
+
+        write_transcript(transcript_tmp, bytes(transcript_records_jsonl), salt)
+
+        if out.exists():
+            os.rename(out, old)
+        os.rename(tmp, out)
+        os.replace(transcript_tmp, transcript_path)
+        if make_zip:
+            os.replace(zip_tmp, zip_path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        zip_tmp.unlink(missing_ok=True)
+        transcript_tmp.unlink(missing_ok=True)
+        if old.exists() and not out.exists():
+            os.rename(old, out)  # put the previous bundle back
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"warning: the randomness transcript {transcript_path} is PRIVATE: it must stay inside the enclave "
+          f"(the bundle publishes only its commitment {commitment[:16]}...)", file=sys.stderr)
+    return out

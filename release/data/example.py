@@ -1,0 +1,223 @@
+"""Built-in example data: a SIMULATED birth registry (`dpbundle example births`); the simulated
+labour-force-style persons registry (`dpbundle example persons`) is in release/data/example_persons.py.
+
+The rows are drawn from a small Bayesian network whose parameters are public figures
+(release/data/births_example_model.json, estimated by examples/fit_example_model.py from the
+US NVSS 2019 public-use natality sample; aggregated counts and summary figures only). No row
+describes a real birth. Dates are 2014-MM-15 (month resolution), matching the births spec's
+period.
+
+Network: month ~ Cat; mother_age ~ Cat (years); parity | age band ~ Cat; true week | age band ~ Cat;
+is_female ~ Bernoulli; birth_weight | true week, is_female = center + scale * r of the week's
+group (r from a shared histogram of standardised residuals; whole grams); the recorded
+gestation_week is the true week or, with the model's error rate, a week drawn from its error weights (a
+recording error, which makes the rare implausible week/weight rows of real registries).
+
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated, Optional
+
+import numpy as np
+import typer
+from dpbundle.release.data.example_errors import ExampleError  # noqa: F401  (also importable from here)
+
+YEAR = 2014
+DEFAULT_ROWS = 167_000
+DEFAULT_SEED = 2014
+EXAMPLES = ("births", "persons")
+COLUMNS = ("mother_age", "parity", "gestation_week", "is_female", "birth_weight", "date_of_birth")
+# the births spec's input ranges (examples/births.yaml `input.columns`); simulated values stay inside
+INPUT_RANGES = {"mother_age": (10, 70), "parity": (1, 30), "gestation_week": (10, 50),
+                "birth_weight": (100, 10000)}
+
+
+MAX_ROWS = 2_000_000   # simulating 1e6 rows takes about 1.6 (births) to 2.5 GB (persons) of memory
+
+
+def check_rows(rows) -> int:
+    """``rows`` as an int from 1 to :data:`MAX_ROWS`; ExampleError otherwise (before anything is
+    simulated: a billion rows would end in a MemoryError after minutes)."""
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or not 1 <= int(rows) <= MAX_ROWS:
+        raise ExampleError(f"--rows: must be a whole number from 1 to {MAX_ROWS:,} (got {rows!r})")
+    return int(rows)
+
+
+@lru_cache(maxsize=1)
+def load_model() -> dict:
+    """The parameter table of the births example (package data)."""
+    text = files("dpbundle.release").joinpath("data/births_example_model.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def _categorical(rng: np.random.Generator, counts, size: int) -> np.ndarray:
+    """Indices drawn with probabilities proportional to counts."""
+    p = np.asarray(counts, dtype=float)
+    return rng.choice(len(p), size=size, p=p / p.sum())
+
+
+def _conditional(rng: np.random.Generator, table, parent: np.ndarray) -> np.ndarray:
+    """Indices drawn from table[parent[i]] (rows of counts), vectorised by inverse CDF."""
+    t = np.asarray(table, dtype=float)
+    cdf = np.cumsum(t / t.sum(axis=1, keepdims=True), axis=1)
+    cdf[:, -1] = 1.0
+    u = rng.random(len(parent))
+    # count of cdf entries <= u in the parent's row
+    idx = (cdf[parent] <= u[:, None]).sum(axis=1)
+    return np.minimum(idx, t.shape[1] - 1)
+
+
+def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | None = None) -> dict[str, np.ndarray]:
+    """Simulated births as a dict of columns (deterministic for a seed)."""
+    rows = check_rows(rows)
+    if seed < 0:
+        raise ExampleError(f"--seed: must be a non-negative integer (got {seed})")
+    m = load_model() if model is None else model
+    rng = np.random.Generator(np.random.PCG64(seed))
+    month = _categorical(rng, m["month_counts"], rows) + 1
+    age = _categorical(rng, m["mother_age"]["counts"], rows) + m["mother_age"]["min"]
+    band = np.searchsorted(np.asarray(m["age_bands"]), age, side="right") - 1
+    parity = _conditional(rng, m["parity"]["counts_by_age_band"], band) + m["parity"]["min"]
+    week = _conditional(rng, m["gestation_week"]["counts_by_age_band"], band) + m["gestation_week"]["min"]
+    female = rng.random(rows) < m["female_share"]
+
+    bw = m["birth_weight"]
+    groups = bw["groups"]
+    starts = np.array([g["weeks"][0] for g in groups])
+    gi = np.clip(np.searchsorted(starts, week, side="right") - 1, 0, len(groups) - 1)
+    center = np.where(female, np.array([g["center_female"] for g in groups])[gi],
+                      np.array([g["center_male"] for g in groups])[gi])
+    scale = np.array([g["scale"] for g in groups])[gi]
+    res = bw["residual_histogram"]
+    r_bin = _categorical(rng, res["counts"], rows)
+    weight = center + scale * (res["start"] + res["bin"] * (r_bin + rng.random(rows)))
+    lo, hi = INPUT_RANGES["birth_weight"]
+    weight = np.clip(np.rint(weight), lo, hi).astype(np.int64)
+    # recording errors of the gestation week, at the weeks where the model places them
+    g = m["gestation_week"]
+    err = rng.random(rows) < g["error_rate"]
+    week[err] = g["min"] + _categorical(rng, g["error_week_weights"], int(err.sum()))
+
+    for name, col in (("mother_age", age), ("parity", parity), ("gestation_week", week)):
+        lo, hi = INPUT_RANGES[name]
+        np.clip(col, lo, hi, out=col)
+    return {"mother_age": age.astype(np.int64), "parity": parity.astype(np.int64),
+            "gestation_week": week.astype(np.int64), "is_female": female,
+            "birth_weight": weight, "month": month.astype(np.int64)}
+
+
+def _csv_bytes(cols: dict[str, np.ndarray]) -> bytes:
+    """The input-format CSV (header, True/False booleans, YYYY-MM-15 dates, '\\n' line ends)."""
+    months = np.array([f"{YEAR}-{mo:02d}-15" for mo in range(1, 13)])
+    sex = np.array(["False", "True"])
+    parts = [cols["mother_age"].astype(str), cols["parity"].astype(str),
+             cols["gestation_week"].astype(str), sex[cols["is_female"].astype(np.int64)],
+             cols["birth_weight"].astype(str), months[cols["month"] - 1]]
+    body = parts[0]
+    for p in parts[1:]:
+        body = np.char.add(np.char.add(body, ","), p)
+    return (",".join(COLUMNS) + "\n" + "\n".join(body.tolist()) + "\n").encode("ascii")
+
+
+def example_defaults(name: str) -> tuple[int, int]:
+    """(default rows, default seed) of a built-in example."""
+    if name == "persons":
+        from dpbundle.release.data.example_persons import DEFAULT_ROWS as rows, DEFAULT_SEED as seed
+
+        return rows, seed
+    if name == "births":
+        return DEFAULT_ROWS, DEFAULT_SEED
+    raise ExampleError(f"unknown example {name!r}; choices: {', '.join(EXAMPLES)}")
+
+
+def example_csv(name: str, rows: int, seed: int) -> bytes:
+    """The CSV bytes of a built-in example."""
+    if name == "persons":
+        from dpbundle.release.data.example_persons import example_bytes
+
+        return example_bytes(rows, seed)
+    example_defaults(name)  # refuses an unknown name
+    return _csv_bytes(simulate(rows, seed))
+
+
+def write_example(out: Path, rows: int | None = None, seed: int | None = None, force: bool = False,
+                  name: str = "births") -> int:
+    """Write a simulated registry CSV (`name`: births or persons) to `out` atomically; return the
+    number of rows. rows/seed default to the example's own defaults."""
+    default_rows, default_seed = example_defaults(name)
+    rows = default_rows if rows is None else rows
+    seed = default_seed if seed is None else seed
+    out = Path(out)
+    rows = check_rows(rows)
+    if (out.exists() or out.is_symlink()) and not force:
+        raise ExampleError(f"{out}: file exists (use --force to overwrite)")
+    if not out.parent.is_dir():
+        raise ExampleError(f"{out}: directory {out.parent} does not exist")
+    if out.is_dir():
+        raise ExampleError(f"{out}: is a directory; give a file name")
+    from dpbundle.release.common.safe_io import replace_problem
+
+    problem = replace_problem(out, "the example registry")
+    if problem:                      # never a device node, FIFO or link, even with --force
+        raise ExampleError(problem)
+    try:
+        data = example_csv(name, rows, seed)
+    except MemoryError:
+        raise ExampleError(f"--rows {rows:,}: not enough memory to simulate them; ask for fewer") from None
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return rows
+
+
+def cli_example(
+    name: Annotated[str, typer.Argument(help="Example to write; one of: births, persons.")],
+    out: Annotated[Path, typer.Option("--out", help="CSV file to write.")],
+    rows: Annotated[Optional[int], typer.Option("--rows", help="Number of simulated rows (default: births 167000, persons 45000).", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the simulation (same seed, same file; default: births 2014, persons 2023).", show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a SIMULATED example registry (no real person) in the input format of the spec.
+
+    The births example is drawn from a small Bayesian network whose parameters are public
+    aggregate figures of the US NVSS 2019 natality data; no row describes a real birth. The
+    persons example (employed persons: age, sex, education, marital status, occupation, hours,
+    income band, country of birth; spec examples/persons.yaml) is drawn from a chain of
+    conditional tables built from approximate published BLS/Census aggregates. Like a real
+    registry, each has rows outside the clipping ranges and rows that fail the raw constraints.
+
+    Example:
+
+        dpbundle example births --out births.csv --rows 167000 --seed 2014
+    """
+    if name not in EXAMPLES:
+        typer.echo(f"example: unknown example {name!r}; choices: {', '.join(EXAMPLES)}", err=True)
+        raise typer.Exit(2)
+    try:
+        default_rows, default_seed = example_defaults(name)
+        seed = default_seed if seed is None else seed
+        n = write_example(out, rows=default_rows if rows is None else rows, seed=seed, force=force, name=name)
+    except ExampleError as exc:
+        typer.echo(f"example: {exc}", err=True)
+        raise typer.Exit(2)
+    except OSError as exc:
+        typer.echo(f"example: {out}: cannot write the file ({exc.strerror or exc}); nothing was written",
+                   err=True)
+        raise typer.Exit(2)
+    if name == "persons":
+        typer.echo(f"wrote {n} SIMULATED person records (seed {seed}) to {out}")
+    else:
+        typer.echo(f"wrote {n} SIMULATED birth records (seed {seed}, year {YEAR}) to {out}")

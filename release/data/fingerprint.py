@@ -1,0 +1,97 @@
+"""Canonical fingerprint of a prepared table: the key of the private budget ledger.
+
+The SHA-256 of a data file's bytes changes when the same registry is exported again with other
+column order, row order, quoting, whitespace, line ends or compression; the ledger would then
+not see that budget was already spent on it. :func:`table_fingerprint` hashes what a release
+actually reads instead, the prepared table (:class:`~dpbundle.release.data.prepare.Prepared`, after
+validation and raw constraints), in a canonical form:
+
+* a format tag (``FORMAT``), so the value cannot be confused with a file hash or another hash;
+* the columns sorted by their input name;
+* per column, its *dictionary*: the distinct values present, as canonical texts (numbers as
+  their shortest decimal, ``30`` for an integral value; dates ``YYYY-MM-DD``; categories their
+  declared text), sorted; each cell is coded by its rank in that dictionary;
+* the multiset of coded rows, sorted lexicographically (little-endian int64, row-major).
+
+The encoding is injective: equal fingerprints mean the same column names and the same multiset
+of records (up to a SHA-256 collision), so any change of one record's prepared values changes it.
+It depends on the values, not on how the spec declares them (category order, unused categories,
+bounds, integer vs category typing of the same texts), so a spec edit of that kind does not
+change it either. It does depend on which columns the spec reads and which rows its raw
+constraints drop: the ledger therefore keeps the file hash as a second key.
+
+The fingerprint is derived from private data (with a guess of all records but one, it confirms
+the last): it is kept in the private ledger only, never printed and never put in a bundle.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dpbundle.release.data.csv_read import file_sha256  # noqa: F401  (also importable from here)
+from dpbundle.release.spec.columns import input_categories
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpbundle.release.data.prepare import Prepared
+    from dpbundle.release.spec.model import Spec
+
+__all__ = ["FORMAT", "table_fingerprint", "file_sha256"]
+
+FORMAT = "dpbundle-table-fingerprint/1"
+
+
+def _json_line(obj) -> bytes:
+    # json.dumps escapes control characters, so a line never contains a raw newline.
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8") + b"\n"
+
+
+def _number_text(v: float) -> str:
+    v = float(v)
+    if math.isnan(v):
+        return "NA"
+    if v.is_integer() and abs(v) < 2 ** 53:
+        return str(int(v))  # 30.0 -> "30" (also -0.0 -> "0"), the text of an integer cell
+    return repr(v)  # shortest decimal that reads back as v (inf -> "inf")
+
+
+def _texts(kind: str, uniq: np.ndarray, categories: list[str]) -> list[str]:
+    """Canonical text of each distinct typed value of one column."""
+    if kind == "date":
+        return ["NA" if np.isnat(u) else str(u.astype("datetime64[D]")) for u in uniq]
+    if kind == "category":
+        return ["NA" if int(u) < 0 else categories[int(u)] for u in uniq]
+    return [_number_text(u) for u in uniq]
+
+
+def table_fingerprint(prepared: "Prepared", spec: "Spec") -> str:
+    """SHA-256 (hex) of the canonical serialisation of ``prepared.table`` (see the module doc)."""
+    metas = spec.input_columns
+    names = sorted(prepared.table)
+    rows = int(len(prepared.table[names[0]])) if names else 0
+    h = hashlib.sha256()
+    h.update(_json_line({"format": FORMAT, "columns": names, "rows": rows}))
+    codes = np.empty((rows, len(names)), dtype="<i8")
+    for j, name in enumerate(names):
+        values = np.asarray(prepared.table[name])
+        if len(values) != rows:
+            raise ValueError(f"prepared column {name!r} has another length than the others")
+        meta = metas.get(name, {})
+        kind = meta.get("type") or ("date" if values.dtype.kind == "M" else "float")
+        categories = input_categories(meta) if kind == "category" else []
+        # np.unique sorts NaN/NaT last and keeps each once.
+        uniq, inverse = np.unique(values, return_inverse=True)
+        texts = _texts(kind, uniq, categories)
+        dictionary = sorted(set(texts))
+        rank = {t: i for i, t in enumerate(dictionary)}
+        codes[:, j] = np.array([rank[t] for t in texts], dtype="<i8")[inverse.reshape(-1)]
+        h.update(_json_line({"column": name, "values": dictionary}))
+    if rows and names:
+        order = np.lexsort(tuple(codes[:, j] for j in reversed(range(len(names)))))
+        codes = codes[order]
+    h.update(np.ascontiguousarray(codes, dtype="<i8").tobytes())
+    return h.hexdigest()

@@ -1,0 +1,285 @@
+"""Data preparation: load a CSV (or .csv.gz) into typed columns, validate it against the spec's
+input columns, and drop the rows that fail the raw-data constraints. The remaining row count n is
+public (it is released as the number of records).
+
+Typed representation (one numpy array per input column, rows in file order):
+integer/float/boolean -> float64 (NaN = missing; booleans 0/1), date -> datetime64[D] (NaT =
+missing), category -> int64 index into the declared categories (-1 = missing; a cell matches a
+category by its text, so integer-coded categories ``[1, 2]`` match the cells ``1`` and ``2``).
+Each input column is read from the CSV column whose header is its ``header`` (default: its
+``name``); a cell is missing when it is one of ``input.missing_values`` or of the column's own
+``missing`` markers.
+
+Bad input raises :class:`InputError` naming the file, line, column and rule (first few problems
+plus a count). Nothing is written anywhere. The file is read in chunks by
+:mod:`dpbundle.release.data.csv_read` (cell length limit, encoding, gzip, header and row structure,
+line numbers as a text editor counts them; reading stops after MAX_PROBLEMS problems).
+"""
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from itertools import repeat
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+import pandas as pd
+
+from dpbundle.release.data.constraints import constraint_mask
+from dpbundle.release.data.csv_read import MAX_PROBLEMS, MAX_REPORTED, CsvReader, Problems, file_sha256, max_cell_chars
+from dpbundle.release.spec.columns import input_categories, missing_markers
+from dpbundle.release.spec.model import Spec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpbundle.mechanisms.records import ResizePlan
+
+TRUE_TOKENS = {"true", "1", "t", "yes"}
+FALSE_TOKENS = {"false", "0", "f", "no"}
+
+
+class InputError(ValueError):
+    """Unusable input data: ``problems`` are 'line L, column C: what is wrong' strings."""
+
+    def __init__(self, source: str, problems: list[str], total: int | None = None, *,
+                 represented: int | None = None, stopped_at: int | None = None,
+                 show_counts: bool = True):
+        self.source = source
+        self.problems = problems
+        self.total = total if total is not None else len(problems)
+        self.stopped_at = stopped_at
+        shown = problems[:MAX_REPORTED]
+        rest = self.total - (represented if represented is not None else len(shown))
+        text = "\n".join(f"  {p}" for p in shown)
+        # counts of bad rows come from the private data: `release` (show_counts False) omits them
+        n_rest = f"{rest:,} " if show_counts else ""
+        if stopped_at is not None:
+            more = (f"\n  ... {f'and {n_rest}more problem(s); ' if rest > 0 else ''}reading stopped at line "
+                    f"{stopped_at} after {f'{self.total:,}' if show_counts else 'too many'} problems: "
+                    "the rest of the file was not checked")
+            count = f"{self.total:,} or more problems" if show_counts else "many problems"
+        else:
+            more = f"\n  ... and {n_rest}more problem(s)" if rest > 0 else ""
+            count = f"{self.total:,} problem(s)" if show_counts else "problems"
+        hint = ("\n  (line numbers are the file's own lines, as a text editor counts them)"
+                if any(p.startswith("line ") for p in problems) else "")
+        super().__init__(f"{source}: unusable input data ({count}):\n{text}{more}{hint}")
+
+    @classmethod
+    def from_problems(cls, source: str, problems: "_Problems") -> "InputError":
+        return cls(source, problems.messages(), problems.total, represented=problems.represented(),
+                   stopped_at=problems.stopped_at, show_counts=problems.show_values)
+
+
+@dataclass
+class Prepared:
+    """The private input after validation and raw constraints. Only ``n`` is public: the count
+    of plausible records under the ``declared_public`` policy; under ``dp_count`` it is the DP
+    count m once :func:`dpbundle.release.scheme.records.release_records` attached ``resize`` (the
+    table then keeps its ``resize.n_in`` plausible rows, and :func:`transform` resizes)."""
+
+    source: str
+    table: dict[str, np.ndarray]
+    n: int
+    rows_read: int
+    dropped_by: list[tuple[str, int]] = field(default_factory=list)  # rows matching each raw constraint (private)
+    dropped_total: int = 0
+    sha256: str = ""
+    resize: Optional["ResizePlan"] = None
+
+    @property
+    def rows(self) -> int:
+        """Rows of ``table`` (the plausible records; private under ``dp_count``)."""
+        return self.resize.n_in if self.resize is not None else self.n
+
+    def subset(self, index: np.ndarray) -> "Prepared":
+        """The same prepared data restricted to (or resampled at) ``index`` (used by benchmarks and tests)."""
+        if self.resize is not None:
+            raise ValueError("subset() of a resized table: subset before the records policy")
+        table = {k: v[index] for k, v in self.table.items()}
+        return Prepared(self.source, table, int(len(index)), int(len(index)), [], 0, self.sha256)
+
+
+def _line(rows: np.ndarray) -> np.ndarray:
+    """File line numbers of 0-based data rows of a file without blank lines or line breaks in
+    cells (line 1 is the header); :class:`Chunk.where` gives the true lines."""
+    return rows + 2
+
+
+# Collects 'line L, column C: rule (got V)' problems, bounded; ``show_values=False`` leaves out V
+# (the private cell value) for messages that may leave the steward's own terminal.
+_Problems = Problems
+
+_BOOLEANS = {**{t: 1.0 for t in TRUE_TOKENS}, **{t: 0.0 for t in FALSE_TOKENS}}
+_BOOLEANS_CASED = {v: x for t, x in _BOOLEANS.items() for v in (t, t.upper(), t.capitalize())}
+
+
+def _numbers(cells: np.ndarray) -> np.ndarray:
+    """float64 of number texts, NaN where a cell is not a number (pandas' ``to_numeric`` rules).
+    Quick path: Python's float() gives the same values on ASCII texts without '_' (it also
+    accepts '1_000' and non-ASCII digits, which to_numeric refuses)."""
+    values = None
+    joined = "".join(cells)
+    if joined.isascii() and "_" not in joined:
+        try:
+            values = cells.astype(np.float64)
+        except (ValueError, TypeError):
+            values = None
+    if values is None:
+        values = pd.to_numeric(pd.Series(cells, dtype=object), errors="coerce").to_numpy(dtype=np.float64, copy=True)
+    values += 0.0   # -0 -> 0 (one canonical zero)
+    return values
+
+
+def _is_marker(cells: np.ndarray, tokens) -> np.ndarray:
+    """Cells equal to one of the missing-value markers."""
+    if len(tokens) <= 4:
+        out = np.zeros(len(cells), dtype=bool)
+        for t in tokens:
+            out |= cells == t
+        return out
+    return pd.Series(cells, dtype=object).isin(list(tokens)).to_numpy()
+
+
+def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray, problems: _Problems,
+                  where=None) -> np.ndarray:
+    """Typed values of one column's cells (an object array of str); ``where(rows)``: their lines."""
+    kind = meta["type"]
+    empty = (cells == "") & ~missing
+    problems.add(empty, name, "empty cell (declare a missing-value marker in input.missing_values or the column's missing if this is intended)",
+                 where=where)
+    present = ~missing & ~empty
+    if kind in ("integer", "float"):
+        values = _numbers(cells)
+        bad = present & ~np.isfinite(values)
+        problems.add(bad, name, f"not a number ({kind} expected)", cells, where)
+        if kind == "integer":
+            frac = present & np.isfinite(values) & (values != np.round(values))
+            problems.add(frac, name, "not an integer", cells, where)
+        values[~present | bad] = np.nan
+        lo, hi = meta.get("min"), meta.get("max")
+        ok = present & ~bad
+        if lo is not None:
+            problems.add(ok & (values < lo), name, f"below the allowed minimum {lo}", cells, where)
+        if hi is not None:
+            problems.add(ok & (values > hi), name, f"above the allowed maximum {hi}", cells, where)
+        return values
+    if kind == "boolean":
+        values = np.fromiter(map(_BOOLEANS_CASED.get, cells, repeat(np.nan)), dtype=np.float64, count=len(cells))
+        for r in np.flatnonzero(present & np.isnan(values)):   # other spellings: tRUE, yES
+            values[r] = _BOOLEANS.get(str(cells[r]).lower(), np.nan)
+        problems.add(present & np.isnan(values), name, "not a boolean (True/False expected)", cells, where)
+        values[~present] = np.nan
+        return values
+    if kind == "date":
+        parsed = pd.to_datetime(pd.Series(cells, dtype=object), format="%Y-%m-%d", errors="coerce").to_numpy(dtype="datetime64[D]", copy=True)
+        bad = present & np.isnat(parsed)
+        problems.add(bad, name, "not a valid date (YYYY-MM-DD expected; impossible dates such as 2019-02-30 are rejected)", cells, where)
+        parsed[~present | bad] = np.datetime64("NaT")
+        ok = present & ~bad
+        if meta.get("min") is not None:
+            problems.add(ok & (parsed < np.datetime64(str(meta["min"]))), name, f"before the allowed minimum {meta['min']}", cells, where)
+        if meta.get("max") is not None:
+            problems.add(ok & (parsed > np.datetime64(str(meta["max"]))), name, f"after the allowed maximum {meta['max']}", cells, where)
+        return parsed
+    # category
+    cats = input_categories(meta)
+    lookup = {c: i for i, c in enumerate(cats)}
+    idx = np.fromiter((lookup.get(c, -2) for c in cells), dtype=np.int64, count=len(cells))
+    problems.add(present & (idx == -2), name, f"not one of the declared categories {cats}", cells, where)
+    idx[~present | (idx == -2)] = -1
+    return idx
+
+
+def is_missing(kind: str, values: np.ndarray) -> np.ndarray:
+    """Missing-value mask of one typed column."""
+    if kind == "date":
+        return np.isnat(values)
+    if kind == "category":
+        return values < 0
+    return np.isnan(values)
+
+
+def column_header(meta: dict) -> str:
+    """The CSV header text of an input column (its ``header``, default its ``name``)."""
+    return str(meta.get("header", meta["name"]))
+
+
+def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[str, np.ndarray], int]:
+    """Read and validate the input file; return the typed columns (before raw constraints) and the
+    row count. ``show_values=False``: error messages name line, column and rule but not the value."""
+    source = str(path)
+    inputs = spec.input_columns
+    headers = {name: column_header(meta) for name, meta in inputs.items()}
+    wanted = list(dict.fromkeys(headers.values()))
+    try:
+        cap = max_cell_chars()
+    except ValueError as exc:
+        raise InputError(source, [str(exc)]) from None
+    problems = _Problems(show_values)
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in inputs}
+    tokens = {name: missing_markers(spec.raw["input"], meta) for name, meta in inputs.items()}
+    rows = 0
+    gc_was_enabled = gc.isenabled()
+    gc.disable()   # millions of small lists and strings, no cycles: the collector only slows reading
+    try:
+        with CsvReader(path, problems, cap) as reader:
+            if reader.ok and reader.check_columns(wanted):
+                for chunk in reader.chunks(wanted):
+                    for name, meta in inputs.items():
+                        header = headers[name]
+                        cells = chunk.cells[header]
+                        missing = chunk.broken.copy()
+                        if tokens[name]:
+                            missing |= _is_marker(cells, tokens[name])
+                        parts[name].append(_parse_column(header, meta, cells, missing, problems, chunk.where(header)))
+                    rows += len(chunk.lines)
+                    if problems.total >= MAX_PROBLEMS:
+                        problems.stopped_at = chunk.last_line
+                        break
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    if problems.total:
+        raise InputError.from_problems(source, problems)
+    table = {name: _concat(meta["type"], parts[name]) for name, meta in inputs.items()}
+    return table, rows
+
+
+def _concat(kind: str, parts: list[np.ndarray]) -> np.ndarray:
+    if parts:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    dtype = {"date": "datetime64[D]", "category": np.int64}.get(kind, np.float64)
+    return np.zeros(0, dtype=dtype)
+
+
+def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:
+    """Load, validate and apply the raw constraints. Raises :class:`InputError` on bad input.
+
+    ``show_values=False`` (used by ``release``) keeps private cell values and counts out of the
+    error messages; ``spec validate --data`` shows them, for the steward inside the enclave."""
+    path = Path(path)
+    table, rows = read_typed(path, spec, show_values)
+    kinds = {n: m["type"] for n, m in spec.input_columns.items()}
+    cats = {n: input_categories(m) for n, m in spec.input_columns.items() if m["type"] == "category"}
+    drop = np.zeros(rows, dtype=bool)
+    dropped_by = []
+    for c in spec.raw.get("raw_constraints", []):
+        mask = constraint_mask(c, table, kinds, missing=is_missing, categories=cats)
+        dropped_by.append((c["name"], int(mask.sum())))
+        drop |= mask
+    keep = ~drop
+    kept = {k: v[keep] for k, v in table.items()}
+    left_missing = [n for n, v in kept.items() if is_missing(kinds[n], v).any()]
+    if left_missing:
+        counts = {n: int(is_missing(kinds[n], kept[n]).sum()) for n in left_missing}
+        headers = {n: column_header(m) for n, m in spec.input_columns.items()}
+        raise InputError(str(path), [
+            f"column {headers[n]!r}: {counts[n] if show_values else 'some'} row(s) have a missing value and no raw constraint drops them "
+            f"(add {{name: 'missing value', any_missing: true}} to raw_constraints)" for n in left_missing])
+    n = int(keep.sum())
+    if n == 0 and spec.records_policy == "declared_public":
+        # Under dp_count no plausible record is a registry like any other (the resize pads it):
+        # refusing it would depend on one record, outside the stated neighbouring relation.
+        raise InputError(str(path), ["no rows left after the raw constraints"])
+    return Prepared(str(path), kept, n, rows, dropped_by, int(drop.sum()), file_sha256(path))

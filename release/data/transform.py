@@ -1,0 +1,283 @@
+"""One configuration's transformations: clip, bin and code every released column.
+
+Everything here comes from the public spec: clip ranges, bin edges, labels and the number of each
+bin. The rules (DESIGN.md, and the labels of the 2024 births release):
+
+* bins are left-closed ``[a, b)``; values are clipped into the clip range first;
+* labels: a bin holding one integer is ``"a"``, a wider one ``"a-(b-1)"`` (e.g. ``"18-19"``); the
+  first bin is open below when values below the clip minimum are possible (the input range allows
+  them), the last open above when values above the clip maximum are possible. Open bins are
+  labelled in the spec's label style (:func:`label_style`, :func:`open_bin`): ``office`` ``"under
+  18"`` / ``"45 and over"``, ``plus`` ``"<18"`` / ``"45+"``, ``births-2024`` (the 2024 births
+  release) ``"<18"`` / ``"44<"`` ("greater than 44");
+* the number of a bin (used by means, regression and synthetic constraints): a single value is
+  itself, a bounded bin its midpoint over the integers it holds (``"18-19"`` -> 18.5), an open bin
+  the number in its label (``"<18"`` and ``"under 18"`` -> 18, ``"44<"`` -> 44, ``"45 and over"``
+  and ``"45+"`` -> 45); categories take the spec's ``values`` (default 0, 1, ...). A spec may
+  override labels and values per alternative (a categorical alternative's ``labels`` only change
+  what data.csv shows: constraints still name its ``categories``; a binned alternative's
+  ``labels`` keep the style's numbers);
+* sources: a date's ``month``/``year``, its ``age`` in whole years at ``source.reference``, or a
+  ``linear`` recode ``scale * x + offset`` of a number; an input category goes to
+  ``map[c]``, else to ``default``, else to the released category of the same text (a category
+  that a raw constraint always removes need not land anywhere: ``spec.removed_categories``);
+* ``ColumnCoding.lower``/``upper`` are the bin's edges, infinite on the open side of an open bin.
+"""
+from __future__ import annotations
+
+import json
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpbundle.mechanisms.cells import compact_dtype, remember, types_from_rows
+from dpbundle.mechanisms.coding import Coded, ColumnCoding
+
+from dpbundle.release.data.prepare import Prepared
+from dpbundle.release.spec.coding import (  # noqa: F401  (also importable from here)
+    DEFAULT_LABEL_STYLE, LABEL_STYLES, _bins, _fmt, _source_range, codings, column_coding, label_style, open_bin)
+from dpbundle.release.spec.columns import input_categories, removed_categories
+from dpbundle.release.spec.model import Spec
+
+
+def _source_values(spec: Spec, col: dict, table: dict[str, np.ndarray]) -> np.ndarray:
+    values = table[col["source"]["column"]]
+    derive = col["source"].get("derive")
+    if derive == "month":
+        return (values.astype("datetime64[M]").astype(np.int64) % 12 + 1).astype(np.float64)
+    if derive == "year":
+        return (values.astype("datetime64[Y]").astype(np.int64) + 1970).astype(np.float64)
+    if derive == "age":
+        return _age(values, col["source"]["reference"])
+    if derive == "linear":
+        src = col["source"]
+        return float(src["scale"]) * values.astype(np.float64) + float(src.get("offset", 0))
+    return values
+
+
+def _age(dates: np.ndarray, reference: str) -> np.ndarray:
+    """Whole years from each date to ``reference``: year difference minus 1 when the reference's
+    (month, day) comes before the date's (see ``spec.age_between``)."""
+    ref = np.datetime64(reference, "D")
+    ref_y = int(ref.astype("datetime64[Y]").astype(np.int64)) + 1970
+    ref_m = int(ref.astype("datetime64[M]").astype(np.int64)) % 12 + 1
+    ref_d = int((ref - ref.astype("datetime64[M]").astype("datetime64[D]")).astype(np.int64)) + 1
+    months = dates.astype("datetime64[M]")
+    y = months.astype("datetime64[Y]").astype(np.int64) + 1970
+    m = months.astype(np.int64) % 12 + 1
+    d = (dates - months.astype("datetime64[D]")).astype(np.int64) + 1
+    before = (ref_m < m) | ((ref_m == m) & (ref_d < d))
+    return (ref_y - y - before.astype(np.int64)).astype(np.float64)
+
+
+def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.ndarray],
+                coding: ColumnCoding | None = None) -> np.ndarray:
+    """Integer codes of one released column for every row of a typed table."""
+    col = spec.column(name)
+    alt = next(a for a in col["alternatives"] if a["id"] == alternative)
+    coding = coding or column_coding(spec, name, alternative)
+    src_meta = spec.input_columns[col["source"]["column"]]
+    values = _source_values(spec, col, table)
+    if "categories" in alt:
+        if src_meta["type"] == "boolean":
+            lookup = category_lookup(alt, ["false", "true"])
+            f, t = int(lookup[0]), int(lookup[1])
+            return np.where(values > 0.5, t, f).astype(np.int64)
+        removed = removed_categories(spec.raw).get(col["source"]["column"], frozenset())
+        codes = category_lookup(alt, input_categories(src_meta), removed)[values]
+        if (codes < 0).any():  # prepare's raw constraints rule this out; no private value named
+            raise ValueError(f"column {name!r}: a record holds an input category that a raw constraint "
+                             f"removes (alternative {alternative!r} does not map it); prepare the data first")
+        return codes
+    if "clip" in alt:
+        values = np.clip(values, alt["clip"][0], alt["clip"][1])
+    edges = np.array([a for a, _ in _bins(alt)] + [_bins(alt)[-1][1]], float)
+    codes = np.searchsorted(edges, values, side="right") - 1
+    outside = (codes < 0) | (codes >= coding.size)
+    if outside.any():  # validation rules this out; the message names no private value
+        raise ValueError(f"column {name!r}: a value lies outside the bins of alternative {alternative!r}; give the alternative a clip range")
+    return codes.astype(np.int64)
+
+
+def category_lookup(alt: dict, source_categories: list[str],
+                    removed: frozenset[str] = frozenset()) -> np.ndarray:
+    """Released code of each input category (by text): ``map[c]``, else ``default``, else ``c``;
+    -1 for a category that a raw constraint always removes (``spec.removed_categories``) and that
+    lands on no released category (no plausible record holds it)."""
+    mp, default = alt.get("map", {}), alt.get("default")
+    cats = list(alt["categories"])
+    out = []
+    for c in source_categories:
+        target = mp.get(c, default if default is not None else c)
+        out.append(cats.index(target) if target in cats or c not in removed else -1)
+    return np.array(out, dtype=np.int64)
+
+
+def transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
+    """T = transform(original, config): the integer-coded released columns of the prepared data."""
+    cols = codings(spec, config)
+    codes = np.empty((prepared.rows, len(cols)), dtype=np.int64)
+    for j, c in enumerate(cols):
+        codes[:, j] = code_column(spec, c.name, config["columns"][c.name], prepared.table, c)
+    if prepared.resize is not None:  # dp_count: resized to the DP count (mechanisms/records.py)
+        codes = prepared.resize.apply(codes, [c.size for c in cols])
+    return Coded(codes=codes, columns=cols)
+
+
+#: Binnings whose T is kept per prepared table (compact codes: n x d bytes each for <= 256 bins).
+T_CACHE_SIZE = 4
+# id(prepared) -> OrderedDict[binning key, _Entry]; private: in this process's memory only, never
+# pickled or written anywhere; the entries go with their Prepared.
+_T_CACHE: dict[int, OrderedDict] = {}
+
+
+class _Entry:
+    """One cached binning: what it was computed from, T's compact codes and record types, and
+    (weakly) the int64 T last handed out, shared while some result still holds it."""
+
+    def __init__(self, prepared: Prepared, real: Coded) -> None:
+        self.table, self.resize = prepared.table, prepared.resize
+        self.compact = real.codes.astype(compact_dtype(real.domain))
+        self.types = types_from_rows(real.codes, real.columns)
+        self.shared = lambda: None
+
+    def fresh(self, prepared: Prepared) -> bool:
+        return self.table is prepared.table and self.resize is prepared.resize
+
+    def coded(self) -> Coded:
+        """T as an int64 Coded (read-only codes), its record types remembered."""
+        real = self.shared()
+        if real is None:
+            codes = self.compact.astype(np.int64)
+            codes.setflags(write=False)  # shared between iterations: nobody may write into it
+            real = remember(Coded.unchecked(codes, self.types.table.columns), self.types)
+            self.shared = weakref.ref(real)
+        return real
+
+
+def binning_key(spec: Spec, config: dict) -> str:
+    """What determines T besides the prepared data: the released and input column definitions
+    of the spec, their label styles and the configuration's alternative of every column
+    (canonical JSON)."""
+    part = {"columns": spec.columns, "input": spec.raw["input"]["columns"],
+            "chosen": {name: config["columns"][name] for name in spec.column_names},
+            "label_styles": [label_style(spec.raw, col) for col in spec.columns]}
+    return json.dumps(part, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _entries(prepared: Prepared) -> OrderedDict:
+    key = id(prepared)
+    if key not in _T_CACHE:
+        _T_CACHE[key] = OrderedDict()
+        weakref.finalize(prepared, _T_CACHE.pop, key, None)
+    return _T_CACHE[key]
+
+
+def cached_transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
+    """:func:`transform`, computed once per prepared table and binning: T's compact codes and
+    record types are kept (at most ``T_CACHE_SIZE`` binnings per table, in memory only). Returns
+    an int64 Coded with the rows of a fresh transform in the same order (read-only; the same
+    object while an earlier result still holds it), its record types remembered
+    (``dpbundle.mechanisms.cells``)."""
+    entries = _entries(prepared)
+    key = binning_key(spec, config)
+    entry = entries.get(key)
+    if entry is None or not entry.fresh(prepared):
+        entry = entries[key] = _Entry(prepared, transform(prepared, spec, config))
+        while len(entries) > T_CACHE_SIZE:
+            entries.popitem(last=False)
+    entries.move_to_end(key)
+    return entry.coded()
+
+
+def labels_to_codes(coding: ColumnCoding, labels) -> np.ndarray:
+    """Map labels back to codes (KeyError naming an unknown label)."""
+    lookup = {label: i for i, label in enumerate(coding.labels)}
+    try:
+        return np.array([lookup[s] for s in labels], dtype=np.int64)
+    except KeyError as exc:
+        raise KeyError(f"column {coding.name!r}: unknown label {exc.args[0]!r} (declared: {', '.join(coding.labels)})") from None
+
+
+def codes_to_labels(coding: ColumnCoding, codes: np.ndarray) -> np.ndarray:
+    """Map codes to their labels."""
+    return np.asarray(coding.labels, dtype=object)[codes]
+
+
+# --------------------------------------------------------------------------- spec validate --data
+
+#: A synthetic constraint whose columns have more binnings than this is summarised (the binnings
+#: with the fewest and the most records removed) rather than listed binning by binning.
+MAX_LISTED_BINNINGS = 12
+#: At most this many binnings of one constraint's columns are evaluated (in the order of the
+#: alternatives); a constraint naming many columns with many alternatives each says so.
+MAX_EVALUATED_BINNINGS = 256
+
+
+@dataclass(frozen=True)
+class ConstraintHits:
+    """What one synthetic constraint would remove from the real plausible records under one
+    binning of the columns it names (PRIVATE: counts of the confidential data; printed by
+    ``spec validate --data`` inside the enclave only, never by ``release``)."""
+
+    index: int                       # position in synthetic_constraints
+    name: str
+    binning: tuple[tuple[str, str], ...]  # (released column, alternative id) of each column it names
+    removed: int                     # plausible records it would remove
+    n: int                           # plausible records
+    binnings: int                    # binnings of this constraint's columns in all (public)
+
+    @property
+    def share(self) -> float:
+        return self.removed / self.n if self.n else 0.0
+
+
+def synthetic_constraint_hits(prepared: Prepared, spec: Spec) -> list[ConstraintHits]:
+    """Every synthetic constraint evaluated on the real plausible records, under every binning of
+    the columns it names (a constraint's matches depend on those columns' alternatives only, so
+    these are all the outcomes any configuration can give; at most ``MAX_EVALUATED_BINNINGS`` per
+    constraint). Rows of ``prepared.table`` (before any resize), each coded as a release codes it
+    and tested as the iteration tests synthetic rows
+    (:func:`~dpbundle.release.data.constraints.bin_condition`: a bin matches when every value it stands
+    for does). A rule that removes real plausible records is probably wrong: synthetic constraints
+    should only remove combinations that cannot occur."""
+    from itertools import islice, product
+    from math import prod
+
+    from dpbundle.release.data.constraints import bin_condition
+
+    coded: dict[tuple[str, str], tuple[ColumnCoding, np.ndarray]] = {}
+
+    def codes_of(name: str, alternative: str) -> tuple[ColumnCoding, np.ndarray]:
+        key = (name, alternative)
+        if key not in coded:
+            coding = column_coding(spec, name, alternative)
+            codes = code_column(spec, name, alternative, prepared.table, coding)
+            coded[key] = coding, codes.astype(compact_dtype([coding.size]))  # n bytes, not 8 n
+        return coded[key]
+
+    n = prepared.rows
+    out = []
+    for i, constraint in enumerate(spec.raw.get("synthetic_constraints") or []):
+        when = constraint["when"]
+        names = list(dict.fromkeys(column for column, _, _ in when))
+        choices = [[a["id"] for a in spec.column(name)["alternatives"]] for name in names]
+        masks: dict[tuple[int, str], np.ndarray] = {}  # (condition, alternative) -> rows meeting it
+
+        def meets(j: int, alternative: str) -> np.ndarray:
+            if (j, alternative) not in masks:
+                column, op, value = when[j]
+                coding, codes = codes_of(column, alternative)
+                masks[(j, alternative)] = bin_condition(coding, op, value)[codes]
+            return masks[(j, alternative)]
+
+        total = prod(len(c) for c in choices)
+        for combo in islice(product(*choices), MAX_EVALUATED_BINNINGS):
+            chosen = dict(zip(names, combo))
+            mask = np.ones(n, dtype=bool)
+            for j, (column, _, _) in enumerate(when):
+                mask &= meets(j, chosen[column])
+            out.append(ConstraintHits(i, constraint["name"], tuple(chosen.items()), int(mask.sum()), n, total))
+    return out

@@ -1,0 +1,129 @@
+"""The privacy budget of a release, as published in budget.json.
+
+Every epsilon the spec declares appears in budget.json exactly as declared (0.8, never
+0.7999999999999999): sums are exact (:mod:`dpbundle.mechanisms.exact`) and written as the float
+whose shortest text is the exact decimal. The generator's parts are the one place where floats
+computed for OpenDP enter: each part is published as its share of the declared generation
+epsilon, a decimal (the parts add up to it exactly), beside ``epsilon_opendp``, the float handed
+to OpenDP (within one unit in the last place of it; the floats' exact binary sum is at most the
+generation epsilon). See :func:`generation_parts`.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from dpbundle.mechanisms import exact
+from dpbundle.mechanisms.generators import Generator
+from dpbundle.mechanisms.records import guarantee_text
+
+from dpbundle.release.spec.load import SELECTION_FACTOR, Spec
+from dpbundle.release.scheme.stopping import StopPlan
+
+NEIGHBOURING = guarantee_text("declared_public")["neighbouring"]  # of bundles without `records`
+
+
+def opendp_version() -> str:
+    from importlib.metadata import version
+
+    return version("opendp")
+
+
+def records_block(spec: Spec, released_n: int) -> dict:
+    """budget.json's ``records``: the policy for n, its epsilon and what is protected."""
+    policy = spec.records_policy
+    text = guarantee_text(policy)
+    block = {"policy": policy, "epsilon": spec.epsilon_count, "released_n": int(released_n),
+             "statement": text["n_statement"]}
+    if policy == "dp_count":
+        from dpbundle.mechanisms.noise import calibrated_laplace_scale
+
+        block.update({
+            "mechanism": "discrete Laplace (OpenDP make_laplace on i64) of the count of plausible "
+                         "records; m = max(count + noise, 1)",
+            "sensitivity": 1,
+            "noise_scale": calibrated_laplace_scale(1, spec.epsilon_count, integer=True),
+            "resize": "uniform subsample of the plausible records, or all of them plus uniform "
+                      "pad records, shuffled (mechanisms/records.py)"})
+    return block
+
+
+def _decimal_near(x: float) -> Fraction:
+    """The decimal with the fewest significant digits that lies within one unit in the last
+    place of the float ``x`` (0.7999999999999999 -> 4/5, fl(1.6) -> 8/5, 0.25 -> 1/4)."""
+    b = exact.binary(x)
+    ulp = Fraction(math.ulp(x))
+    for digits in range(1, 18):
+        d = Fraction(format(x, f".{digits}g"))
+        if abs(d - b) < ulp:
+            return d
+    return b  # pragma: no cover - 17 significant digits always round-trip
+
+
+def generation_parts(parts: list[dict], generation_epsilon) -> list[dict]:
+    """budget.json's ``generation.parts`` from the generator's ``budget_parts()`` (the floats
+    handed to OpenDP, whose exact binary sum is at most the declared generation epsilon).
+
+    A generator computes each float share from decimals the spec declares (the generation
+    epsilon and a split such as ``epsilon_split: 0.5``), rounded down for OpenDP: 1.6 x 0.5 is
+    handed over as 0.7999999999999999. Each part is published as the shortest decimal within one
+    unit in the last place of its float (0.8), with the float itself as ``epsilon_opendp``, when
+    those decimals add up exactly to the declared generation epsilon (which proves them the
+    generator's decimal shares). Otherwise the floats are published as they are (``epsilon``
+    only), which the audit checks the way it always has (binary sum at most the generation
+    epsilon)."""
+    total = exact.dec(generation_epsilon)
+    floats = [float(p["epsilon"]) for p in parts]
+    decimals = [_decimal_near(f) for f in floats]
+    if (sum(decimals, Fraction(0)) == total and all(exact.dec(float(d)) == d for d in decimals)
+            and sum((exact.binary(f) for f in floats), Fraction(0)) <= total):
+        return [{"purpose": p["purpose"], "epsilon": float(d), "epsilon_opendp": f}
+                for p, d, f in zip(parts, decimals, floats)]
+    return [{"purpose": p["purpose"], "epsilon": f} for p, f in zip(parts, floats)]
+
+
+PUBLISHED_MODEL_NOTE = {
+    "file": "model.json",
+    "extra_epsilon": 0,
+    "why": "the model is the output of the generator's DP measurement (the generation part above), "
+           "which the selection already accounts for; publishing it is post-processing",
+}
+
+
+def build_budget(spec: Spec, generator: Generator, total_opendp: float, released_n: int,
+                 stop: "StopPlan | None" = None) -> dict:
+    """Every epsilon spent and how the total is composed: total = eps_count (dp_count policy)
+    + SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons.
+    ``stop``: the stop probability used and where it came from (default: the spec's)."""
+    gamma = spec.stop_probability if stop is None else stop.gamma
+    source = "spec" if stop is None else stop.source.split(":", 1)[0]
+    criteria = [{"id": c["id"], "epsilon": float(c["epsilon"])} for c in spec.criteria]
+    eps_eval = exact.total(c["epsilon"] for c in spec.criteria)
+    eps_gen = exact.dec(generator.epsilon)
+    per_iteration = float(eps_gen + eps_eval)
+    return {
+        "unit_of_privacy": spec.raw["release"]["unit_of_privacy"],
+        "neighbouring": guarantee_text(spec.records_policy)["neighbouring"],
+        "input_metric": "change_one_distance",
+        "records": records_block(spec, released_n),
+        "generation": {"type": generator.type, "epsilon": float(eps_gen),
+                       "parts": generation_parts(generator.budget_parts(), eps_gen)},
+        "evaluation": {"epsilon": float(eps_eval), "criteria": criteria},
+        "pre_selection": [{"purpose": p["purpose"], "epsilon": float(exact.dec(p["epsilon"]))}
+                          for p in spec.pre_selection],
+        "per_iteration_epsilon": per_iteration,
+        "selection": {
+            "method": "private selection with a known threshold (Liu & Talwar 2019, Algorithm 1): "
+                      "after each candidate that fails, stop with the stop probability (exact "
+                      "Bernoulli draws from OpenDP); the total is checked against OpenDP "
+                      "make_select_private_candidate's privacy map",
+            "factor": SELECTION_FACTOR,
+            "stop_probability": gamma,
+            "stop_probability_source": source,
+            "threshold": 1.0,
+        },
+        "total_epsilon": spec.total_epsilon,
+        "total_epsilon_opendp": float(total_opendp),
+        "epsilon_cap": spec.epsilon_cap,
+        "opendp_version": opendp_version(),
+    } | ({"published_model": PUBLISHED_MODEL_NOTE} if spec.publish_model else {})

@@ -1,0 +1,131 @@
+"""Private selection (Liu & Talwar 2019, known threshold), run by dpbundle with OpenDP's
+exact samplers; OpenDP's own combinator is the cross-check of the accounting.
+
+One candidate = one iteration with a configuration drawn uniformly (CSPRNG) from the space or a
+narrowed list; its privacy map is eps_gen + eps_eval per unit of change-one distance. The loop
+(:class:`dpbundle.mechanisms.private_selection.KnownThresholdSelection`) repeats it until a
+candidate scores 1 (every DP metric below its threshold) or, after a failed candidate, a stop
+draw (probability gamma, exact) ends it; the total is 2 x (eps_gen + eps_eval) for d_in = 1 for
+any gamma, checked against OpenDP's ``make_select_private_candidate`` map. dpbundle does not
+*run* that combinator because OpenDP 0.16 draws its number of attempts from the wrong
+distribution (see mechanisms/private_selection.py and docs/opendp-stop-probability.md).
+
+Nothing about failed attempts (how many, their scores or configurations, the stop draws) leaves
+this module except into the private transcript.
+"""
+from __future__ import annotations
+
+import math
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from dpbundle.mechanisms import exact
+from dpbundle.mechanisms.failures import AttemptFailure
+from dpbundle.mechanisms.noise import Randomness, Transcript
+from dpbundle.mechanisms.private_selection import (KnownThresholdSelection, StopRule,
+                                                   opendp_selection_map)
+
+from dpbundle.release.scheme.iteration import IterationResult, run_iteration
+from dpbundle.release.data.prepare import Prepared
+from dpbundle.release.scheme.space import config_id, draw_config
+from dpbundle.release.spec.load import Spec
+
+THRESHOLD = 1.0
+
+
+class NothingSelected(RuntimeError):
+    """The selection stopped (stop_probability > 0) before any candidate passed."""
+
+
+class SelectionAborted(RuntimeError):
+    """An attempt raised something other than an :class:`AttemptFailure`: the release stops.
+    The message is generic (the exception may carry private values); the details were recorded
+    in the private transcript (mark "attempt error")."""
+
+    def __init__(self, index: int, kind: str) -> None:
+        super().__init__("an attempt of the private selection failed with an internal error "
+                         f"({kind}); the details are in the private transcript only")
+        self.index = index
+        self.kind = kind
+
+
+@dataclass
+class Selection:
+    result: IterationResult
+    selected_index: int               # private: position in the transcript, never published
+    total_epsilon_opendp: float       # OpenDP's privacy map of the whole selection (+ pre-selection)
+    total_epsilon_ours: float         # our own arithmetic from the spec
+
+
+def count_epsilon_opendp(spec: Spec) -> float:
+    """OpenDP's privacy map (at distance 1) of the DP count of records (0 if n is declared public)."""
+    if spec.records_policy != "dp_count":
+        return 0.0
+    from dpbundle.mechanisms.noise import calibrated_laplace_scale, laplace_measurement
+
+    scale = calibrated_laplace_scale(1, spec.epsilon_count, integer=True)
+    return float(laplace_measurement(scale, vector=False, integer=True).map(1))
+
+
+def opendp_total_epsilon(spec: Spec, stop_probability: float | None = None) -> float:
+    """Total epsilon of a release according to OpenDP's privacy maps, the exact sum rounded up
+    to a float: the count of records (if DP) + the selection combinator's map over a candidate
+    of eps_gen + eps_eval + the pre-selection epsilons."""
+    per_candidate = spec.epsilon_generation + spec.epsilon_evaluation
+    gamma = spec.stop_probability if stop_probability is None else stop_probability
+    selection = opendp_selection_map(per_candidate, gamma, THRESHOLD)
+    pre = exact.total(p["epsilon"] for p in spec.pre_selection)
+    return exact.float_up(exact.binary(count_epsilon_opendp(spec)) + exact.binary(selection) + pre)
+
+
+def check_accounting(spec: Spec, stop_probability: float | None = None) -> tuple[float, float]:
+    """(OpenDP's total, ours); raises if they disagree (beyond OpenDP's own float rounding of
+    its maps, which round up)."""
+    theirs, ours = opendp_total_epsilon(spec, stop_probability), spec.total_epsilon
+    if not math.isclose(theirs, ours, rel_tol=1e-9, abs_tol=1e-12):
+        raise RuntimeError(f"privacy accounting mismatch: OpenDP gives {theirs!r}, our arithmetic "
+                           f"gives {ours!r}")
+    return theirs, ours
+
+
+def select(prepared: Prepared, spec: Spec, transcript: Transcript, configs: list[dict] | None = None,
+           phase: Callable[[str], None] | None = None, seeds: Any = None,
+           stop_probability: float | None = None) -> Selection:
+    """Run the private selection; every attempt and stop draw is recorded into ``transcript``
+    (private). ``seeds``: a :class:`dpbundle.mechanisms.seeds.SeedBinding` of a pre-registered
+    release (the post-processing seeds of every attempt are then derived from it), or None.
+    ``stop_probability``: the one chosen for this run (default: the spec's)."""
+    gamma = spec.stop_probability if stop_probability is None else stop_probability
+    theirs, ours = check_accounting(spec, gamma)
+    stop = StopRule(gamma)
+    loop = KnownThresholdSelection(spec.epsilon_generation + spec.epsilon_evaluation, stop, THRESHOLD)
+    Randomness(transcript).mark("selection", **stop.describe(), threshold=THRESHOLD)
+
+    def candidate(index: int) -> tuple[float, Any]:
+        rand = Randomness(transcript, seeds=seeds)
+        try:
+            config = draw_config(spec, configs)
+            rand.mark("iteration", index=index, config=config, config_id=config_id(config))
+            result = run_iteration(prepared, spec, config, rand, phase=phase)
+            rand.mark("iteration end", index=index, passed=result.passed)
+            return (1.0 if result.passed else 0.0, result)
+        except AttemptFailure as exc:
+            # a function of this attempt's DP outputs only: a failed attempt (score 0)
+            rand.mark("iteration end", index=index, passed=False,
+                      failure=f"{type(exc).__name__}: {exc}")
+            return (0.0, None)
+        except Exception as exc:  # noqa: BLE001 - private details to the transcript only
+            rand.mark("attempt error", index=index, error=type(exc).__name__,
+                      traceback="".join(traceback.format_exception(exc)))
+            raise SelectionAborted(index, type(exc).__name__) from None
+
+    def record_stop_draw(index: int, stopped: bool) -> None:
+        Randomness(transcript).mark("stop draw", index=index, stop=stopped)
+
+    out = loop.run(candidate, on_stop_draw=record_stop_draw)
+    if out is None:
+        raise NothingSelected("the private selection stopped before a candidate passed every criterion; nothing is released")
+    index, result = out
+    Randomness(transcript).mark("selected", index=index)
+    return Selection(result, index, theirs, ours)

@@ -1,0 +1,16 @@
+"""The release spec: reading (``yaml_text``), loading and validation (``load``), the checks of the
+criteria parts (``criteria_checks``), the coding of released columns (``coding``) and
+``dpbundle spec explain`` (``explain``).
+
+``from dpbundle.release.spec import load_spec`` (the name before the package existed) still
+works: attributes not found here are looked up in :mod:`dpbundle.release.spec.load`.
+"""
+
+
+def __getattr__(name: str):
+    from dpbundle.release.spec import load
+
+    try:
+        return getattr(load, name)
+    except AttributeError:
+        raise AttributeError(f"module 'dpbundle.release.spec' has no attribute {name!r}") from None

@@ -1,0 +1,665 @@
+"""The release spec: load (YAML or JSON), validate against `schemas/spec.schema.json`, then check
+what a schema cannot (bin edges, column references, the privacy budget).
+
+A spec is untrusted input: it is parsed with a safe loader with limits (:mod:`.spec_yaml`: aliases,
+nesting depth, duplicate keys) and never evaluated as code. Every problem is reported as
+``json.path: message``, e.g. ``acceptance[3].epsilon: must be > 0``; a spec loaded from a file
+also gets the line and column where the path is written.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+
+from dpbundle.mechanisms import exact
+from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON
+
+from dpbundle.release.spec.columns import (  # noqa: F401  (also importable from here)
+    _bins_of, _date_parts, age_between, category_text, derived_range, input_categories, missing_markers,
+    removed_categories)
+from dpbundle.release.spec.model import (  # noqa: F401  (also importable from here)
+    SELECTION_FACTOR, Spec, _publish_items, budget_formula, budget_total, canonical_json, records_settings)
+from dpbundle.release.spec.yaml_text import Marks, SpecTextError, load_json, load_yaml
+
+MAX_SPEC_BYTES = 2_000_000
+# A total epsilon above EPSILON_CEILING is refused unless privacy.acknowledge_weak_guarantee is
+# true; above WEAK_GUARANTEE_EPSILON the datasheet says in plain words that the protection is weak.
+EPSILON_CEILING = 20
+WEAK_GUARANTEE_EPSILON = 10
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used. ``problems`` holds one ``path: message`` line per problem;
+    ``locations`` (same length, or None) the (line, column) in the file where each one is written
+    (None when unknown, e.g. for a spec validated from a dict)."""
+
+    def __init__(self, source: str, problems: list[str],
+                 locations: list[tuple[int, int] | None] | None = None):
+        self.source = source
+        self.problems = problems
+        self.locations = list(locations) if locations is not None else [None] * len(problems)
+        lines = "\n".join(f"  line {at[0]}, column {at[1]}: {p}" if at else f"  {p}"
+                          for p, at in zip(problems, self.locations))
+        super().__init__(f"{source}: invalid release spec ({len(problems)} problem(s)):\n{lines}")
+
+
+def json_path(parts: Iterable[Any]) -> str:
+    """Render a jsonschema path deque as ``a.b[3].c`` ("(root)" for the document itself)."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(root)"
+
+
+_EDGES_EXAMPLE = "e.g. {edges: [25, 30], labels: ['<25', '25-29', '30+']}"
+
+
+def _group_edges_message(error: jsonschema.ValidationError) -> str | None:
+    """``group_bins.<column>[.per_alternative.<id>]`` whose ``edges`` are not a list of numbers
+    (e.g. the group labels written as edges) or are missing: say that edges must be numbers."""
+    path = list(error.absolute_path)
+    if len(path) < 2 or path[0] != "group_bins":
+        return None
+    rest = path[2:]
+    if rest[:1] == ["per_alternative"]:
+        if len(rest) < 2:
+            return None
+        rest = rest[2:]
+    if error.validator == "required" and not rest and isinstance(error.instance, dict) \
+            and "edges" not in error.instance:
+        return (f"missing required field 'edges': group_bins edges must be numbers, the released "
+                f"numbers at which the groups are cut (the group names go in labels; {_EDGES_EXAMPLE})")
+    if error.validator != "type":
+        return None
+    if rest == ["edges"]:
+        return (f"group_bins edges must be numbers: a list of the released numbers at which the "
+                f"groups are cut (got {error.instance!r}; {_EDGES_EXAMPLE})")
+    if len(rest) == 2 and rest[0] == "edges" and isinstance(rest[1], int):
+        return (f"group_bins edges must be numbers, the released numbers at which the groups are "
+                f"cut, not labels or texts (got {error.instance!r}); the group names go in labels, "
+                f"{_EDGES_EXAMPLE}")
+    return None
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """A short 'what was expected' message for one schema error."""
+    v, val = error.validator, error.validator_value
+    edges = _group_edges_message(error)
+    if edges is not None:
+        return edges
+    if v == "exclusiveMinimum":
+        return f"must be > {val} (got {error.instance!r})"
+    if v == "minimum":
+        return f"must be >= {val} (got {error.instance!r})"
+    if v == "exclusiveMaximum":
+        return f"must be < {val} (got {error.instance!r})"
+    if v == "maximum":
+        return f"must be <= {val} (got {error.instance!r})"
+    if v == "required":
+        missing = [k for k in val if isinstance(error.instance, dict) and k not in error.instance]
+        return f"missing required field {', '.join(repr(m) for m in missing)}"
+    if v == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        return f"unknown field {', '.join(repr(e) for e in extra)} (allowed: {', '.join(allowed)})"
+    if v == "enum":
+        return f"must be one of {', '.join(repr(x) for x in val)} (got {error.instance!r})"
+    if v == "const":
+        return f"must be {val!r} (got {error.instance!r})"
+    if v == "type":
+        return f"must be of type {val} (got {type(error.instance).__name__} {error.instance!r})"
+    if v == "pattern":
+        return f"must match {val} (got {error.instance!r})"
+    if v in ("minItems", "maxItems"):
+        return f"must have {'at least' if v == 'minItems' else 'at most'} {val} item(s)"
+    if v == "uniqueItems":
+        return "items must be unique"
+    if v in ("oneOf", "anyOf"):
+        if error.context:
+            return _message(_best_branch_error(error))
+        return "does not match any allowed form"
+    if v == "not":
+        return "has a combination of fields that is not allowed"
+    return error.message
+
+
+def _branch_misfit(errors: list[jsonschema.ValidationError]) -> tuple[int, int]:
+    """How badly a oneOf/anyOf branch fits the instance itself: (wrong type, unknown fields), both
+    counted on the instance (not inside its values). A branch whose fields the instance uses is
+    the one the author meant, even when a value inside it is wrong."""
+    own = [e for e in errors if not e.relative_path]
+    return (sum(e.validator == "type" for e in own),
+            sum(e.validator == "additionalProperties" for e in own))
+
+
+def _best_branch_error(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """The error to report for a failed oneOf/anyOf: when exactly one branch fits the instance's
+    type and fields best (see :func:`_branch_misfit`), its first error (shallowest, then in
+    document order; a nested oneOf/anyOf descends the same way); otherwise jsonschema's
+    ``best_match``. Without this, ``group_bins.x: {edges: ['<25'], labels: [...]}`` was reported
+    as "unknown field 'edges', 'labels'" (the other branch's complaint)."""
+    branches: dict[Any, list[jsonschema.ValidationError]] = {}
+    for e in error.context:
+        branches.setdefault(e.relative_schema_path[0] if e.relative_schema_path else None, []).append(e)
+    scores = {k: _branch_misfit(v) for k, v in branches.items()}
+    best = min(scores.values())
+    chosen = [k for k, score in scores.items() if score == best]
+    if len(chosen) != 1 or len(branches) < 2:
+        return jsonschema.exceptions.best_match(error.context)
+    errors = sorted(branches[chosen[0]], key=lambda e: (len(e.relative_path), [
+        (0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in e.relative_path]))
+    first = errors[0]
+    if first.validator in ("oneOf", "anyOf") and first.context:
+        return _best_branch_error(first)
+    return first
+
+
+def schema_problems(document: Any, schema_name: str) -> list[str]:
+    """Validate ``document`` against ``schemas/<schema_name>``; return ``path: message`` lines."""
+    from dpbundle.release.common.jsonschemas import validator
+
+    problems = []
+    for err in sorted(validator(schema_name).iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)):
+        # Descend into oneOf/anyOf to report the most specific location.
+        target = err
+        if err.validator in ("oneOf", "anyOf") and err.context:
+            target = _best_branch_error(err)
+        problems.append(f"{json_path(target.absolute_path)}: {_message(target)}")
+    return problems
+
+
+def read_spec_document(path: Path) -> dict:
+    """Parse a YAML or JSON spec file into a dict (safe loader, size limit)."""
+    return read_spec_marked(path)[0]
+
+
+def read_spec_marked(path: Path) -> tuple[dict, Marks]:
+    """Parse a YAML or JSON spec file: (document, where each value is written). The text is
+    untrusted: size limit, then the limits of :mod:`.spec_yaml` (aliases, nesting depth,
+    duplicate keys) before anything walks the document."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise SpecError(str(path), [f"(file): cannot read: {exc.strerror or exc}"]) from None
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(str(path), [f"(file): {size} bytes is larger than the {MAX_SPEC_BYTES}-byte limit for a spec"])
+    try:
+        text = path.read_text("utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [f"(file): not UTF-8 text: {exc}"]) from None
+    except OSError as exc:
+        raise SpecError(str(path), [f"(file): cannot read: {exc.strerror or exc}"]) from None
+    try:
+        doc, marks = (load_json if path.suffix.lower() == ".json" else load_yaml)(text)
+    except SpecTextError as exc:
+        raise SpecError(str(path), [exc.problem], [exc.location]) from None
+    if not isinstance(doc, dict):
+        raise SpecError(str(path), ["(root): must be a mapping of fields"], [marks.at(())])
+    return doc, marks
+
+
+def load_spec(path: Path | str) -> Spec:
+    """Load and fully validate a spec file. Raises :class:`SpecError` listing every problem,
+    each with the line and column where it is written."""
+    doc, marks = read_spec_marked(Path(path))
+    try:
+        return validate_spec(doc, source=str(path))
+    except SpecError as exc:
+        raise SpecError(exc.source, exc.problems, [marks.locate(p) for p in exc.problems]) from None
+
+
+def _non_finite_problems(node: Any, path: tuple = ()) -> list[str]:
+    """NaN and infinities (YAML .nan/.inf, JSON NaN/Infinity) pass numeric schema checks and break the budget."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return [f"{json_path(path)}: must be a finite number (got {node!r})"]
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _non_finite_problems(v, path + (k,))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _non_finite_problems(v, path + (i,))]
+    return []
+
+
+def validate_spec(doc: dict, source: str = "<spec>") -> Spec:
+    """Validate a spec dict: the JSON Schema first, then the semantic checks."""
+    problems = _non_finite_problems(doc)
+    if problems:
+        raise SpecError(source, problems)
+    problems = schema_problems(doc, "spec.schema.json")
+    if problems:
+        raise SpecError(source, problems)
+    problems = size_problems(doc) or semantic_problems(doc) + ceiling_problems(doc)
+    if problems:
+        raise SpecError(source, problems)
+    return Spec(raw=doc, source=source)
+
+
+# The audit's size bounds (audit/bounds.py and docs/audit.md "Bounds"): a spec beyond them would
+# give a bundle that its own public audit refuses, so the release refuses it first.
+SIZE_LIMITS = {"columns": 1_000, "bins per alternative": 100_000, "labels": 1_000_000,
+               "synthetic constraint conditions": 1_000, "quasi-identifier sets": 100,
+               "acceptance criteria": 100}
+
+
+def size_problems(doc: dict) -> list[str]:
+    """Sizes over :data:`SIZE_LIMITS` (the audit's bounds), each with its JSON path."""
+    out: list[str] = []
+    columns = doc.get("columns") or []
+    largest = 0
+    for i, col in enumerate(columns):
+        sizes = []
+        for j, alt in enumerate(col.get("alternatives") or []):
+            if "categories" in alt:
+                k = len(alt["categories"])
+            elif "edges" in alt:
+                k = len(alt["edges"]) - 1
+            elif "unit_bins" in alt:
+                k = int(alt["unit_bins"][1]) - int(alt["unit_bins"][0]) + 1
+            else:
+                continue
+            if k > SIZE_LIMITS["bins per alternative"]:
+                out.append(f"columns[{i}].alternatives[{j}]: {k:,} bins, more than the limit of "
+                           f"{SIZE_LIMITS['bins per alternative']:,} (the audit's bound)")
+            sizes.append(k)
+        largest += max(sizes, default=0)
+    conditions = sum(len(c.get("when") or []) for c in doc.get("synthetic_constraints") or [])
+    qi = len(((doc.get("face_privacy") or {}).get("quasi_identifiers")) or [])
+    for what, n in (("columns", len(columns)), ("labels", largest),
+                    ("synthetic constraint conditions", conditions), ("quasi-identifier sets", qi),
+                    ("acceptance criteria", len(doc.get("acceptance") or []))):
+        if n > SIZE_LIMITS[what]:
+            out.append(f"{what}: {n:,}, more than the limit of {SIZE_LIMITS[what]:,} (the audit's "
+                       "bound: a bundle beyond it would fail its own public audit)")
+    return out
+
+
+def ceiling_problems(doc: dict) -> list[str]:
+    """A total epsilon above EPSILON_CEILING protects next to nothing (e^20 is about 5 x 10^8):
+    refused unless the spec says ``privacy.acknowledge_weak_guarantee: true``."""
+    total = budget_total(doc)
+    if total <= EPSILON_CEILING or doc["privacy"].get("acknowledge_weak_guarantee") is True:
+        return []
+    return [f"privacy: total epsilon {budget_formula(doc)} is above the ceiling of {EPSILON_CEILING} "
+            f"(rule: a total this large gives practically no protection to any record; lower the "
+            f"epsilons, or, if this is really intended, add privacy.acknowledge_weak_guarantee: true "
+            f"and the datasheet will say that the protection is weak)"]
+
+
+# --------------------------------------------------------------------------- semantic checks
+
+
+def _fmt_num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _unmapped_message(path: str, column: str, src_name: str, alt: dict, value: str, target: str,
+                      cats: list[str]) -> str:
+    """An input category that no released category of the alternative takes: name the value, the
+    columns and the alternative, and the two clean routes."""
+    return (f"{path}: input category {value!r} of input column {src_name!r} has no released category "
+            f"in alternative {alt['id']!r} of column {column!r} (it would map to {target!r}, which is "
+            f"not among the categories {cats}); either map it (map: {{{value!r}: ...}}, or a default), "
+            f"or, if {value!r} stands for a missing value, make it a missing marker: move it from the "
+            f"categories of input column {src_name!r} to its missing (missing: [{value!r}]) and drop "
+            f"it with the raw constraint {{name: missing value, any_missing: true}} (a raw constraint "
+            f"whose only condition is [{src_name}, '==', {value!r}] also removes it, and then no "
+            f"alternative needs to map it)")
+
+
+def _check_category_alternative(path: str, src_name: str, src: dict | None, derive: str | None,
+                                alt: dict, problems: list[str], column: str = "",
+                                removed: frozenset[str] = frozenset()) -> None:
+    """map / default of a categorical alternative: every input category (or true/false) lands on
+    one of the released categories, except one that a raw constraint always removes (``removed``,
+    see :func:`removed_categories`); map keys are declared input categories."""
+    cats = alt["categories"]
+    src_type = src["type"] if src else None
+    mp = alt.get("map", {})
+    default = alt.get("default")
+    if default is not None and default not in cats:
+        problems.append(f"{path}.default: {default!r} is not among the categories {cats}")
+    for key, target in mp.items():
+        if target not in cats:
+            problems.append(f"{path}.map.{key}: {target!r} is not among the categories {cats}")
+    if derive not in (None, "boolean", "category"):
+        problems.append(f"{path}.categories: categories need derive boolean or category (derive is {derive})")
+    elif derive == "boolean" or src_type == "boolean":
+        unknown = [k for k in mp if k not in ("true", "false")]
+        if unknown:
+            problems.append(f"{path}.map: a boolean source takes only the keys 'true' and 'false' (got {unknown[0]!r})")
+        if any(k not in mp for k in ("true", "false")) and default is None:
+            problems.append(f"{path}.map: a boolean source needs a map with keys 'true' and 'false' (or a default)")
+    elif src_type == "category":
+        srccats = input_categories(src)
+        for key in mp:
+            if key not in srccats:
+                problems.append(f"{path}.map.{key}: {key!r} is not a declared category of input column {src_name!r} "
+                                f"(declared: {', '.join(srccats)})")
+        for c in srccats:
+            target = mp.get(c, default if default is not None else c)
+            if target not in cats and c not in removed:
+                problems.append(_unmapped_message(path, column, src_name, alt, c, target, cats))
+    elif src is not None:
+        problems.append(f"{path}.categories: categories need a boolean or category source (source column is {src_type})")
+
+
+def _check_alternative(path: str, col: dict, alt: dict, src: dict | None, problems: list[str],
+                       removed: frozenset[str] = frozenset()) -> None:
+    derive = col["source"].get("derive")
+    src_type = src["type"] if src else None
+    if "categories" in alt:
+        _check_category_alternative(path, col["source"]["column"], src, derive, alt, problems,
+                                    col["name"], removed)
+        n_bins = len(alt["categories"])
+    else:
+        numeric_ok = (src_type in ("integer", "float") and derive in (None, "linear")) or \
+                     (src_type == "date" and derive in ("month", "year", "age")) or src_type is None
+        if not numeric_ok:
+            problems.append(f"{path}: numeric bins need an integer or float source (derive none or linear), or a date with "
+                            f"derive month/year/age (source is {src_type}{', derive ' + derive if derive else ''})")
+        if "edges" in alt:
+            e = alt["edges"]
+            bad = [i for i in range(1, len(e)) if not e[i] > e[i - 1]]
+            if bad:
+                problems.append(f"{path}.edges: must be strictly increasing (edges[{bad[0]}] = {e[bad[0]]} is not > {e[bad[0] - 1]})")
+        if "unit_bins" in alt:
+            a, b = alt["unit_bins"]
+            if not b >= a:
+                problems.append(f"{path}.unit_bins: [first, last] needs last >= first")
+        bins = _bins_of(alt) or []
+        if "clip" in alt:
+            lo, hi = alt["clip"]
+            if not hi > lo:
+                problems.append(f"{path}.clip: [min, max] needs max > min")
+            elif bins:
+                if bins[0][0] != lo:
+                    problems.append(f"{path}: the first bin must start at the clip minimum {lo} (it starts at {bins[0][0]})")
+                if not (bins[-1][0] <= hi < bins[-1][1]):
+                    problems.append(f"{path}: the last bin [{bins[-1][0]}, {bins[-1][1]}) must contain the clip maximum {hi}")
+                inside = [b for b in bins if not (lo <= b[0] <= hi)]
+                if inside:
+                    problems.append(f"{path}.edges: bin edges must lie inside the clip range [{lo}, {hi}] (bin starting at {inside[0][0]})")
+        elif src_type in ("integer", "float"):
+            problems.append(f"{path}.clip: a numeric column needs a public clip range [min, max]")
+        elif src_type == "date" and bins and numeric_ok:
+            _check_unclipped_date_bins(path, col, src, bins, problems)
+        n_bins = len(bins)
+        for key in ("map", "default"):
+            if key in alt:
+                problems.append(f"{path}.{key}: only a categorical alternative (with categories) takes {key!r}")
+    if "labels" in alt and len(alt["labels"]) != n_bins:
+        problems.append(f"{path}.labels: {len(alt['labels'])} labels for {n_bins} bins")
+    if "values" in alt and len(alt["values"]) != n_bins:
+        problems.append(f"{path}.values: {len(alt['values'])} values for {n_bins} bins")
+
+
+def _check_unclipped_date_bins(path: str, col: dict, src: dict, bins: list[tuple[float, float]],
+                               problems: list[str]) -> None:
+    """Without a clip range every value the spec allows must fall in a bin, or transform would fail on
+    the private data: the derived range [lo, hi] (from the input min/max) must lie in [first, last)."""
+    derive = col["source"]["derive"]
+    lo, hi, _ = derived_range(src, col["source"])
+    what = "months 1..12" if derive == "month" else f"{derive} values"
+    if lo is None or hi is None:
+        problems.append(f"{path}.clip: a {derive}-derived column needs a clip range [min, max], or a min and max "
+                        f"on input column {col['source']['column']!r} (without them its {derive}s are unbounded)")
+        return
+    if not (bins[0][0] <= lo and hi < bins[-1][1]):
+        rng = "" if derive == "month" else f" {_fmt_num(lo)}..{_fmt_num(hi)} (from the input min and max)"
+        problems.append(f"{path}: the bins [{_fmt_num(bins[0][0])}, {_fmt_num(bins[-1][1])}) do not cover the {what}{rng} "
+                        f"(add a clip range)")
+
+
+def _items(op: str, value: Any) -> list[Any]:
+    return list(value) if op in ("in", "not in") else [value]
+
+
+def _check_raw_condition(where: str, col: str, op: str, value: Any, meta: dict, problems: list[str]) -> None:
+    """One raw condition against its input column's type, in the units the user wrote."""
+    kind = meta["type"]
+    items = _items(op, value)
+    if kind in ("integer", "float"):
+        bad = [v for v in items if isinstance(v, bool) or not isinstance(v, (int, float))]
+        if bad:
+            problems.append(f"{where}: column {col!r} is numeric; the value must be a number (got {bad[0]!r})")
+    elif kind == "boolean":
+        if op not in ("==", "!=") or not isinstance(value, bool):
+            problems.append(f"{where}: a boolean column takes == or != with true/false")
+    elif kind == "date":
+        bad = [v for v in items if not isinstance(v, str) or _date_parts(v) is None]
+        if bad:
+            problems.append(f"{where}: a date column compares with an ISO date string YYYY-MM-DD (got {bad[0]!r})")
+    elif kind == "category":
+        if op not in ("==", "!=", "in", "not in"):
+            problems.append(f"{where}: a category column takes ==, !=, in or not in (got {op!r})")
+            return
+        cats = input_categories(meta)
+        for v in items:
+            text = category_text(v)
+            if text is None or text not in cats:
+                problems.append(f"{where}: {v!r} is not a declared category of input column {col!r} "
+                                f"(declared: {', '.join(cats)})")
+
+
+def _check_synthetic_condition(where: str, col: str, op: str, value: Any, released: dict, problems: list[str]) -> None:
+    """One synthetic condition on a released column: numbers (the released numbers) for a binned
+    column; category names (or numbers, when every alternative declares `values`) for a categorical one."""
+    alts = released["alternatives"]
+    items = _items(op, value)
+    if any(isinstance(v, bool) for v in items):
+        problems.append(f"{where}: a released column compares with numbers or category names, not true/false")
+        return
+    if not any("categories" in a for a in alts):
+        bad = [v for v in items if not isinstance(v, (int, float))]
+        if bad:
+            problems.append(f"{where}: column {col!r} is binned; the value must be a number in the column's units (got {bad[0]!r})")
+        return
+    if all(isinstance(v, str) for v in items):
+        if op not in ("==", "!=", "in", "not in"):
+            problems.append(f"{where}: category names take ==, !=, in or not in (got {op!r})")
+            return
+        for alt in alts:
+            for v in items:
+                if v not in alt["categories"]:
+                    problems.append(f"{where}: {v!r} is not a category of column {col!r} in alternative {alt['id']!r} "
+                                    f"(categories: {', '.join(alt['categories'])})")
+        return
+    if all(isinstance(v, (int, float)) for v in items):
+        lacking = [a["id"] for a in alts if "values" not in a]
+        if lacking:
+            problems.append(f"{where}: column {col!r} is categorical: compare with its category names, or declare "
+                            f"`values` (numbers) in every alternative (alternative {lacking[0]!r} has none)")
+        return
+    problems.append(f"{where}: the values must be all category names or all numbers (got {value!r})")
+
+
+def _check_constraints(key: str, items: list[dict], columns: dict[str, dict], problems: list[str], raw: bool) -> None:
+    for i, c in enumerate(items):
+        for j, (col, op, value) in enumerate(c.get("when", [])):
+            where = f"{key}[{i}].when[{j}]"
+            if col not in columns:
+                problems.append(f"{where}: unknown column {col!r} (known: {', '.join(columns)})")
+                continue
+            if raw:
+                _check_raw_condition(where, col, op, value, columns[col], problems)
+            else:
+                _check_synthetic_condition(where, col, op, value, columns[col], problems)
+
+
+def _check_inputs(doc: dict, problems: list[str]) -> None:
+    """Input columns: min <= max; categories distinct by text and not a missing marker; a type-less
+    `categories` or `missing` marker where it cannot apply."""
+    for i, c in enumerate(doc["input"]["columns"]):
+        lo, hi = c.get("min"), c.get("max")
+        if c["type"] == "date":
+            for key in ("min", "max"):
+                if c.get(key) is not None and (not isinstance(c[key], str) or _date_parts(c[key]) is None):
+                    problems.append(f"input.columns[{i}].{key}: a date column takes an ISO date YYYY-MM-DD (got {c[key]!r})")
+        elif c["type"] in ("integer", "float"):
+            for key in ("min", "max"):
+                if isinstance(c.get(key), str):
+                    problems.append(f"input.columns[{i}].{key}: a numeric column takes a number (got {c[key]!r})")
+        if lo is not None and hi is not None and type(lo) is type(hi) and not hi >= lo:
+            problems.append(f"input.columns[{i}]: max {hi} is below min {lo}")
+        if "categories" in c and c["type"] != "category":
+            problems.append(f"input.columns[{i}].categories: only a category column takes categories")
+        if c["type"] == "category":
+            texts = input_categories(c)
+            dup = sorted({t for t in texts if texts.count(t) > 1})
+            if dup:
+                problems.append(f"input.columns[{i}].categories: {dup[0]!r} is declared twice (a category is matched by its text)")
+            marks = missing_markers(doc["input"], c)
+            both = [m for m in marks if m in texts]
+            if both:
+                problems.append(f"input.columns[{i}]: {both[0]!r} is both a declared category and a missing-value marker")
+
+
+def _missing_problems(doc: dict) -> list[str]:
+    """A column that may hold a missing-value marker needs a raw constraint that drops missing
+    values (``any_missing: true``): otherwise one record with a missing cell would make the
+    release refuse the registry, a refusal that depends on one record (outside the neighbouring
+    relation, under which any record may hold any value the input schema accepts)."""
+    if any(c.get("any_missing") for c in doc.get("raw_constraints") or []):
+        return []
+    fix = ("but no raw constraint drops missing values; add {name: missing value, any_missing: "
+           "true} to raw_constraints (a release must not refuse a registry because one record has "
+           "a missing cell)")
+    shared = list(doc["input"].get("missing_values") or [])
+    if shared:
+        return [f"input.missing_values: cells may be marked missing "
+                f"({', '.join(repr(m) for m in shared[:3])}), {fix}"]
+    return [f"input.columns[{i}].missing: cells of {c['name']!r} may be marked missing "
+            f"({', '.join(repr(m) for m in missing_markers(doc['input'], c)[:3])}), {fix}"
+            for i, c in enumerate(doc["input"]["columns"]) if missing_markers(doc["input"], c)]
+
+
+def _publish_problems(doc: dict) -> list[str]:
+    """``publish: model`` needs generators whose models can be written and rebuilt."""
+    if "model" not in _publish_items(doc):
+        return []
+    from dpbundle.mechanisms.published import PUBLISHABLE_GENERATORS
+
+    return [f"generators[{i}].type: publish: model needs a generator whose model can be "
+            f"published ({', '.join(sorted(PUBLISHABLE_GENERATORS))}); {g['type']!r} cannot"
+            for i, g in enumerate(doc["generators"]) if g["type"] not in PUBLISHABLE_GENERATORS]
+
+
+def semantic_problems(doc: dict) -> list[str]:
+    """Everything the JSON Schema cannot check. Returns ``path: message`` lines."""
+    problems: list[str] = _publish_problems(doc) + _missing_problems(doc)
+    inputs = {c["name"]: c for c in doc["input"]["columns"]}
+    for key, names in (("input.columns", [c["name"] for c in doc["input"]["columns"]]),
+                       ("columns", [c["name"] for c in doc["columns"]]),
+                       ("acceptance", [c["id"] for c in doc["acceptance"]])):
+        seen = set()
+        for i, n in enumerate(names):
+            if n in seen:
+                problems.append(f"{key}[{i}]: duplicate name {n!r}")
+            seen.add(n)
+    _check_inputs(doc, problems)
+
+    released = {c["name"]: c for c in doc["columns"]}
+    removed = removed_categories(doc)
+    for i, col in enumerate(doc["columns"]):
+        src_name = col["source"]["column"]
+        src = inputs.get(src_name)
+        if src is None:
+            problems.append(f"columns[{i}].source.column: unknown input column {src_name!r} (known: {', '.join(inputs)})")
+        derive = col["source"].get("derive")
+        if src and derive in ("month", "year") and src["type"] != "date":
+            problems.append(f"columns[{i}].source.derive: '{derive}' needs a date column ({src_name} is {src['type']})")
+        if src and derive == "boolean" and src["type"] != "boolean":
+            problems.append(f"columns[{i}].source.derive: 'boolean' needs a boolean column ({src_name} is {src['type']})")
+        if src and derive == "age" and src["type"] != "date":
+            problems.append(f"columns[{i}].source.derive: 'age' needs a date column ({src_name} is {src['type']})")
+        if src and derive == "linear" and src["type"] not in ("integer", "float"):
+            problems.append(f"columns[{i}].source.derive: 'linear' needs an integer or float column ({src_name} is {src['type']})")
+        if src and derive == "category" and src["type"] != "category":
+            problems.append(f"columns[{i}].source.derive: 'category' needs a category column ({src_name} is {src['type']})")
+        for key, needs in (("reference", "age"), ("scale", "linear"), ("offset", "linear")):
+            if key in col["source"] and derive != needs:
+                problems.append(f"columns[{i}].source.{key}: only derive {needs!r} takes {key!r}")
+        if derive == "linear" and col["source"].get("scale") == 0:
+            problems.append(f"columns[{i}].source.scale: must not be 0")
+        if derive == "age" and _date_parts(col["source"].get("reference", "")) is None:
+            problems.append(f"columns[{i}].source.reference: not a valid date ({col['source'].get('reference')!r})")
+        ids = set()
+        for j, alt in enumerate(col["alternatives"]):
+            if alt["id"] in ids:
+                problems.append(f"columns[{i}].alternatives[{j}].id: duplicate id {alt['id']!r}")
+            ids.add(alt["id"])
+            _check_alternative(f"columns[{i}].alternatives[{j}]", col, alt, src, problems,
+                               removed.get(src_name, frozenset()))
+
+    _check_constraints("raw_constraints", doc.get("raw_constraints", []), inputs, problems, raw=True)
+    _check_constraints("synthetic_constraints", doc.get("synthetic_constraints", []), released, problems, raw=False)
+
+    from dpbundle.release.spec.criteria_checks import criteria_problems  # group_bins, acceptance, faithfulness
+
+    problems.extend(criteria_problems(doc))
+    for i, qi in enumerate(doc.get("face_privacy", {}).get("quasi_identifiers", [])):
+        for j, name in enumerate(qi):
+            if name not in released:
+                problems.append(f"face_privacy.quasi_identifiers[{i}][{j}]: unknown released column {name!r}")
+
+    from dpbundle.mechanisms.generators import generator_types
+
+    declared = generator_types()  # each generator declares its hyperparameters (one source of truth)
+    for i, gen in enumerate(doc["generators"]):
+        allowed = set(declared[gen["type"]]["hyperparameters"])
+        grid = gen.get("grid", {})
+        for key, values in grid.items():
+            if key not in allowed:
+                problems.append(f"generators[{i}].grid.{key}: unknown hyperparameter for {gen['type']} (known: {', '.join(sorted(allowed)) or 'none'})")
+        if gen["type"] == "privbayes":
+            flavour = gen.get("flavour")
+            if flavour is None:
+                problems.append(f"generators[{i}].flavour: privbayes needs flavour 'theta' or 'degree'")
+            elif flavour not in grid:
+                problems.append(f"generators[{i}].grid: flavour {flavour!r} needs a grid of {flavour} values")
+            other = {"theta": "degree", "degree": "theta"}.get(flavour or "")
+            if other and other in grid:
+                problems.append(f"generators[{i}].grid.{other}: not used by the {flavour} flavour")
+            for j, s in enumerate(grid.get("epsilon_split", [])):
+                if not isinstance(s, (int, float)) or not 0 < s < 1:
+                    problems.append(f"generators[{i}].grid.epsilon_split[{j}]: must be > 0 and < 1 (got {s!r})")
+            if "epsilon_split" not in grid:
+                problems.append(f"generators[{i}].grid: privbayes needs epsilon_split values")
+            for j, t in enumerate(grid.get("theta", [])):
+                if not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 0:
+                    problems.append(f"generators[{i}].grid.theta[{j}]: must be > 0 (got {t!r})")
+            for j, t in enumerate(grid.get("degree", [])):
+                if not isinstance(t, int) or isinstance(t, bool) or not t >= 1:
+                    problems.append(f"generators[{i}].grid.degree[{j}]: must be an integer >= 1 (got {t!r})")
+            from dpbundle.mechanisms.privbayes import oneway_grid_problems
+
+            problems.extend(f"generators[{i}].grid{p}" for p in oneway_grid_problems(grid))
+        if gen["type"] == "mst_pure":
+            from dpbundle.mechanisms.mst import grid_problems as mst_grid_problems
+
+            problems.extend(f"generators[{i}].grid{p}" for p in mst_grid_problems(grid))
+        if gen["type"] == "privsyn":
+            from dpbundle.mechanisms.privsyn import grid_problems as privsyn_grid_problems
+
+            problems.extend(f"generators[{i}].grid{p}" for p in privsyn_grid_problems(grid))
+
+    priv = doc["privacy"]
+    total = budget_total(doc)
+    if total > exact.dec(priv["epsilon_cap"]):
+        hint = ""
+        if "records" not in priv:
+            hint = (f"; the default records policy dp_count spends {DEFAULT_COUNT_EPSILON:g} on the "
+                    "count of records: lower another epsilon, raise the cap, or declare "
+                    "privacy.records: {policy: declared_public} (the 2024 births release's policy: "
+                    "the count of plausible records is published exactly)")
+        problems.append(f"privacy.epsilon_cap: total epsilon {budget_formula(doc)} exceeds the cap "
+                        f"{priv['epsilon_cap']:g}{hint}")
+    return problems
+
+
