@@ -336,7 +336,7 @@ def test_only_spec_validate_computes_the_synthetic_counts():
     users = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "release").rglob("*.py"))
              if "synthetic_constraint_hits" in p.read_text("utf-8")]
     assert users == ["release/cli/spec.py", "release/data/transform.py"]
-    cli = (ROOT / "release" / "cli.py").read_text("utf-8")
+    cli = (ROOT / "release" / "cli" / "spec.py").read_text("utf-8")
     assert cli.count("_print_synthetic_hits(") == 2  # its definition and the call in spec_validate
     call = cli.index("    _print_synthetic_hits(prepared, s)")
     assert cli[cli.rfind("\ndef ", 0, call):].startswith("\ndef spec_validate(")
