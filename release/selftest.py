@@ -75,7 +75,7 @@ from dpbundle.mechanisms.noise import PathDivergence, Randomness
 from dpbundle.mechanisms.records import RESIZE_PURPOSE, ResizePlan, dp_record_count
 
 from dpbundle.release.data.prepare import Prepared, is_missing
-from dpbundle.release.spec.load import Spec, input_categories
+from dpbundle.release.spec.load import Spec
 
 __all__ = ["FORMAT", "STATEMENT", "Change", "Observation", "Finding", "Report", "tolerance",
            "distance", "pair_records", "Neighbours", "coupled_plan", "choose_configs",
@@ -352,9 +352,9 @@ def _step(kind: str) -> Any:
 def _thresholds(spec: Spec, name: str, kind: str) -> list[Any]:
     """Raw-constraint thresholds on column ``name`` and (integers, dates) one step either side."""
     out = []
-    for c in spec.raw.get("raw_constraints", []):
-        for column, op, value in c.get("when", []):
-            if column != name or op in ("in", "not in") or isinstance(value, (list, bool)):
+    for c in spec.model.all_raw_constraints:
+        for column, op, value in c.conditions:
+            if column != name or op in ("in", "not in") or isinstance(value, (list, tuple, bool)):
                 continue
             v = _typed(kind, value)
             out.append(v)
@@ -366,13 +366,13 @@ def _thresholds(spec: Spec, name: str, kind: str) -> list[Any]:
 def _clip_edges(spec: Spec, name: str) -> list[float]:
     """Clip ends of released columns read directly from ``name`` (no derivation), and one beyond."""
     out: list[float] = []
-    for col in spec.columns:
-        src = col["source"]
-        if src["column"] != name or src.get("derive") not in (None, "number"):
+    for col in spec.model.columns:
+        src = col.source
+        if src.column != name or src.derive not in (None, "number"):
             continue
-        for alt in col["alternatives"]:
-            if "clip" in alt:
-                lo, hi = alt["clip"]
+        for alt in col.alternatives:
+            if alt.clip is not None:
+                lo, hi = alt.clip
                 out.extend([float(lo) - 1, float(lo), float(hi), float(hi) + 1])
     return out
 
@@ -385,16 +385,16 @@ def _gap(kind: str, a: Any, b: Any) -> float:
 
 def column_domain(spec: Spec, prepared: Prepared, name: str) -> ColumnDomain:
     """The :class:`ColumnDomain` of one input column."""
-    meta = spec.input_columns[name]
-    kind = meta["type"]
+    meta = spec.model.input.column(name)
+    kind = meta.type
     if kind == "category":
-        k = len(input_categories(meta))
+        k = len(meta.category_texts)
         return ColumnDomain(name, kind, 0, k - 1, tuple(range(k)))
     if kind == "boolean":
         return ColumnDomain(name, kind, 0.0, 1.0, (0.0, 1.0))
     values = prepared.table[name]
-    low = _typed(kind, meta["min"]) if meta.get("min") is not None else values.min()
-    high = _typed(kind, meta["max"]) if meta.get("max") is not None else values.max()
+    low = _typed(kind, meta.min) if meta.min is not None else values.min()
+    high = _typed(kind, meta.max) if meta.max is not None else values.max()
     extra = _thresholds(spec, name, kind) + ([] if kind == "date" else _clip_edges(spec, name))
     edges = sorted({low, high, *(v for v in extra if low <= v <= high)})
     return ColumnDomain(name, kind, low, high, tuple(edges))
@@ -424,10 +424,10 @@ class Neighbours:
         removed record is one of them, else the resized tables would be equal."""
         self.spec, self.base, self.rng = spec, prepared, rng
         self.kept = np.arange(prepared.rows) if kept is None else np.asarray(kept)
-        self.names = list(spec.input_columns)
-        self.kinds = {n: m["type"] for n, m in spec.input_columns.items()}
-        self.cats = {n: input_categories(m) for n, m in spec.input_columns.items()
-                     if m["type"] == "category"}
+        inputs = spec.model.input.by_name
+        self.names = list(inputs)
+        self.kinds = {n: m.type for n, m in inputs.items()}
+        self.cats = {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"}
         self.domains = {n: column_domain(spec, prepared, n) for n in self.names}
         self._single = 0
         self._flips = 0
@@ -453,7 +453,7 @@ class Neighbours:
         table = {n: np.asarray([record[n]], dtype=self.base.table[n].dtype) for n in self.names}
         return not any(constraint_mask(c, table, self.kinds, missing=is_missing,
                                        categories=self.cats)[0]
-                       for c in self.spec.raw.get("raw_constraints", []))
+                       for c in self.spec.model.all_raw_constraints)
 
     def _uniform(self, dom: ColumnDomain) -> Any:
         if dom.kind in ("category", "boolean"):

@@ -40,10 +40,8 @@ def spec_validate(
         dpbundle spec validate examples/births.yaml --data registry.csv.gz
     """
     s = load_spec_or_exit(spec)
-    from dpbundle.release.spec.load import budget_formula
-
     console.print(f"[green]ok[/] {spec}: valid release spec; total epsilon "
-                  f"{budget_formula(s.raw)} <= cap {s.epsilon_cap:g}")
+                  f"{s.budget_formula()} <= cap {s.epsilon_cap:g}")
     policy_line = {"dp_count": f"n is released as a DP count (epsilon {s.epsilon_count:g})",
                    "declared_public": "n is declared public: the count of plausible records is "
                                       "published exactly (the guarantee covers registries with the "
@@ -51,13 +49,13 @@ def spec_validate(
     console.print(f"records policy {s.records_policy}: {policy_line}", highlight=False)
     from dpbundle.release.spec.criteria_checks import criteria_warnings
 
-    for line in criteria_warnings(s.raw):
+    for line in criteria_warnings(s):
         console.print(f"[yellow]warning[/] {line}", markup=True, highlight=False)
     _warn_missing_generators(s)
     from dpbundle.release.scheme.weak_evidence import noise_notes, noise_warnings_on_data
 
     if data is None:
-        notes = noise_notes(s.raw)
+        notes = noise_notes(s)
         if notes:
             console.print("noise against thresholds: a pass is weak evidence when the noise std is at least "
                           "half the threshold; with this spec's epsilons that happens when", highlight=False)
@@ -142,7 +140,7 @@ def _warn_missing_generators(s) -> None:
     from dpbundle.mechanisms.generators import generator_types
 
     available = generator_types()
-    for gtype in sorted({g["type"] for g in s.raw["generators"]}):
+    for gtype in sorted(set(s.generator_types)):
         if not available[gtype]["available"]:
             console.print(f"[yellow]warning[/] generator {gtype!r} is not installed here: "
                           f"{escape(available[gtype]['reason'])}; a release on this machine would refuse "

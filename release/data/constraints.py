@@ -16,11 +16,13 @@ category name (the spec's ``categories``), or by its numbers (``values``) when g
 from __future__ import annotations
 
 import operator
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from dpbundle.mechanisms.coding import Coded, ColumnCoding
+
+from dpbundle.release.spec.typed import Constraint, as_constraint
 
 OPS: dict[str, Callable] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
@@ -61,19 +63,21 @@ def _category_codes(column: str, cats: list[str], items: list) -> list[int]:
     return codes
 
 
-def constraint_mask(constraint: dict, table: Mapping[str, np.ndarray], kinds: Mapping[str, str],
+def constraint_mask(constraint: Constraint | Mapping, table: Mapping[str, np.ndarray], kinds: Mapping[str, str],
                     missing: Callable[[str, np.ndarray], np.ndarray] | None = None,
                     categories: Mapping[str, list[str]] | None = None) -> np.ndarray:
-    """Rows matching one raw constraint. ``categories``: the declared category texts of every
-    category column (its cells are coded as indices into them, -1 = missing)."""
+    """Rows matching one raw constraint (typed, or its document form ``{name, when | any_missing}``).
+    ``categories``: the declared category texts of every category column (its cells are coded as
+    indices into them, -1 = missing)."""
+    constraint = as_constraint(constraint)
     n = len(next(iter(table.values())))
-    if constraint.get("any_missing"):
+    if constraint.any_missing:
         mask = np.zeros(n, dtype=bool)
         for name, values in table.items():
             mask |= missing(kinds[name], values)
         return mask
     mask = np.ones(n, dtype=bool)
-    for column, op, value in constraint["when"]:
+    for column, op, value in constraint.when:
         values = table[column]
         kind = kinds[column]
         items = _items(op, value)
@@ -171,13 +175,14 @@ def bin_condition(coding: ColumnCoding, op: str, value) -> np.ndarray:
     return _bin_scalar(coding, op, value)
 
 
-def synthetic_violations(constraints: list[dict], coded: Coded) -> np.ndarray:
-    """Rows of coded data that match any synthetic constraint (see :func:`bin_condition`)."""
+def synthetic_violations(constraints: Sequence[Constraint | Mapping], coded: Coded) -> np.ndarray:
+    """Rows of coded data that match any synthetic constraint (typed, or document forms; see
+    :func:`bin_condition`)."""
     n = coded.codes.shape[0]
     bad = np.zeros(n, dtype=bool)
-    for constraint in constraints:
+    for constraint in map(as_constraint, constraints):
         mask = np.ones(n, dtype=bool)
-        for column, op, value in constraint["when"]:
+        for column, op, value in constraint.when:
             j = coded.column(column)
             # Evaluate the condition once per code, then look it up per row.
             mask &= bin_condition(coded.columns[j], op, value)[coded.codes[:, j]]
@@ -185,16 +190,16 @@ def synthetic_violations(constraints: list[dict], coded: Coded) -> np.ndarray:
     return bad
 
 
-def violation_table(constraints: list[dict], columns: tuple[ColumnCoding, ...]) -> np.ndarray:
+def violation_table(constraints: Sequence[Constraint | Mapping], columns: tuple[ColumnCoding, ...]) -> np.ndarray:
     """bad[cell] for every cell of the full domain (mixed-radix index, C order): the value of
     :func:`synthetic_violations` on the record of that cell. Each condition is one table over its
     column's codes, broadcast along the other axes (public: the spec and the codings only)."""
     names = [c.name for c in columns]
     shape = tuple(c.size for c in columns)
     bad = np.zeros(shape, dtype=bool)
-    for constraint in constraints:
+    for constraint in map(as_constraint, constraints):
         mask = np.ones((1,) * len(shape), dtype=bool)
-        for column, op, value in constraint["when"]:
+        for column, op, value in constraint.when:
             if column not in names:
                 raise KeyError(f"no column {column!r}; columns are {names}")
             j = names.index(column)

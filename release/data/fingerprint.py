@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpbundle.release.data.csv_read import file_sha256  # noqa: F401  (also importable from here)
-from dpbundle.release.spec.columns import input_categories
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.release.data.prepare import Prepared
@@ -70,7 +69,7 @@ def _texts(kind: str, uniq: np.ndarray, categories: list[str]) -> list[str]:
 
 def table_fingerprint(prepared: "Prepared", spec: "Spec") -> str:
     """SHA-256 (hex) of the canonical serialisation of ``prepared.table`` (see the module doc)."""
-    metas = spec.input_columns
+    metas = spec.model.input.by_name
     names = sorted(prepared.table)
     rows = int(len(prepared.table[names[0]])) if names else 0
     h = hashlib.sha256()
@@ -80,9 +79,9 @@ def table_fingerprint(prepared: "Prepared", spec: "Spec") -> str:
         values = np.asarray(prepared.table[name])
         if len(values) != rows:
             raise ValueError(f"prepared column {name!r} has another length than the others")
-        meta = metas.get(name, {})
-        kind = meta.get("type") or ("date" if values.dtype.kind == "M" else "float")
-        categories = input_categories(meta) if kind == "category" else []
+        meta = metas.get(name)
+        kind = (meta.type if meta is not None else None) or ("date" if values.dtype.kind == "M" else "float")
+        categories = list(meta.category_texts) if kind == "category" and meta is not None else []
         # np.unique sorts NaN/NaT last and keeps each once.
         uniq, inverse = np.unique(values, return_inverse=True)
         texts = _texts(kind, uniq, categories)

@@ -28,8 +28,8 @@ import pandas as pd
 
 from dpbundle.release.data.constraints import constraint_mask
 from dpbundle.release.data.csv_read import MAX_PROBLEMS, MAX_REPORTED, CsvReader, Problems, file_sha256, max_cell_chars
-from dpbundle.release.spec.columns import input_categories, missing_markers
 from dpbundle.release.spec.model import Spec
+from dpbundle.release.spec.typed import InputColumn
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.records import ResizePlan
@@ -141,10 +141,10 @@ def _is_marker(cells: np.ndarray, tokens) -> np.ndarray:
     return pd.Series(cells, dtype=object).isin(list(tokens)).to_numpy()
 
 
-def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray, problems: _Problems,
+def _parse_column(name: str, meta: InputColumn, cells: np.ndarray, missing: np.ndarray, problems: _Problems,
                   where=None) -> np.ndarray:
     """Typed values of one column's cells (an object array of str); ``where(rows)``: their lines."""
-    kind = meta["type"]
+    kind = meta.type
     empty = (cells == "") & ~missing
     problems.add(empty, name, "empty cell (declare a missing-value marker in input.missing_values or the column's missing if this is intended)",
                  where=where)
@@ -157,7 +157,7 @@ def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray,
             frac = present & np.isfinite(values) & (values != np.round(values))
             problems.add(frac, name, "not an integer", cells, where)
         values[~present | bad] = np.nan
-        lo, hi = meta.get("min"), meta.get("max")
+        lo, hi = meta.min, meta.max
         ok = present & ~bad
         if lo is not None:
             problems.add(ok & (values < lo), name, f"below the allowed minimum {lo}", cells, where)
@@ -177,13 +177,13 @@ def _parse_column(name: str, meta: dict, cells: np.ndarray, missing: np.ndarray,
         problems.add(bad, name, "not a valid date (YYYY-MM-DD expected; impossible dates such as 2019-02-30 are rejected)", cells, where)
         parsed[~present | bad] = np.datetime64("NaT")
         ok = present & ~bad
-        if meta.get("min") is not None:
-            problems.add(ok & (parsed < np.datetime64(str(meta["min"]))), name, f"before the allowed minimum {meta['min']}", cells, where)
-        if meta.get("max") is not None:
-            problems.add(ok & (parsed > np.datetime64(str(meta["max"]))), name, f"after the allowed maximum {meta['max']}", cells, where)
+        if meta.min is not None:
+            problems.add(ok & (parsed < np.datetime64(str(meta.min))), name, f"before the allowed minimum {meta.min}", cells, where)
+        if meta.max is not None:
+            problems.add(ok & (parsed > np.datetime64(str(meta.max))), name, f"after the allowed maximum {meta.max}", cells, where)
         return parsed
     # category
-    cats = input_categories(meta)
+    cats = list(meta.category_texts)
     lookup = {c: i for i, c in enumerate(cats)}
     idx = np.fromiter((lookup.get(c, -2) for c in cells), dtype=np.int64, count=len(cells))
     problems.add(present & (idx == -2), name, f"not one of the declared categories {cats}", cells, where)
@@ -200,16 +200,16 @@ def is_missing(kind: str, values: np.ndarray) -> np.ndarray:
     return np.isnan(values)
 
 
-def column_header(meta: dict) -> str:
+def column_header(meta: InputColumn) -> str:
     """The CSV header text of an input column (its ``header``, default its ``name``)."""
-    return str(meta.get("header", meta["name"]))
+    return meta.csv_header
 
 
 def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[str, np.ndarray], int]:
     """Read and validate the input file; return the typed columns (before raw constraints) and the
     row count. ``show_values=False``: error messages name line, column and rule but not the value."""
     source = str(path)
-    inputs = spec.input_columns
+    inputs = spec.model.input.by_name
     headers = {name: column_header(meta) for name, meta in inputs.items()}
     wanted = list(dict.fromkeys(headers.values()))
     try:
@@ -218,7 +218,7 @@ def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[s
         raise InputError(source, [str(exc)]) from None
     problems = _Problems(show_values)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in inputs}
-    tokens = {name: missing_markers(spec.raw["input"], meta) for name, meta in inputs.items()}
+    tokens = {name: spec.model.input.missing_markers(meta) for name, meta in inputs.items()}
     rows = 0
     gc_was_enabled = gc.isenabled()
     gc.disable()   # millions of small lists and strings, no cycles: the collector only slows reading
@@ -242,7 +242,7 @@ def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[s
             gc.enable()
     if problems.total:
         raise InputError.from_problems(source, problems)
-    table = {name: _concat(meta["type"], parts[name]) for name, meta in inputs.items()}
+    table = {name: _concat(meta.type, parts[name]) for name, meta in inputs.items()}
     return table, rows
 
 
@@ -260,20 +260,21 @@ def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:
     error messages; ``spec validate --data`` shows them, for the steward inside the enclave."""
     path = Path(path)
     table, rows = read_typed(path, spec, show_values)
-    kinds = {n: m["type"] for n, m in spec.input_columns.items()}
-    cats = {n: input_categories(m) for n, m in spec.input_columns.items() if m["type"] == "category"}
+    inputs = spec.model.input.by_name
+    kinds = {n: m.type for n, m in inputs.items()}
+    cats = {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"}
     drop = np.zeros(rows, dtype=bool)
     dropped_by = []
-    for c in spec.raw.get("raw_constraints", []):
+    for c in spec.model.all_raw_constraints:
         mask = constraint_mask(c, table, kinds, missing=is_missing, categories=cats)
-        dropped_by.append((c["name"], int(mask.sum())))
+        dropped_by.append((c.name, int(mask.sum())))
         drop |= mask
     keep = ~drop
     kept = {k: v[keep] for k, v in table.items()}
     left_missing = [n for n, v in kept.items() if is_missing(kinds[n], v).any()]
     if left_missing:
         counts = {n: int(is_missing(kinds[n], kept[n]).sum()) for n in left_missing}
-        headers = {n: column_header(m) for n, m in spec.input_columns.items()}
+        headers = {n: column_header(m) for n, m in inputs.items()}
         raise InputError(str(path), [
             f"column {headers[n]!r}: {counts[n] if show_values else 'some'} row(s) have a missing value and no raw constraint drops them "
             f"(add {{name: 'missing value', any_missing: true}} to raw_constraints)" for n in left_missing])

@@ -38,22 +38,22 @@ from dpbundle.mechanisms.coding import Coded, ColumnCoding
 from dpbundle.release.data.prepare import Prepared
 from dpbundle.release.spec.coding import (  # noqa: F401  (also importable from here)
     DEFAULT_LABEL_STYLE, LABEL_STYLES, _bins, _fmt, _source_range, codings, column_coding, label_style, open_bin)
-from dpbundle.release.spec.columns import input_categories, removed_categories
 from dpbundle.release.spec.model import Spec
+from dpbundle.release.spec.typed import Alternative, ReleasedColumn
 
 
-def _source_values(spec: Spec, col: dict, table: dict[str, np.ndarray]) -> np.ndarray:
-    values = table[col["source"]["column"]]
-    derive = col["source"].get("derive")
+def _source_values(spec: Spec, col: ReleasedColumn, table: dict[str, np.ndarray]) -> np.ndarray:
+    src = col.source
+    values = table[src.column]
+    derive = src.derive
     if derive == "month":
         return (values.astype("datetime64[M]").astype(np.int64) % 12 + 1).astype(np.float64)
     if derive == "year":
         return (values.astype("datetime64[Y]").astype(np.int64) + 1970).astype(np.float64)
     if derive == "age":
-        return _age(values, col["source"]["reference"])
+        return _age(values, src.reference)
     if derive == "linear":
-        src = col["source"]
-        return float(src["scale"]) * values.astype(np.float64) + float(src.get("offset", 0))
+        return float(src.scale) * values.astype(np.float64) + float(src.offset if src.offset is not None else 0)
     return values
 
 
@@ -75,24 +75,26 @@ def _age(dates: np.ndarray, reference: str) -> np.ndarray:
 def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.ndarray],
                 coding: ColumnCoding | None = None) -> np.ndarray:
     """Integer codes of one released column for every row of a typed table."""
-    col = spec.column(name)
-    alt = next(a for a in col["alternatives"] if a["id"] == alternative)
+    col = spec.model.column(name)
+    alt = col.alternative(alternative)
+    if alt is None:
+        raise KeyError(f"column {name!r} has no alternative {alternative!r} (known: {', '.join(col.alternative_ids)})")
     coding = coding or column_coding(spec, name, alternative)
-    src_meta = spec.input_columns[col["source"]["column"]]
+    src_meta = spec.model.input.column(col.source.column)
     values = _source_values(spec, col, table)
-    if "categories" in alt:
-        if src_meta["type"] == "boolean":
+    if alt.categorical:
+        if src_meta.type == "boolean":
             lookup = category_lookup(alt, ["false", "true"])
             f, t = int(lookup[0]), int(lookup[1])
             return np.where(values > 0.5, t, f).astype(np.int64)
-        removed = removed_categories(spec.raw).get(col["source"]["column"], frozenset())
-        codes = category_lookup(alt, input_categories(src_meta), removed)[values]
+        removed = spec.model.removed_categories.get(col.source.column, frozenset())
+        codes = category_lookup(alt, list(src_meta.category_texts), removed)[values]
         if (codes < 0).any():  # prepare's raw constraints rule this out; no private value named
             raise ValueError(f"column {name!r}: a record holds an input category that a raw constraint "
                              f"removes (alternative {alternative!r} does not map it); prepare the data first")
         return codes
-    if "clip" in alt:
-        values = np.clip(values, alt["clip"][0], alt["clip"][1])
+    if alt.clip is not None:
+        values = np.clip(values, alt.clip[0], alt.clip[1])
     edges = np.array([a for a, _ in _bins(alt)] + [_bins(alt)[-1][1]], float)
     codes = np.searchsorted(edges, values, side="right") - 1
     outside = (codes < 0) | (codes >= coding.size)
@@ -101,13 +103,13 @@ def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.nda
     return codes.astype(np.int64)
 
 
-def category_lookup(alt: dict, source_categories: list[str],
+def category_lookup(alt: Alternative, source_categories: list[str],
                     removed: frozenset[str] = frozenset()) -> np.ndarray:
     """Released code of each input category (by text): ``map[c]``, else ``default``, else ``c``;
     -1 for a category that a raw constraint always removes (``spec.removed_categories``) and that
     lands on no released category (no plausible record holds it)."""
-    mp, default = alt.get("map", {}), alt.get("default")
-    cats = list(alt["categories"])
+    mp, default = alt.map or {}, alt.default
+    cats = list(alt.categories)
     out = []
     for c in source_categories:
         target = mp.get(c, default if default is not None else c)
@@ -161,9 +163,11 @@ def binning_key(spec: Spec, config: dict) -> str:
     """What determines T besides the prepared data: the released and input column definitions
     of the spec, their label styles and the configuration's alternative of every column
     (canonical JSON)."""
-    part = {"columns": spec.columns, "input": spec.raw["input"]["columns"],
-            "chosen": {name: config["columns"][name] for name in spec.column_names},
-            "label_styles": [label_style(spec.raw, col) for col in spec.columns]}
+    model = spec.model
+    part = {"columns": [c.to_document() for c in model.columns],
+            "input": [c.to_document() for c in model.input.columns],
+            "chosen": {name: config["columns"][name] for name in model.column_names},
+            "label_styles": [model.label_style_of(col) for col in model.columns]}
     return json.dumps(part, sort_keys=True, separators=(",", ":"), default=str)
 
 
@@ -260,10 +264,10 @@ def synthetic_constraint_hits(prepared: Prepared, spec: Spec) -> list[Constraint
 
     n = prepared.rows
     out = []
-    for i, constraint in enumerate(spec.raw.get("synthetic_constraints") or []):
-        when = constraint["when"]
+    for i, constraint in enumerate(spec.model.all_synthetic_constraints):
+        when = constraint.when
         names = list(dict.fromkeys(column for column, _, _ in when))
-        choices = [[a["id"] for a in spec.column(name)["alternatives"]] for name in names]
+        choices = [spec.model.column(name).alternative_ids for name in names]
         masks: dict[tuple[int, str], np.ndarray] = {}  # (condition, alternative) -> rows meeting it
 
         def meets(j: int, alternative: str) -> np.ndarray:
@@ -279,5 +283,5 @@ def synthetic_constraint_hits(prepared: Prepared, spec: Spec) -> list[Constraint
             mask = np.ones(n, dtype=bool)
             for j, (column, _, _) in enumerate(when):
                 mask &= meets(j, chosen[column])
-            out.append(ConstraintHits(i, constraint["name"], tuple(chosen.items()), int(mask.sum()), n, total))
+            out.append(ConstraintHits(i, constraint.name, tuple(chosen.items()), int(mask.sum()), n, total))
     return out

@@ -97,20 +97,21 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
     ``stop``: the stop probability used and where it came from (default: the spec's)."""
     gamma = spec.stop_probability if stop is None else stop.gamma
     source = "spec" if stop is None else stop.source.split(":", 1)[0]
-    criteria = [{"id": c["id"], "epsilon": float(c["epsilon"])} for c in spec.criteria]
-    eps_eval = exact.total(c["epsilon"] for c in spec.criteria)
+    acceptance = spec.model.acceptance
+    criteria = [{"id": c.id, "epsilon": float(c.epsilon)} for c in acceptance]
+    eps_eval = exact.total(c.epsilon for c in acceptance)
     eps_gen = exact.dec(generator.epsilon)
     per_iteration = float(eps_gen + eps_eval)
     return {
-        "unit_of_privacy": spec.raw["release"]["unit_of_privacy"],
+        "unit_of_privacy": spec.model.release.unit_of_privacy,
         "neighbouring": guarantee_text(spec.records_policy)["neighbouring"],
         "input_metric": "change_one_distance",
         "records": records_block(spec, released_n),
         "generation": {"type": generator.type, "epsilon": float(eps_gen),
                        "parts": generation_parts(generator.budget_parts(), eps_gen)},
         "evaluation": {"epsilon": float(eps_eval), "criteria": criteria},
-        "pre_selection": [{"purpose": p["purpose"], "epsilon": float(exact.dec(p["epsilon"]))}
-                          for p in spec.pre_selection],
+        "pre_selection": [{"purpose": p.purpose, "epsilon": float(exact.dec(p.epsilon))}
+                          for p in spec.model.privacy.pre_selection_items],
         "per_iteration_epsilon": per_iteration,
         "selection": {
             "method": "private selection with a known threshold (Liu & Talwar 2019, Algorithm 1): "

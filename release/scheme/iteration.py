@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from dpbundle.release.data.constraints import synthetic_violations, violation_ta
 from dpbundle.release.data.prepare import Prepared
 from dpbundle.release.scheme.space import config_id
 from dpbundle.release.spec.load import Spec
+from dpbundle.release.spec.typed import Constraint
 from dpbundle.release.data.transform import cached_transform
 
 OVERSAMPLE = 1.1
@@ -117,14 +118,14 @@ def _sample_rounds(model, n: int, rand: Randomness, keep: Callable[[np.ndarray],
         f"after {MAX_SAMPLE_ROUNDS} rounds only {have} of {n} sampled rows satisfy the synthetic constraints")
 
 
-def _plausible(constraints: list[dict], columns) -> Callable[[np.ndarray], np.ndarray] | None:
+def _plausible(constraints: Sequence[Constraint | Mapping], columns) -> Callable[[np.ndarray], np.ndarray] | None:
     """rows -> mask of the rows no synthetic constraint drops (None without constraints)."""
     if not constraints:
         return None
     return lambda rows: ~synthetic_violations(constraints, Coded(rows, columns))
 
 
-def sample_constrained(model, n: int, constraints: list[dict], columns, rand: Randomness) -> np.ndarray:
+def sample_constrained(model, n: int, constraints: Sequence[Constraint | Mapping], columns, rand: Randomness) -> np.ndarray:
     """The first n sampled rows that satisfy the synthetic constraints (see :func:`_sample_rounds`)."""
     def keep(rows: np.ndarray) -> np.ndarray:
         return rows[~synthetic_violations(constraints, Coded(rows, columns))] if constraints else rows
@@ -132,7 +133,7 @@ def sample_constrained(model, n: int, constraints: list[dict], columns, rand: Ra
     return _sample_rounds(model, n, rand, keep, _plausible(constraints, columns))
 
 
-def sample_cells(model, n: int, constraints: list[dict], columns, rand: Randomness) -> np.ndarray:
+def sample_cells(model, n: int, constraints: Sequence[Constraint | Mapping], columns, rand: Randomness) -> np.ndarray:
     """The cells (mixed-radix indices) of the rows :func:`sample_constrained` keeps: the same
     draws; each row is reduced to its cell and the constraints are looked up in a table over the
     domain's cells (a small domain) or evaluated on the rows."""
@@ -181,7 +182,7 @@ def run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness
     generator = make_config_generator(spec, config)
     model = step("fit", generator.fit, real.codes, real.domain, rand)
     cid = config_id(config)
-    constraints = spec.raw.get("synthetic_constraints", [])
+    constraints = spec.model.all_synthetic_constraints
     by_cells = domain_cells(real.domain) is not None  # else rows (a domain of >= 2^62 cells)
     try:
         sampled = step("sample", sample_cells if by_cells else sample_constrained, model, real.n,
@@ -193,10 +194,10 @@ def run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness
         candidate = step("project", project_cells, sampled, real.columns, min_count, rand.rng("projection"))
     else:
         candidate = real.with_codes(step("project", project, sampled, min_count, rand.rng("projection")))
-    ctx = EvalContext(real=real, synth=candidate, spec=spec.raw, alternatives=dict(config["columns"]))
+    ctx = EvalContext(real=real, synth=candidate, spec=spec.evaluation_document, alternatives=dict(config["columns"]))
     results = []
-    for entry in spec.criteria:
-        results.append(step(f"criterion {entry['id']}", make_criterion(entry).evaluate, ctx, rand))
+    for crit in spec.model.acceptance:
+        results.append(step(f"criterion {crit.id}", make_criterion(crit.to_document()).evaluate, ctx, rand))
     passed = all(r.passed for r in results)
     return IterationResult(config, cid, real, candidate, results, passed, generator, timings,
                            model=model)

@@ -75,7 +75,7 @@ def opendp_total_epsilon(spec: Spec, stop_probability: float | None = None) -> f
     per_candidate = spec.epsilon_generation + spec.epsilon_evaluation
     gamma = spec.stop_probability if stop_probability is None else stop_probability
     selection = opendp_selection_map(per_candidate, gamma, THRESHOLD)
-    pre = exact.total(p["epsilon"] for p in spec.pre_selection)
+    pre = exact.total(p.epsilon for p in spec.model.privacy.pre_selection_items)
     return exact.float_up(exact.binary(count_epsilon_opendp(spec)) + exact.binary(selection) + pre)
 
 

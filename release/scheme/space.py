@@ -29,15 +29,15 @@ def config_id(config: dict) -> str:
 def generator_configs(spec: Spec) -> list[dict]:
     """Every generator setting: per generator entry, the product of its grid."""
     out = []
-    for gen in spec.raw["generators"]:
-        grid = gen.get("grid", {})
+    for gen in spec.model.generators:
+        grid = gen.grid_lists()
         keys = sorted(grid)
-        base = {"type": gen["type"]}
-        if "flavour" in gen:
-            base["flavour"] = gen["flavour"]
+        base = {"type": gen.type}
+        if gen.flavour is not None:
+            base["flavour"] = gen.flavour
         for combo in itertools.product(*(grid[k] for k in keys)):
             setting = {**base, **dict(zip(keys, combo))}
-            if gen["type"] == "privbayes" and setting.get("oneway", "none") != "measure" \
+            if gen.type == "privbayes" and setting.get("oneway", "none") != "measure" \
                     and "oneway_split" in setting:
                 # only oneway "measure" spends oneway_split: one setting for none/tables, not one
                 # per oneway_split value
@@ -51,10 +51,10 @@ def generator_configs(spec: Spec) -> list[dict]:
 def dimensions(spec: Spec) -> list[tuple[str, list]]:
     """The space's dimensions in a fixed order: (name, values)."""
     dims: list[tuple[str, list]] = []
-    for col in spec.columns:
-        dims.append((f"column {col['name']}", [a["id"] for a in col["alternatives"]]))
+    for col in spec.model.columns:
+        dims.append((f"column {col.name}", col.alternative_ids))
     dims.append(("generator", generator_configs(spec)))
-    dims.append(("projection min_count", list(spec.raw["projection"]["min_count"])))
+    dims.append(("projection min_count", list(spec.model.projection.min_count)))
     return dims
 
 
@@ -101,15 +101,16 @@ def check_config(spec: Spec, config: dict) -> list[str]:
     """Problems that make ``config`` not a member of the spec's space (for --configs files)."""
     problems = []
     cols = config.get("columns", {})
-    for col in spec.columns:
-        ids = [a["id"] for a in col["alternatives"]]
-        if cols.get(col["name"]) not in ids:
-            problems.append(f"columns.{col['name']}: {cols.get(col['name'])!r} is not one of {ids}")
+    for col in spec.model.columns:
+        ids = col.alternative_ids
+        if cols.get(col.name) not in ids:
+            problems.append(f"columns.{col.name}: {cols.get(col.name)!r} is not one of {ids}")
     extra = set(cols) - set(spec.column_names)
     if extra:
         problems.append(f"columns: unknown column(s) {sorted(extra)}")
     if config.get("generator") not in generator_configs(spec):
         problems.append(f"generator: {config.get('generator')!r} is not in the spec's generator grids")
-    if config.get("projection", {}).get("min_count") not in spec.raw["projection"]["min_count"]:
-        problems.append(f"projection.min_count: {config.get('projection')!r} is not among {spec.raw['projection']['min_count']}")
+    min_counts = list(spec.model.projection.min_count)
+    if config.get("projection", {}).get("min_count") not in min_counts:
+        problems.append(f"projection.min_count: {config.get('projection')!r} is not among {min_counts}")
     return problems

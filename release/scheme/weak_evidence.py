@@ -55,6 +55,7 @@ class NoiseRule:
 
 
 def _criterion(entry: dict):
+    """(criterion, threshold, metric floor) of an acceptance entry (Nones when it has none)."""
     from dpbundle.mechanisms.criteria import CriterionError, make_criterion
 
     try:
@@ -66,11 +67,11 @@ def _criterion(entry: dict):
     return c, float(t), float(floor)
 
 
-def noise_rules(doc: dict) -> list[NoiseRule]:
-    """The weak-evidence rule of every criterion of a validated spec (as a dict)."""
+def noise_rules(spec) -> list[NoiseRule]:
+    """The weak-evidence rule of every criterion of a validated spec (a loaded Spec)."""
     out = []
-    for i, entry in enumerate(doc.get("acceptance") or []):
-        c, t, floor = _criterion(entry)
+    for i, crit in enumerate(spec.model.acceptance):
+        c, t, floor = _criterion(crit.to_document())
         if c is None or not t > floor:
             continue
         span, eps = t - floor, float(c.epsilon)
@@ -97,11 +98,11 @@ def _count(x: float) -> str:
     return f"{math.floor(x):,}"
 
 
-def noise_notes(doc: dict) -> list[str]:
+def noise_notes(spec) -> list[str]:
     """Without data: one line per criterion with a rule, the condition under which its evidence
-    is weak (noise std at least half the threshold)."""
+    is weak (noise std at least half the threshold). ``spec``: a loaded Spec."""
     lines = []
-    for r in noise_rules(doc):
+    for r in noise_rules(spec):
         if r.critical is None:
             continue
         where = f"acceptance[{r.index}] ({r.id})"
@@ -118,8 +119,8 @@ def noise_notes(doc: dict) -> list[str]:
 
 
 def _binnings(spec, limit: int) -> tuple[list[dict], int]:
-    names = [c["name"] for c in spec.raw["columns"]]
-    alts = [[a["id"] for a in c["alternatives"]] for c in spec.raw["columns"]]
+    names = spec.model.column_names
+    alts = [c.alternative_ids for c in spec.model.columns]
     total = math.prod(len(a) for a in alts)
     chosen = [dict(zip(names, choice)) for choice in itertools.islice(itertools.product(*alts), limit)]
     return chosen, total
@@ -150,10 +151,10 @@ def noise_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT) -> list[s
 
     from dpbundle.release.data.transform import transform
 
-    rules = {r.id: r for r in noise_rules(spec.raw) if r.critical is not None}
+    rules = {r.id: r for r in noise_rules(spec) if r.critical is not None}
     if not rules or getattr(prepared, "n", 0) <= 0:
         return []
-    entries = [e for e in spec.raw["acceptance"] if e.get("id") in rules]
+    entries = [c.to_document() for c in spec.model.acceptance if c.id in rules]
     binnings, total = _binnings(spec, limit)
     worst: dict[str, tuple[float, float, float, dict]] = {}
     for columns in binnings:
@@ -161,7 +162,7 @@ def noise_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT) -> list[s
             real = transform(prepared, spec, {"columns": columns})
         except Exception:  # noqa: BLE001 - a binning that cannot be built is reported elsewhere
             continue
-        ctx = EvalContext(real=real, synth=real, spec=spec.raw, alternatives=dict(columns))
+        ctx = EvalContext(real=real, synth=real, spec=spec.evaluation_document, alternatives=dict(columns))
         for entry in entries:
             c, t, floor = _criterion(entry)
             if c is None:
@@ -185,7 +186,7 @@ def noise_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT) -> list[s
         r = rules[cid]
         named = set(_names_in(entry))
         varying = {k: v for k, v in columns.items() if (k in named or r.type != "conditional_means")
-                   and len(next(c for c in spec.raw["columns"] if c["name"] == k)["alternatives"]) > 1}
+                   and len(spec.model.column(k).alternatives) > 1}
         binning = ", ".join(f"{k}={v}" for k, v in varying.items())
         lines.append(
             f"acceptance[{r.index}] ({cid}): noise std {_fmt(_SQRT2 * scale)} is at least half the threshold "

@@ -5,32 +5,30 @@ from __future__ import annotations
 import numpy as np
 
 from dpbundle.mechanisms.coding import ColumnCoding
-from dpbundle.release.spec.columns import derived_range
+from dpbundle.release.spec.columns import _bins_of, derived_range
 from dpbundle.release.spec.model import Spec
+from dpbundle.release.spec.typed import DEFAULT_LABEL_STYLE, Alternative, ReleasedColumn
 
 
 def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def _source_range(spec: Spec, col: dict) -> tuple[float | None, float | None, bool]:
+def _source_range(spec: Spec, col: ReleasedColumn) -> tuple[float | None, float | None, bool]:
     """(min, max, integer?) of the values a released column's source can take, from the spec."""
-    return derived_range(spec.input_columns[col["source"]["column"]], col["source"])
+    src = spec.model.input.column(col.source.column)
+    return derived_range(src.to_document(), col.source.to_document())
 
 
 #: The label styles of open bins (spec ``label_style``, top level or per released column).
 LABEL_STYLES = ("office", "plus", "births-2024")
 
 
-#: The label style of a spec that names none, by spec format version (``dpbundle_spec``): version 1
-#: specs keep the labels of the 2024 births release (published bundles, and their audits, depend
-#: on them); version 2 specs, the current format, get the statistical-office style.
-DEFAULT_LABEL_STYLE = {1: "births-2024", 2: "office"}
-
-
 def label_style(doc: dict, col: dict) -> str:
     """The label style of released column ``col`` of spec document ``doc``: the column's
-    ``label_style``, else the spec's, else the default of the spec's format version."""
+    ``label_style``, else the spec's, else the default of the spec's format version
+    (:data:`~dpbundle.release.spec.typed.DEFAULT_LABEL_STYLE`; the typed spec's
+    ``SpecModel.label_style_of`` is the same rule)."""
     return col.get("label_style") or doc.get("label_style") or DEFAULT_LABEL_STYLE[doc.get("dpbundle_spec", 1)]
 
 
@@ -50,53 +48,38 @@ def open_bin(style: str, side: str, edge: float, integer: bool) -> tuple[str, fl
     return (f"{_fmt(edge)} and over" if style == "office" else f"{_fmt(edge)}+"), float(edge)
 
 
-def _bins(alt: dict) -> list[tuple[float, float]]:
-    if "edges" in alt:
-        e = alt["edges"]
-        return list(zip(e[:-1], e[1:]))
-    a, b = alt["unit_bins"]
-    return [(v, v + 1) for v in range(a, b + 1)]
+def _bins(alt: Alternative | dict) -> list[tuple[float, float]]:
+    """The [lower, upper) bins of a binned alternative (typed, or its document form)."""
+    bins = alt.bins() if isinstance(alt, Alternative) else _bins_of(alt)
+    if bins is None:
+        raise KeyError("unit_bins")
+    return bins
 
 
 def column_coding(spec: Spec, name: str, alternative: str) -> ColumnCoding:
     """The coding of released column ``name`` under one of its alternatives."""
-    col = spec.column(name)
-    alt = next((a for a in col["alternatives"] if a["id"] == alternative), None)
+    col = spec.model.column(name)
+    alt = col.alternative(alternative)
     if alt is None:
-        known = ", ".join(a["id"] for a in col["alternatives"])
+        known = ", ".join(col.alternative_ids)
         raise KeyError(f"column {name!r} has no alternative {alternative!r} (known: {known})")
-    if "categories" in alt:
-        k = len(alt["categories"])
-        labels = alt.get("labels", alt["categories"])
-        values = alt.get("values", list(range(k)))
+    if alt.categories is not None:
+        k = len(alt.categories)
+        labels = alt.labels if alt.labels is not None else alt.categories
+        values = alt.values if alt.values is not None else list(range(k))
         nan = np.full(k, np.nan)
         return ColumnCoding(name, tuple(labels), np.asarray(values, float), False, nan, nan,
-                            categories=tuple(alt["categories"]))
+                            categories=tuple(alt.categories))
     bins = _bins(alt)
     src_lo, src_hi, integer = _source_range(spec, col)
-    clip = alt.get("clip")
+    clip = alt.clip
     open_below = clip is not None and (src_lo is None or src_lo < clip[0])
     open_above = clip is not None and (src_hi is None or src_hi > clip[1])
-    style = label_style(spec.raw, col)
-    labels, values = [], []
-    for i, (a, b) in enumerate(bins):
-        last = b - 1 if integer else b
-        if i == 0 and open_below:
-            label, number = open_bin(style, "below", b, bool(integer))
-            labels.append(label)
-            values.append(number)
-        elif i == len(bins) - 1 and open_above:
-            label, number = open_bin(style, "above", a, bool(integer))
-            labels.append(label)
-            values.append(number)
-        elif integer and last == a:
-            labels.append(_fmt(a))
-            values.append(float(a))
-        else:
-            labels.append(f"{_fmt(a)}-{_fmt(last)}")
-            values.append((a + last) / 2.0)
-    labels = alt.get("labels", labels)
-    values = alt.get("values", values)
+    labels, values = _bin_labels(bins, open_below, open_above, spec.model.label_style_of(col), bool(integer))
+    if alt.labels is not None:
+        labels = list(alt.labels)
+    if alt.values is not None:
+        values = list(alt.values)
     # Open bins stand for every value beyond the clip range: their outer edge is infinite.
     lower = np.array([a for a, _ in bins], float)
     upper = np.array([b for _, b in bins], float)
@@ -105,6 +88,29 @@ def column_coding(spec: Spec, name: str, alternative: str) -> ColumnCoding:
     if open_above:
         upper[-1] = np.inf
     return ColumnCoding(name, tuple(labels), np.asarray(values, float), True, lower, upper, integer=bool(integer))
+
+
+def _bin_labels(bins: list[tuple[float, float]], open_below: bool, open_above: bool, style: str,
+                integer: bool) -> tuple[list[str], list[float]]:
+    """(label, number) of every bin in label style ``style`` (open bins: :func:`open_bin`)."""
+    labels, values = [], []
+    for i, (a, b) in enumerate(bins):
+        last = b - 1 if integer else b
+        if i == 0 and open_below:
+            label, number = open_bin(style, "below", b, integer)
+            labels.append(label)
+            values.append(number)
+        elif i == len(bins) - 1 and open_above:
+            label, number = open_bin(style, "above", a, integer)
+            labels.append(label)
+            values.append(number)
+        elif integer and last == a:
+            labels.append(_fmt(a))
+            values.append(float(a))
+        else:
+            labels.append(f"{_fmt(a)}-{_fmt(last)}")
+            values.append((a + last) / 2.0)
+    return labels, values
 
 
 def codings(spec: Spec, config: dict) -> tuple[ColumnCoding, ...]:

@@ -3,7 +3,7 @@ missing markers, the range a released column's source can take, the categories a
 always removes."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 
 
 def _bins_of(alt: dict) -> list[tuple[float, float]] | None:
@@ -98,22 +98,30 @@ def removed_categories(doc: dict) -> dict[str, frozenset[str]]:
     holds it, so the alternatives need not map it (release, enclave replay and ``spec explain``
     agree on this rule; the audit has its own copy in ``audit/private_data.py``)."""
     inputs = {c.get("name"): c for c in (doc.get("input") or {}).get("columns") or [] if isinstance(c, dict)}
+    declared = {name: input_categories(meta) for name, meta in inputs.items() if meta.get("type") == "category"}
+    whens = (c.get("when") if isinstance(c, dict) else None for c in doc.get("raw_constraints") or [])
+    return removed_by(declared, whens)
+
+
+def removed_by(declared: Mapping[str, Sequence[str]], whens: Iterable[Any]) -> dict[str, frozenset[str]]:
+    """:func:`removed_categories` from its parts: the declared category texts of every category
+    column, and the ``when`` of every raw constraint (None for an ``any_missing`` one); a
+    condition is ``[column, op, value]``, a list or a tuple (the typed spec's)."""
     out: dict[str, set[str]] = {}
-    for constraint in doc.get("raw_constraints") or []:
-        when = constraint.get("when") if isinstance(constraint, dict) else None
-        if not isinstance(when, list) or len(when) != 1 or not isinstance(when[0], list) or len(when[0]) != 3:
+    for when in whens:
+        if not isinstance(when, (list, tuple)) or len(when) != 1 or not isinstance(when[0], (list, tuple)) \
+                or len(when[0]) != 3:
             continue
         column, op, value = when[0]
-        meta = inputs.get(column)
-        if meta is None or meta.get("type") != "category":
+        if column not in declared:
             continue
         if op == "==":
             items = [value]
-        elif op == "in" and isinstance(value, list):
+        elif op == "in" and isinstance(value, (list, tuple)):
             items = value
         else:
             continue
-        declared = set(input_categories(meta))
         texts = {category_text(v) for v in items}
-        out.setdefault(column, set()).update(t for t in texts if t is not None and t in declared)
+        known = set(declared[column])
+        out.setdefault(column, set()).update(t for t in texts if t is not None and t in known)
     return {k: frozenset(v) for k, v in out.items() if v}

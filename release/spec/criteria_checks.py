@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 
@@ -26,13 +27,20 @@ def _fmt(x: float) -> str:
     return str(int(x)) if x.is_integer() else f"{x:.6g}"
 
 
-def released_numbers(doc: dict) -> dict[str, dict[str, tuple[np.ndarray, bool, tuple[str, ...]]]]:
-    """column -> alternative id -> (numbers of its codes, categorical?, labels), from the spec
-    alone; an alternative whose coding cannot be built (a problem reported elsewhere) is left out."""
+def _spec_of(doc: Any) -> Any:
+    """A :class:`~dpbundle.release.spec.model.Spec` of a (schema-valid) document, or the Spec given."""
     from dpbundle.release.spec.model import Spec
+
+    return doc if isinstance(doc, Spec) else Spec(raw=doc)
+
+
+def released_numbers(doc: dict, spec: Any = None) -> dict[str, dict[str, tuple[np.ndarray, bool, tuple[str, ...]]]]:
+    """column -> alternative id -> (numbers of its codes, categorical?, labels), from the spec
+    alone; an alternative whose coding cannot be built (a problem reported elsewhere) is left out.
+    ``spec``: the Spec of ``doc`` when already made."""
     from dpbundle.release.spec.coding import column_coding
 
-    spec = Spec(raw=doc)
+    spec = spec if spec is not None else _spec_of(doc)
     out: dict[str, dict[str, tuple[np.ndarray, bool, tuple[str, ...]]]] = {}
     for col in doc["columns"]:
         alts = {}
@@ -50,24 +58,28 @@ def criteria_problems(doc: dict) -> list[str]:
     """Every semantic problem of group_bins, acceptance and faithfulness (``path: message``)."""
     problems: list[str] = []
     released = {c["name"]: c for c in doc["columns"]}
-    numbers = released_numbers(doc)
+    spec = _spec_of(doc)
+    numbers = released_numbers(doc, spec)
     _check_group_bins(doc, released, numbers, problems)
     for i, crit in enumerate(doc["acceptance"]):
-        _check_criterion(i, crit, doc, released, problems)
+        _check_criterion(i, crit, spec, released, problems)
     _check_faithfulness(doc, released, problems)
     _check_label_styles(doc, problems)
     return problems
 
 
-def criteria_warnings(doc: dict) -> list[str]:
-    """Lines about a validated spec that are not errors: a threshold above the metric's largest
-    value (every candidate passes: the criterion tests nothing); an open bin whose overridden
-    label shows another number than the one it counts as (:func:`label_warnings`)."""
+def criteria_warnings(doc: Any) -> list[str]:
+    """Lines about a validated spec (a Spec, or its document) that are not errors: a threshold
+    above the metric's largest value (every candidate passes: the criterion tests nothing); an
+    open bin whose overridden label shows another number than the one it counts as
+    (:func:`label_warnings`)."""
+    spec = _spec_of(doc)
+    doc = spec.raw
     warnings: list[str] = []
     for i, crit in enumerate(doc["acceptance"]):
         if not ("bounds" in crit and not crit["bounds"][1] > crit["bounds"][0]):
             _threshold_range(i, crit, [], warnings)
-    warnings.extend(label_warnings(doc))
+    warnings.extend(label_warnings(doc, spec))
     return warnings
 
 
@@ -92,16 +104,16 @@ def _check_label_styles(doc: dict, problems: list[str]) -> None:
                             f"unit_bins): label_style names how open bins are labelled, and categories have none")
 
 
-def label_warnings(doc: dict) -> list[str]:
+def label_warnings(doc: dict, spec: Any = None) -> list[str]:
     """An open bin of a binned alternative whose ``labels`` override shows numbers, none of which
     is the number the bin counts as in means, medians, regressions and group bins (its released
     number: the number in the label its label style would give, e.g. 64 for a '65+' written over
     the births-2024 label '64<'). Not checked: bins with a ``values`` override (the numbers are
-    declared), labels showing no number ('elderly'), bounded bins."""
-    from dpbundle.release.spec.model import Spec
+    declared), labels showing no number ('elderly'), bounded bins. ``spec``: the Spec of ``doc``
+    when already made."""
     from dpbundle.release.spec.coding import LABEL_STYLES, column_coding, label_style, open_bin
 
-    spec = Spec(raw=doc)
+    spec = spec if spec is not None else _spec_of(doc)
     warnings: list[str] = []
     for i, col in enumerate(doc["columns"]):
         for j, alt in enumerate(col["alternatives"]):
@@ -314,7 +326,8 @@ def _threshold_range(i: int, crit: dict, problems: list[str], warnings: list[str
     (problems if thr <= lo else warnings).append(line)  # type: ignore[union-attr]
 
 
-def _check_criterion(i: int, crit: dict, doc: dict, released: dict, problems: list[str]) -> None:
+def _check_criterion(i: int, crit: dict, spec: Any, released: dict, problems: list[str]) -> None:
+    doc = spec.raw
     typ = crit["type"]
     t_ok = crit.get("target") in released
     if "target" in crit:
@@ -343,7 +356,7 @@ def _check_criterion(i: int, crit: dict, doc: dict, released: dict, problems: li
             problems.append(f"acceptance[{i}]: a regression_mae_difference criterion needs an earlier regression_coefficients "
                             f"criterion {'with id ' + repr(ref) if ref else 'on the same target'}: its DP coefficients are the real-data model")
     if typ == "classification" and t_ok:
-        _check_classification(i, crit, doc, released[crit["target"]], problems)
+        _check_classification(i, crit, spec, released[crit["target"]], problems)
     if typ == "quantile" and t_ok:
         for alt in released[crit["target"]]["alternatives"]:
             if "categories" in alt and "values" not in alt:
@@ -360,17 +373,17 @@ def _check_criterion(i: int, crit: dict, doc: dict, released: dict, problems: li
         _threshold_range(i, crit, problems)
 
 
-def _check_classification(i: int, crit: dict, doc: dict, col: dict, problems: list[str]) -> None:
+def _check_classification(i: int, crit: dict, spec: Any, col: dict, problems: list[str]) -> None:
     """``positive`` names categories/labels of every alternative of the target and leaves one
     negative; an accuracy report needs an earlier coefficients report (its DP model)."""
-    from dpbundle.release.spec.model import Spec
     from dpbundle.release.spec.coding import column_coding
 
+    doc = spec.raw
     pos = crit["positive"] if isinstance(crit["positive"], list) else [crit["positive"]]
     pos = [str(p) for p in pos]
     for alt in col["alternatives"]:
         try:
-            cc = column_coding(Spec(raw=doc), col["name"], alt["id"])
+            cc = column_coding(spec, col["name"], alt["id"])
         except Exception:  # noqa: BLE001 - a broken alternative is reported by the column checks
             continue
         names = set(cc.labels) | set(cc.categories or ())

@@ -22,6 +22,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from dpbundle.release.spec.typed import Constraint, Criterion
+
 __all__ = ["Param", "TypeDoc", "CRITERIA", "GENERATORS", "SECTIONS", "COMMON_CRITERION",
            "THRESHOLD_DERIVE", "GENERATOR_KEYS", "known_types", "explain_type", "explain_spec",
            "format_value"]
@@ -483,25 +485,25 @@ def explain_overview(console: Console) -> None:
 # --------------------------------------------------------------------------- a whole spec
 
 
-def _resolver(spec, entry: dict) -> Callable[[str], Any]:
+def _resolver(spec, crit: Criterion) -> Callable[[str], Any]:
     """Resolve defaults that depend on the spec (features, columns, max_k, reference)."""
-    names = spec.column_names
+    names = spec.model.column_names
+    acceptance = spec.model.acceptance
 
     def resolve(name: str) -> Any:
         if name == "columns":
             return names
         if name == "max_k":
-            return len(entry.get("columns") or names)
+            return len(crit.columns or names)
         if name == "features":
-            return [c for c in names if c != entry.get("target")]
+            return [c for c in names if c != crit.target]
         if name == "reference":
-            if entry.get("type") == "classification":
-                return next((c["id"] for c in spec.criteria if c.get("type") == "classification"
-                             and c.get("report", "coefficients") == "coefficients"
-                             and c.get("target") == entry.get("target")
-                             and c.get("positive") == entry.get("positive")), None)
-            ref = next((c["id"] for c in spec.criteria if c.get("type") == "regression_coefficients"
-                        and c.get("target") == entry.get("target")), None)
+            if crit.type == "classification":
+                return next((c.id for c in acceptance if c.type == "classification"
+                             and (c.report if c.report is not None else "coefficients") == "coefficients"
+                             and c.target == crit.target and c.positive == crit.positive), None)
+            ref = next((c.id for c in acceptance if c.type == "regression_coefficients"
+                        and c.target == crit.target), None)
             return ref
         return None
     return resolve
@@ -521,19 +523,20 @@ def _threshold_cell(entry: dict) -> Text:
 
 
 def _criteria_section(spec, console: Console, only: str | None) -> None:
-    for i, entry in enumerate(spec.criteria):
-        ctype = entry.get("type")
+    for i, crit in enumerate(spec.model.acceptance):
+        entry = crit.to_document()
+        ctype = crit.type
         if only is not None and ctype != only:
             continue
         doc = CRITERIA.get(ctype)
-        title = f"acceptance[{i}] {entry.get('id')} ({ctype})"
+        title = f"acceptance[{i}] {crit.id} ({ctype})"
         rows: list[tuple[str, Text, str]] = []
         for p in COMMON_CRITERION:
             if p.name in ("id", "type"):
                 continue
             cell = _threshold_cell(entry) if p.name == "threshold" else _value_cell(p, entry)
             rows.append((p.name, cell, p.meaning))
-        resolve = _resolver(spec, entry)
+        resolve = _resolver(spec, crit)
         for p in (doc.params if doc else ()):
             rows.append((p.name, _value_cell(p, entry, resolve), p.meaning))
         known = {p.name for p in COMMON_CRITERION} | {p.name for p in (doc.params if doc else ())}
@@ -543,28 +546,29 @@ def _criteria_section(spec, console: Console, only: str | None) -> None:
         console.print(_param_table(title, rows))
         if doc:
             console.print(_t("  " + doc.summary, "italic"))
-    if only in (None, "faithfulness") and any(c.get("type") == "faithfulness" for c in spec.criteria):
-        rules = spec.raw.get("faithfulness", {})
+    if only in (None, "faithfulness") and any(c.type == "faithfulness" for c in spec.model.acceptance):
+        faith = spec.model.faithfulness
+        rules = faith.to_document() if faith is not None else {}
         console.print(_param_table("faithfulness (matching rules of the faithfulness criterion)",
                                    [(p.name, _value_cell(p, rules), p.meaning)
                                     for p in SECTIONS["faithfulness"]]))
 
 
 def _generators_section(spec, console: Console, only: str | None) -> None:
-    for i, gen in enumerate(spec.raw["generators"]):
-        gtype = gen["type"]
+    for i, gen in enumerate(spec.model.generators):
+        gtype = gen.type
         if only is not None and gtype != only:
             continue
         doc = GENERATORS.get(gtype)
-        grid = gen.get("grid", {})
+        grid = gen.grid_lists()
         rows: list[tuple[str, Text, str]] = []
-        if "flavour" in gen:
-            rows.append(("flavour", _t(gen["flavour"]), GENERATOR_KEYS[1].meaning))
+        if gen.flavour is not None:
+            rows.append(("flavour", _t(gen.flavour), GENERATOR_KEYS[1].meaning))
         for p in (doc.params if doc else ()):
             if p.name in grid:
                 cell = _t(f"{format_value(grid[p.name])} (grid: {len(grid[p.name])} value(s))")
             elif gtype == "privbayes" and p.name in ("theta", "degree"):
-                cell = _t("not used by the " + str(gen.get("flavour")) + " flavour", "dim")
+                cell = _t("not used by the " + str(gen.flavour) + " flavour", "dim")
             else:
                 cell = _value_cell(p, {})
             rows.append((p.name, cell, p.meaning))
@@ -574,22 +578,23 @@ def _generators_section(spec, console: Console, only: str | None) -> None:
 
 
 def _input_section(spec, console: Console) -> None:
-    raw_in = spec.raw["input"]
+    inputs = spec.model.input
     table = Table(title="Input columns (the CSV)", title_justify="left")
     for c in ("name", "CSV header", "type", "allowed values", "missing markers", "description"):
         table.add_column(c, overflow="fold")
-    common = list(raw_in.get("missing_values", []))
-    for c in raw_in["columns"]:
-        if c["type"] == "category":
-            allowed = _short(c.get("categories", []))
-        elif c["type"] == "boolean":
+    common = list(inputs.missing_values or [])
+    for c in inputs.columns:
+        if c.type == "category":
+            allowed = _short(list(c.categories or []))
+        elif c.type == "boolean":
             allowed = "true, false"
         else:
-            allowed = f"{format_value(c.get('min', '-inf'))} .. {format_value(c.get('max', 'inf'))}" \
-                if ("min" in c or "max" in c) else f"any {c['type']}"
-        table.add_row(_t(c["name"], "bold"), _t(c.get("header", c["name"])), _t(c["type"]),
-                      _t(allowed), _t(format_value(common + list(c.get("missing", [])))),
-                      _t(c.get("description", "")))
+            lo, hi = (c.min if c.min is not None else "-inf"), (c.max if c.max is not None else "inf")
+            allowed = f"{format_value(lo)} .. {format_value(hi)}" \
+                if (c.min is not None or c.max is not None) else f"any {c.type}"
+        table.add_row(_t(c.name, "bold"), _t(c.header if c.header is not None else c.name), _t(c.type),
+                      _t(allowed), _t(format_value(common + list(c.missing or []))),
+                      _t(c.description if c.description is not None else ""))
     console.print(table)
 
 
@@ -603,12 +608,12 @@ def _source_text(src: dict) -> str:
     return out
 
 
-def _numbers_text(spec, name: str, alt: dict, limit: int = 8) -> str:
+def _numbers_text(spec, name: str, alt_id: str, limit: int = 8) -> str:
     """'label = number' of every released bin/category (first `limit`)."""
     try:
         from dpbundle.release.spec.coding import column_coding
 
-        cc = column_coding(spec, name, alt["id"])
+        cc = column_coding(spec, name, alt_id)
     except Exception:  # noqa: BLE001 - display only
         return "(numbers not available)"
     pairs = [f"{lab} = {v:g}" for lab, v in zip(cc.labels, cc.values)]
@@ -646,45 +651,43 @@ def _columns_section(spec, console: Console) -> None:
     table.add_column("source", overflow="fold")
     table.add_column("alternative", overflow="fold")
     table.add_column("released labels = numbers", overflow="fold")
-    from dpbundle.release.spec.load import removed_categories
-
-    removed = removed_categories(spec.raw)
-    for col in spec.columns:
-        source = _source_text(col["source"])
-        gone = removed.get(col["source"]["column"])
-        if gone and any("categories" in alt for alt in col["alternatives"]):
+    removed = spec.model.removed_categories
+    for col in spec.model.columns:
+        source = _source_text(col.source.to_document())
+        gone = removed.get(col.source.column)
+        if gone and any(alt.categorical for alt in col.alternatives):
             source += (f"; input categories {format_value(sorted(gone))} are removed by raw "
                        "constraints and need no map")
-        name = col["name"] + (f" (unit: {col['unit']})" if col.get("unit") else "")
-        for j, alt in enumerate(col["alternatives"]):
+        name = col.name + (f" (unit: {col.unit})" if col.unit else "")
+        for j, alt in enumerate(col.alternatives):
             table.add_row(_t(name if j == 0 else "", "bold"),
                           _t(source if j == 0 else ""),
-                          _t(_alternative_text(alt)), _t(_numbers_text(spec, col["name"], alt)))
+                          _t(_alternative_text(alt.to_document())), _t(_numbers_text(spec, col.name, alt.id)))
     console.print(table)
 
 
-def _condition_text(c: dict) -> str:
-    if c.get("any_missing"):
+def _condition_text(c: Constraint) -> str:
+    if c.any_missing:
         return "any cell is missing"
-    return " and ".join(f"{a} {op} {format_value(v)}" for a, op, v in c.get("when", []))
+    return " and ".join(f"{a} {op} {format_value(v)}" for a, op, v in c.conditions)
 
 
 def _constraints_section(spec, console: Console) -> None:
     for key, what in (("raw_constraints", "dropped from the input before anything else"),
                       ("synthetic_constraints", "dropped from synthetic rows (on released numbers)")):
-        items = spec.raw.get(key) or []
+        items = getattr(spec.model, key) or ()
         if not items:
             continue
         table = Table(title=f"{key}: rows matching any of these are {what}", title_justify="left")
         table.add_column("name", overflow="fold")
         table.add_column("matches when", overflow="fold")
         for c in items:
-            table.add_row(_t(c["name"]), _t(_condition_text(c)))
+            table.add_row(_t(c.name), _t(_condition_text(c)))
         console.print(table)
 
 
 def _group_bins_section(spec, console: Console) -> None:
-    gb = spec.raw.get("group_bins") or {}
+    gb = spec.model.group_bins or {}
     if not gb:
         return
     table = Table(title="group_bins: coarse groups cut on the released numbers (a number v "
@@ -693,35 +696,32 @@ def _group_bins_section(spec, console: Console) -> None:
     table.add_column("edges", overflow="fold")
     table.add_column("labels", overflow="fold")
     for col, g in gb.items():
-        if "per_alternative" in g:
-            for alt, sub in g["per_alternative"].items():
-                table.add_row(_t(f"{col} (alternative {alt})"), _t(format_value(sub.get("edges"))),
-                              _t(format_value(sub.get("labels"))))
+        if g.per_alternative is not None:
+            for alt, sub in g.per_alternative.items():
+                table.add_row(_t(f"{col} (alternative {alt})"), _t(format_value(sub.edges)),
+                              _t(format_value(sub.labels)))
         else:
-            table.add_row(_t(col), _t(format_value(g.get("edges"))), _t(format_value(g.get("labels"))))
+            table.add_row(_t(col), _t(format_value(g.edges)), _t(format_value(g.labels)))
     console.print(table)
 
 
 def _privacy_section(spec, console: Console) -> None:
-    raw = spec.raw
+    model = spec.model
     rows: list[tuple[str, Text, str]] = []
-    proj = raw["projection"]
-    rows.append(("projection.min_count", _t(format_value(proj["min_count"])),
+    rows.append(("projection.min_count", _t(format_value(model.projection.min_count)),
                  SECTIONS["projection"][0].meaning))
-    qi = (raw.get("face_privacy") or {}).get("quasi_identifiers")
+    qi = model.face_privacy.quasi_identifiers if model.face_privacy is not None else None
     if qi:
         rows.append(("face_privacy.quasi_identifiers", _t(format_value(qi)),
                      "column sets checked for k-anonymity (k = min_count) by the audit"))
-    priv = raw["privacy"]
+    priv = model.privacy.to_document()
     for p in SECTIONS["privacy"]:
         if p.name == "private_data_sha256":
             cell = _t(f"{len(priv.get(p.name, []))} fingerprint(s)")
         else:
             cell = _value_cell(p, priv)
         rows.append((f"privacy.{p.name}", cell, p.meaning))
-    from dpbundle.release.spec.load import budget_formula
-
-    rows.append(("total epsilon", _t(f"{budget_formula(raw)} (cap {spec.epsilon_cap:g})", "bold"),
+    rows.append(("total epsilon", _t(f"{spec.budget_formula()} (cap {spec.epsilon_cap:g})", "bold"),
                  "what the release spends (the DP count of records, if any, once; private "
                  "selection doubles one attempt's cost)"))
     console.print(_param_table("Projection, face privacy and privacy", rows))
@@ -729,14 +729,14 @@ def _privacy_section(spec, console: Console) -> None:
 
 def _release_section(spec, console: Console) -> None:
     """The datasheet's metadata: every release field, its value or its default."""
-    rel = spec.raw.get("release") or {}
+    rel = spec.model.release.to_document()
     rows = [(p.name, _value_cell(p, rel), p.meaning) for p in SECTIONS["release"]]
     console.print(_param_table("release: the datasheet's metadata", rows))
 
 
 def explain_spec(spec, console: Console, only: str | None = None) -> None:
     """Print a loaded :class:`~dpbundle.release.spec.load.Spec` section by section (public content)."""
-    title = (spec.raw.get("release") or {}).get("title", "")
+    title = spec.model.release.title
     console.rule(Text(f"{spec.source}: {title}"))
     if only is None:
         _release_section(spec, console)

@@ -23,6 +23,7 @@ from dpbundle.release.spec.columns import (  # noqa: F401  (also importable from
 from dpbundle.release.spec.model import (  # noqa: F401  (also importable from here)
     SELECTION_FACTOR, Spec, _publish_items, budget_formula, budget_total, canonical_json, records_settings)
 from dpbundle.release.spec.yaml_text import Marks, SpecTextError, load_json, load_yaml
+from dpbundle.release.spec.typed import SpecModel
 
 MAX_SPEC_BYTES = 2_000_000
 # A total epsilon above EPSILON_CEILING is refused unless privacy.acknowledge_weak_guarantee is
@@ -237,7 +238,7 @@ def validate_spec(doc: dict, source: str = "<spec>") -> Spec:
     problems = size_problems(doc) or semantic_problems(doc) + ceiling_problems(doc)
     if problems:
         raise SpecError(source, problems)
-    return Spec(raw=doc, source=source)
+    return Spec(raw=doc, source=source, model=SpecModel.from_document(doc))
 
 
 # The audit's size bounds (audit/bounds.py and docs/audit.md "Bounds"): a spec beyond them would
@@ -550,10 +551,9 @@ def _publish_problems(doc: dict) -> list[str]:
             for i, g in enumerate(doc["generators"]) if g["type"] not in PUBLISHABLE_GENERATORS]
 
 
-def semantic_problems(doc: dict) -> list[str]:
-    """Everything the JSON Schema cannot check. Returns ``path: message`` lines."""
-    problems: list[str] = _publish_problems(doc) + _missing_problems(doc)
-    inputs = {c["name"]: c for c in doc["input"]["columns"]}
+def _duplicate_name_problems(doc: dict) -> list[str]:
+    """Input columns, released columns and acceptance criteria: each name (id) once."""
+    problems: list[str] = []
     for key, names in (("input.columns", [c["name"] for c in doc["input"]["columns"]]),
                        ("columns", [c["name"] for c in doc["columns"]]),
                        ("acceptance", [c["id"] for c in doc["acceptance"]])):
@@ -562,33 +562,48 @@ def semantic_problems(doc: dict) -> list[str]:
             if n in seen:
                 problems.append(f"{key}[{i}]: duplicate name {n!r}")
             seen.add(n)
-    _check_inputs(doc, problems)
+    return problems
 
-    released = {c["name"]: c for c in doc["columns"]}
+
+# source.derive -> (the input column types it needs, how the message names them)
+_DERIVE_NEEDS = {
+    "month": (("date",), "a date"), "year": (("date",), "a date"), "boolean": (("boolean",), "a boolean"),
+    "age": (("date",), "a date"), "linear": (("integer", "float"), "an integer or float"),
+    "category": (("category",), "a category"),
+}
+
+
+def _source_problems(i: int, col: dict, inputs: dict[str, dict]) -> list[str]:
+    """A released column's source: a known input column of the type its derivation needs, and
+    only the derivation's own settings, valid."""
+    problems: list[str] = []
+    source = col["source"]
+    src_name = source["column"]
+    src = inputs.get(src_name)
+    if src is None:
+        problems.append(f"columns[{i}].source.column: unknown input column {src_name!r} (known: {', '.join(inputs)})")
+    derive = source.get("derive")
+    if src and derive in _DERIVE_NEEDS and src["type"] not in _DERIVE_NEEDS[derive][0]:
+        problems.append(f"columns[{i}].source.derive: '{derive}' needs {_DERIVE_NEEDS[derive][1]} column "
+                        f"({src_name} is {src['type']})")
+    for key, needs in (("reference", "age"), ("scale", "linear"), ("offset", "linear")):
+        if key in source and derive != needs:
+            problems.append(f"columns[{i}].source.{key}: only derive {needs!r} takes {key!r}")
+    if derive == "linear" and source.get("scale") == 0:
+        problems.append(f"columns[{i}].source.scale: must not be 0")
+    if derive == "age" and _date_parts(source.get("reference", "")) is None:
+        problems.append(f"columns[{i}].source.reference: not a valid date ({source.get('reference')!r})")
+    return problems
+
+
+def _column_problems(doc: dict, inputs: dict[str, dict]) -> list[str]:
+    """Each released column: its source, then its alternatives (unique ids, valid bins or categories)."""
+    problems: list[str] = []
     removed = removed_categories(doc)
     for i, col in enumerate(doc["columns"]):
+        problems += _source_problems(i, col, inputs)
         src_name = col["source"]["column"]
         src = inputs.get(src_name)
-        if src is None:
-            problems.append(f"columns[{i}].source.column: unknown input column {src_name!r} (known: {', '.join(inputs)})")
-        derive = col["source"].get("derive")
-        if src and derive in ("month", "year") and src["type"] != "date":
-            problems.append(f"columns[{i}].source.derive: '{derive}' needs a date column ({src_name} is {src['type']})")
-        if src and derive == "boolean" and src["type"] != "boolean":
-            problems.append(f"columns[{i}].source.derive: 'boolean' needs a boolean column ({src_name} is {src['type']})")
-        if src and derive == "age" and src["type"] != "date":
-            problems.append(f"columns[{i}].source.derive: 'age' needs a date column ({src_name} is {src['type']})")
-        if src and derive == "linear" and src["type"] not in ("integer", "float"):
-            problems.append(f"columns[{i}].source.derive: 'linear' needs an integer or float column ({src_name} is {src['type']})")
-        if src and derive == "category" and src["type"] != "category":
-            problems.append(f"columns[{i}].source.derive: 'category' needs a category column ({src_name} is {src['type']})")
-        for key, needs in (("reference", "age"), ("scale", "linear"), ("offset", "linear")):
-            if key in col["source"] and derive != needs:
-                problems.append(f"columns[{i}].source.{key}: only derive {needs!r} takes {key!r}")
-        if derive == "linear" and col["source"].get("scale") == 0:
-            problems.append(f"columns[{i}].source.scale: must not be 0")
-        if derive == "age" and _date_parts(col["source"].get("reference", "")) is None:
-            problems.append(f"columns[{i}].source.reference: not a valid date ({col['source'].get('reference')!r})")
         ids = set()
         for j, alt in enumerate(col["alternatives"]):
             if alt["id"] in ids:
@@ -596,50 +611,61 @@ def semantic_problems(doc: dict) -> list[str]:
             ids.add(alt["id"])
             _check_alternative(f"columns[{i}].alternatives[{j}]", col, alt, src, problems,
                                removed.get(src_name, frozenset()))
+    return problems
 
-    _check_constraints("raw_constraints", doc.get("raw_constraints", []), inputs, problems, raw=True)
-    _check_constraints("synthetic_constraints", doc.get("synthetic_constraints", []), released, problems, raw=False)
 
-    from dpbundle.release.spec.criteria_checks import criteria_problems  # group_bins, acceptance, faithfulness
-
-    problems.extend(criteria_problems(doc))
+def _face_privacy_problems(doc: dict, released: dict[str, dict]) -> list[str]:
+    """Every quasi-identifier names released columns."""
+    problems: list[str] = []
     for i, qi in enumerate(doc.get("face_privacy", {}).get("quasi_identifiers", [])):
         for j, name in enumerate(qi):
             if name not in released:
                 problems.append(f"face_privacy.quasi_identifiers[{i}][{j}]: unknown released column {name!r}")
+    return problems
 
+
+def _privbayes_grid_problems(i: int, gen: dict, grid: dict) -> list[str]:
+    """PrivBayes: a flavour with its grid, epsilon_split values in (0, 1), valid theta / degree values."""
+    problems: list[str] = []
+    flavour = gen.get("flavour")
+    if flavour is None:
+        problems.append(f"generators[{i}].flavour: privbayes needs flavour 'theta' or 'degree'")
+    elif flavour not in grid:
+        problems.append(f"generators[{i}].grid: flavour {flavour!r} needs a grid of {flavour} values")
+    other = {"theta": "degree", "degree": "theta"}.get(flavour or "")
+    if other and other in grid:
+        problems.append(f"generators[{i}].grid.{other}: not used by the {flavour} flavour")
+    for j, s in enumerate(grid.get("epsilon_split", [])):
+        if not isinstance(s, (int, float)) or not 0 < s < 1:
+            problems.append(f"generators[{i}].grid.epsilon_split[{j}]: must be > 0 and < 1 (got {s!r})")
+    if "epsilon_split" not in grid:
+        problems.append(f"generators[{i}].grid: privbayes needs epsilon_split values")
+    for j, t in enumerate(grid.get("theta", [])):
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 0:
+            problems.append(f"generators[{i}].grid.theta[{j}]: must be > 0 (got {t!r})")
+    for j, t in enumerate(grid.get("degree", [])):
+        if not isinstance(t, int) or isinstance(t, bool) or not t >= 1:
+            problems.append(f"generators[{i}].grid.degree[{j}]: must be an integer >= 1 (got {t!r})")
+    from dpbundle.mechanisms.privbayes import oneway_grid_problems
+
+    problems.extend(f"generators[{i}].grid{p}" for p in oneway_grid_problems(grid))
+    return problems
+
+
+def _generator_problems(doc: dict) -> list[str]:
+    """Each generator's grid: only the hyperparameters its type declares, valid for that type."""
     from dpbundle.mechanisms.generators import generator_types
 
+    problems: list[str] = []
     declared = generator_types()  # each generator declares its hyperparameters (one source of truth)
     for i, gen in enumerate(doc["generators"]):
         allowed = set(declared[gen["type"]]["hyperparameters"])
         grid = gen.get("grid", {})
-        for key, values in grid.items():
+        for key in grid:
             if key not in allowed:
                 problems.append(f"generators[{i}].grid.{key}: unknown hyperparameter for {gen['type']} (known: {', '.join(sorted(allowed)) or 'none'})")
         if gen["type"] == "privbayes":
-            flavour = gen.get("flavour")
-            if flavour is None:
-                problems.append(f"generators[{i}].flavour: privbayes needs flavour 'theta' or 'degree'")
-            elif flavour not in grid:
-                problems.append(f"generators[{i}].grid: flavour {flavour!r} needs a grid of {flavour} values")
-            other = {"theta": "degree", "degree": "theta"}.get(flavour or "")
-            if other and other in grid:
-                problems.append(f"generators[{i}].grid.{other}: not used by the {flavour} flavour")
-            for j, s in enumerate(grid.get("epsilon_split", [])):
-                if not isinstance(s, (int, float)) or not 0 < s < 1:
-                    problems.append(f"generators[{i}].grid.epsilon_split[{j}]: must be > 0 and < 1 (got {s!r})")
-            if "epsilon_split" not in grid:
-                problems.append(f"generators[{i}].grid: privbayes needs epsilon_split values")
-            for j, t in enumerate(grid.get("theta", [])):
-                if not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 0:
-                    problems.append(f"generators[{i}].grid.theta[{j}]: must be > 0 (got {t!r})")
-            for j, t in enumerate(grid.get("degree", [])):
-                if not isinstance(t, int) or isinstance(t, bool) or not t >= 1:
-                    problems.append(f"generators[{i}].grid.degree[{j}]: must be an integer >= 1 (got {t!r})")
-            from dpbundle.mechanisms.privbayes import oneway_grid_problems
-
-            problems.extend(f"generators[{i}].grid{p}" for p in oneway_grid_problems(grid))
+            problems += _privbayes_grid_problems(i, gen, grid)
         if gen["type"] == "mst_pure":
             from dpbundle.mechanisms.mst import grid_problems as mst_grid_problems
 
@@ -648,18 +674,40 @@ def semantic_problems(doc: dict) -> list[str]:
             from dpbundle.mechanisms.privsyn import grid_problems as privsyn_grid_problems
 
             problems.extend(f"generators[{i}].grid{p}" for p in privsyn_grid_problems(grid))
+    return problems
 
+
+def _cap_problems(doc: dict) -> list[str]:
+    """The total epsilon (records count included) within the cap."""
     priv = doc["privacy"]
-    total = budget_total(doc)
-    if total > exact.dec(priv["epsilon_cap"]):
-        hint = ""
-        if "records" not in priv:
-            hint = (f"; the default records policy dp_count spends {DEFAULT_COUNT_EPSILON:g} on the "
-                    "count of records: lower another epsilon, raise the cap, or declare "
-                    "privacy.records: {policy: declared_public} (the 2024 births release's policy: "
-                    "the count of plausible records is published exactly)")
-        problems.append(f"privacy.epsilon_cap: total epsilon {budget_formula(doc)} exceeds the cap "
-                        f"{priv['epsilon_cap']:g}{hint}")
+    if budget_total(doc) <= exact.dec(priv["epsilon_cap"]):
+        return []
+    hint = ""
+    if "records" not in priv:
+        hint = (f"; the default records policy dp_count spends {DEFAULT_COUNT_EPSILON:g} on the "
+                "count of records: lower another epsilon, raise the cap, or declare "
+                "privacy.records: {policy: declared_public} (the 2024 births release's policy: "
+                "the count of plausible records is published exactly)")
+    return [f"privacy.epsilon_cap: total epsilon {budget_formula(doc)} exceeds the cap "
+            f"{priv['epsilon_cap']:g}{hint}"]
+
+
+def semantic_problems(doc: dict) -> list[str]:
+    """Everything the JSON Schema cannot check. Returns ``path: message`` lines, rule group by
+    rule group in this order."""
+    from dpbundle.release.spec.criteria_checks import criteria_problems  # group_bins, acceptance, faithfulness
+
+    problems: list[str] = _publish_problems(doc) + _missing_problems(doc) + _duplicate_name_problems(doc)
+    _check_inputs(doc, problems)
+    inputs = {c["name"]: c for c in doc["input"]["columns"]}
+    released = {c["name"]: c for c in doc["columns"]}
+    problems += _column_problems(doc, inputs)
+    _check_constraints("raw_constraints", doc.get("raw_constraints", []), inputs, problems, raw=True)
+    _check_constraints("synthetic_constraints", doc.get("synthetic_constraints", []), released, problems, raw=False)
+    problems += criteria_problems(doc)
+    problems += _face_privacy_problems(doc, released)
+    problems += _generator_problems(doc)
+    problems += _cap_problems(doc)
     return problems
 
 

@@ -1,10 +1,15 @@
 """The validated spec (:class:`Spec`) and the budget arithmetic it implies.
 
-A :class:`Spec` is made only by :func:`dpbundle.release.spec.load.validate_spec` (or ``load_spec``);
-its properties are the typed views every stage reads.
+A :class:`Spec` is made by :func:`dpbundle.release.spec.load.validate_spec` (or ``load_spec``).
+``Spec.model`` is the typed spec (:class:`~dpbundle.release.spec.typed.SpecModel`), built once
+from the validated document: every stage reads it, or the properties and accessors here. The
+document itself (``raw``) stays inside the spec package; it leaves it only as the copies the
+accessors below make for the readers of JSON (:meth:`Spec.document`, :meth:`Spec.public_dict`,
+:attr:`Spec.evaluation_document`).
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -14,6 +19,8 @@ from typing import Any
 
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON, DEFAULT_POLICY
+
+from dpbundle.release.spec.typed import ReleasedColumn, SpecModel, thaw
 
 SELECTION_FACTOR = 2  # Liu & Talwar private selection with a known threshold doubles the per-iteration epsilon
 
@@ -25,11 +32,19 @@ def canonical_json(obj: Any) -> bytes:
 
 @dataclass(frozen=True)
 class Spec:
-    """A validated release spec. ``raw`` is the plain dict; the properties are typed views."""
+    """A validated release spec. ``model``: the typed spec, built from the document ``raw`` when
+    not given (the spec package's own source of the JSON forms; other packages read ``model``
+    and the accessors). ``input_columns``, ``columns``, ``column()``, ``criteria`` and
+    ``pre_selection`` give parts of the document (dicts), for the tests and older callers."""
 
     raw: dict
     source: str = "<spec>"
     warnings: tuple[str, ...] = field(default=())
+    model: SpecModel = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.model is None:
+            object.__setattr__(self, "model", SpecModel.from_document(self.raw))
 
     @property
     def input_columns(self) -> dict[str, dict]:
@@ -37,7 +52,7 @@ class Spec:
 
     @property
     def columns(self) -> list[dict]:
-        """The released columns, in release order."""
+        """The released columns, in release order (document form; typed: ``model.columns``)."""
         return self.raw["columns"]
 
     @property
@@ -106,10 +121,60 @@ class Spec:
         return list(self.raw["privacy"].get("private_data_sha256", []))
 
     def public_dict(self) -> dict:
-        """The spec as published in a bundle: without the fingerprints of confidential files."""
+        """The spec as published in a bundle: without the fingerprints of confidential files
+        (a fresh copy, keys sorted: the form that is hashed)."""
         public = json.loads(canonical_json(self.raw))
         public["privacy"].pop("private_data_sha256", None)
         return public
+
+    def document(self) -> dict:
+        """A fresh deep copy of the validated document as written (key order kept, private
+        fingerprints included): for the writers that store or publish the spec as JSON (the
+        bundle writer strips the fingerprints itself; a kept result keeps them)."""
+        return copy.deepcopy(self.raw)
+
+    @cached_property
+    def evaluation_document(self) -> dict:
+        """The spec document the criteria of :mod:`dpbundle.mechanisms.criteria` and the sweep's
+        utility measures read (``EvalContext.spec``): the public spec exactly as the audit reads
+        it from spec.json (key order kept, without ``privacy.private_data_sha256``). Made once
+        and shared: read only."""
+        doc = copy.deepcopy(self.raw)
+        if isinstance(doc.get("privacy"), dict):
+            doc["privacy"].pop("private_data_sha256", None)
+        return doc
+
+    # ---- typed accessors (the model's most used parts)
+
+    @property
+    def release_title(self) -> str:
+        """``release.title``."""
+        return self.model.release.title
+
+    @property
+    def released_columns(self) -> tuple[ReleasedColumn, ...]:
+        """The released columns, typed, in release order (``model.columns``)."""
+        return self.model.columns
+
+    @property
+    def generator_types(self) -> list[str]:
+        """The ``type`` of every generator entry, in spec order (repeats kept)."""
+        return [g.type for g in self.model.generators]
+
+    @property
+    def group_bins(self) -> dict:
+        """``group_bins`` in its document form, a fresh dict (column -> {edges, labels} or
+        {per_alternative: {id: {edges, labels}}}; {} without): what the sweep's utility measures
+        read. Typed: ``model.group_bins``."""
+        return thaw(self.model.group_bins) if self.model.group_bins is not None else {}
+
+    def label_style(self, column: str) -> str:
+        """The label style of released column ``column``'s open bins."""
+        return self.model.label_style_of(self.model.column(column))
+
+    def budget_formula(self) -> str:
+        """The total epsilon spelled out (:func:`budget_formula`)."""
+        return budget_formula(self.raw)
 
     @cached_property
     def fingerprint(self) -> str:
