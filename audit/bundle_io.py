@@ -342,101 +342,133 @@ def _walk_directory(b: Bundle) -> None:
 
 
 def _open_zip(p: Path, source: str, limits: Limits) -> Bundle:
+    """Open a zip bundle: check its entries' names, kinds and sizes, then extract them."""
     try:
         zf = zipfile.ZipFile(p)
     except (zipfile.BadZipFile, OSError, ValueError) as e:
         raise BundleError(f"{source}: unreadable zip file ({e})") from None
     with zf:
-        infos = zf.infolist()
-        if len(infos) > limits.max_files:
-            raise BundleError(f"{source}: {len(infos)} zip entries, more than {limits.max_files}")
-        names: list[tuple[zipfile.ZipInfo, str]] = []
-        declared_total = 0
-        for info in infos:
-            raw = info.filename
-            mode = (info.external_attr >> 16) & 0xFFFF
-            if raw.endswith("/") or info.is_dir():
-                try:
-                    safe_name(raw.rstrip("/"))
-                except BundleFileError as e:
-                    raise BundleError(f"{source}: zip entry escapes the bundle: {e}") from None
-                continue
+        names, declared_total = _zip_entries(zf, source, limits)
+        strip = _zip_prefix(names)
+        _check_zip_sizes(names, strip, declared_total, source, limits)
+        return _extract_zip(zf, names, strip, source, limits)
+
+
+def _zip_entries(zf: zipfile.ZipFile, source: str,
+                 limits: Limits) -> tuple[list[tuple[zipfile.ZipInfo, str]], int]:
+    """The zip's file entries (safe names, regular and unencrypted) and their declared total size."""
+    infos = zf.infolist()
+    if len(infos) > limits.max_files:
+        raise BundleError(f"{source}: {len(infos)} zip entries, more than {limits.max_files}")
+    names: list[tuple[zipfile.ZipInfo, str]] = []
+    declared_total = 0
+    for info in infos:
+        raw = info.filename
+        mode = (info.external_attr >> 16) & 0xFFFF
+        if raw.endswith("/") or info.is_dir():
             try:
-                safe_name(raw)
+                safe_name(raw.rstrip("/"))
             except BundleFileError as e:
                 raise BundleError(f"{source}: zip entry escapes the bundle: {e}") from None
-            if mode and stat.S_IFMT(mode) not in (0, stat.S_IFREG):
-                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
-                raise BundleError(f"{source}: zip entry {raw!r} is {kind}")
-            if info.flag_bits & 0x1:
-                raise BundleError(f"{source}: zip entry {raw!r} is encrypted")
-            declared_total += info.file_size
-            names.append((info, raw))
-        # A zip of the bundle directory itself ("B/manifest.json", ...): strip the one prefix.
-        plain = [n for _, n in names]
-        strip = ""
-        if plain and "manifest.json" not in plain:
-            tops = {n.split("/", 1)[0] for n in plain}
-            if len(tops) == 1 and all("/" in n for n in plain):
-                strip = tops.pop() + "/"
-        seen: set[str] = set()
+            continue
+        try:
+            safe_name(raw)
+        except BundleFileError as e:
+            raise BundleError(f"{source}: zip entry escapes the bundle: {e}") from None
+        if mode and stat.S_IFMT(mode) not in (0, stat.S_IFREG):
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            raise BundleError(f"{source}: zip entry {raw!r} is {kind}")
+        if info.flag_bits & 0x1:
+            raise BundleError(f"{source}: zip entry {raw!r} is encrypted")
+        declared_total += info.file_size
+        names.append((info, raw))
+    return names, declared_total
+
+
+def _zip_prefix(names: list[tuple[zipfile.ZipInfo, str]]) -> str:
+    """The one prefix to strip of a zip of the bundle directory itself ("B/manifest.json", ...)."""
+    plain = [n for _, n in names]
+    strip = ""
+    if plain and "manifest.json" not in plain:
+        tops = {n.split("/", 1)[0] for n in plain}
+        if len(tops) == 1 and all("/" in n for n in plain):
+            strip = tops.pop() + "/"
+    return strip
+
+
+def _check_zip_sizes(names: list[tuple[zipfile.ZipInfo, str]], strip: str, declared_total: int,
+                     source: str, limits: Limits) -> None:
+    """No entry twice, each within its size limit and compression ratio, the total within the limit."""
+    seen: set[str] = set()
+    for info, raw in names:
+        rel = raw[len(strip):]
+        if rel in seen:
+            raise BundleError(f"{source}: zip entry {rel!r} appears more than once")
+        seen.add(rel)
+        limit = limits.for_name(rel)
+        if info.file_size > limit:
+            raise BundleError(
+                f"{source}: zip entry {rel!r} declares {info.file_size} bytes, "
+                f"more than the limit of {limit} bytes"
+            )
+        if info.file_size > limits.ratio_floor:
+            ratio = info.file_size / max(info.compress_size, 1)
+            if ratio > limits.max_ratio:
+                raise BundleError(
+                    f"{source}: zip entry {rel!r} has compression ratio {ratio:.0f}, "
+                    f"more than {limits.max_ratio:.0f} (zip bomb?)"
+                )
+    if declared_total > limits.total:
+        raise BundleError(
+            f"{source}: zip declares {declared_total} bytes in all, "
+            f"more than the limit of {limits.total} bytes"
+        )
+
+
+def _extract_zip(zf: zipfile.ZipFile, names: list[tuple[zipfile.ZipInfo, str]], strip: str,
+                 source: str, limits: Limits) -> Bundle:
+    """Extract the checked entries to a fresh temporary directory, within the size budget."""
+    tmp = tempfile.mkdtemp(prefix="dpbundle-audit-")
+    b = Bundle(root=Path(tmp), source=source, kind="zip", limits=limits, _tmp=tmp)
+    try:
+        budget = limits.total
         for info, raw in names:
             rel = raw[len(strip):]
-            if rel in seen:
-                raise BundleError(f"{source}: zip entry {rel!r} appears more than once")
-            seen.add(rel)
-            limit = limits.for_name(rel)
-            if info.file_size > limit:
-                raise BundleError(
-                    f"{source}: zip entry {rel!r} declares {info.file_size} bytes, "
-                    f"more than the limit of {limit} bytes"
-                )
-            if info.file_size > limits.ratio_floor:
-                ratio = info.file_size / max(info.compress_size, 1)
-                if ratio > limits.max_ratio:
+            limit = min(limits.for_name(rel), info.file_size)
+            target = Path(tmp).joinpath(*rel.split("/"))
+            # The target stays inside tmp: rel is a safe relative name.
+            target.parent.mkdir(parents=True, exist_ok=True)
+            written = _extract_entry(zf, info, target, source, rel, limit, budget)
+            budget -= written
+            b.files[rel] = written
+    except BaseException:
+        b.close()
+        raise
+    return b
+
+
+def _extract_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, source: str,
+                   rel: str, limit: int, budget: int) -> int:
+    """Copy one entry to ``target`` (a new file), stopping beyond ``limit`` or ``budget`` bytes."""
+    written = 0
+    try:
+        with zf.open(info) as src, open(target, "xb") as dst:
+            while True:
+                chunk = src.read(1 * MB)
+                if not chunk:
+                    break
+                written += len(chunk)
+                if written > limit or written > budget:
                     raise BundleError(
-                        f"{source}: zip entry {rel!r} has compression ratio {ratio:.0f}, "
-                        f"more than {limits.max_ratio:.0f} (zip bomb?)"
+                        f"{source}: zip entry {rel!r} expands beyond its declared "
+                        f"size or the size budget (zip bomb?)"
                     )
-        if declared_total > limits.total:
-            raise BundleError(
-                f"{source}: zip declares {declared_total} bytes in all, "
-                f"more than the limit of {limits.total} bytes"
-            )
-        tmp = tempfile.mkdtemp(prefix="dpbundle-audit-")
-        b = Bundle(root=Path(tmp), source=source, kind="zip", limits=limits, _tmp=tmp)
-        try:
-            budget = limits.total
-            for info, raw in names:
-                rel = raw[len(strip):]
-                limit = min(limits.for_name(rel), info.file_size)
-                target = Path(tmp).joinpath(*rel.split("/"))
-                # The target stays inside tmp: rel is a safe relative name.
-                target.parent.mkdir(parents=True, exist_ok=True)
-                written = 0
-                try:
-                    with zf.open(info) as src, open(target, "xb") as dst:
-                        while True:
-                            chunk = src.read(1 * MB)
-                            if not chunk:
-                                break
-                            written += len(chunk)
-                            if written > limit or written > budget:
-                                raise BundleError(
-                                    f"{source}: zip entry {rel!r} expands beyond its declared "
-                                    f"size or the size budget (zip bomb?)"
-                                )
-                            dst.write(chunk)
-                except BundleError:
-                    raise
-                except (zipfile.BadZipFile, OSError, EOFError, ValueError,
-                        NotImplementedError, RuntimeError) as e:
-                    raise BundleError(f"{source}: cannot extract zip entry {rel!r} ({e})") from None
-                except Exception as e:  # zlib.error and friends
-                    raise BundleError(f"{source}: cannot extract zip entry {rel!r} ({e})") from None
-                budget -= written
-                b.files[rel] = written
-        except BaseException:
-            b.close()
-            raise
-        return b
+                dst.write(chunk)
+    except BundleError:
+        raise
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError,
+            NotImplementedError, RuntimeError) as e:
+        raise BundleError(f"{source}: cannot extract zip entry {rel!r} ({e})") from None
+    except Exception as e:  # zlib.error and friends
+        raise BundleError(f"{source}: cannot extract zip entry {rel!r} ({e})") from None
+    return written

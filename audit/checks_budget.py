@@ -10,7 +10,7 @@ from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON
 
 from .bounds import MAX_CRITERIA, MAX_DATA_PASSES
 from .context import AuditContext, Missing, need, need_number
-from .report import CheckResult
+from .report import CheckResult, StopCheck
 from .sensitivity import (Unverifiable, data_passes, derive_threshold, quantile_releases,
                           recompute_sensitivity)
 
@@ -66,105 +66,25 @@ def _rows(metrics) -> list[dict]:
 
 
 def check_budget(ctx: AuditContext) -> CheckResult:
+    """Check 6: every criterion's scale, sensitivity and threshold, then the budget's sums."""
     r = CheckResult("budget")
     try:
-        metrics = ctx.json("metrics.json")
-        budget = ctx.json("budget.json")
-        view = ctx.view()
-        rows = _rows(metrics)
-        n = ctx.declared_n()
-    except Missing as e:
+        budget, view, rows, n = _budget_inputs(ctx)
+        entries = _acceptance_entries(view, rows, r)
+    except StopCheck as e:
         r.fail(str(e))
         return r
-    spec = view.spec
-    acceptance = spec.get("acceptance")
-    if not isinstance(acceptance, list):
-        r.fail("spec.json: spec.acceptance is not a list")
-        return r
-    if len(acceptance) > MAX_CRITERIA or len(rows) > MAX_CRITERIA:
-        r.fail(f"{max(len(acceptance), len(rows)):,} acceptance criteria (spec.json or metrics.json), "
-               f"more than the limit of {MAX_CRITERIA}; nothing recomputed")
-        return r
-    passes = sum(data_passes(e, view) for e in acceptance if isinstance(e, dict))
-    if passes > MAX_DATA_PASSES:
-        r.fail(f"spec.json: recomputing the criteria's sensitivities would take {passes:,} passes "
-               f"over the columns of data.csv, more than the limit of {MAX_DATA_PASSES:,}; nothing "
-               f"recomputed")
-        return r
-    entries = {e.get("id"): e for e in acceptance if isinstance(e, dict)}
-    row_ids = [row.get("id") for row in rows]
-    spec_ids = [e.get("id") for e in acceptance if isinstance(e, dict)]
-    if row_ids != spec_ids:
-        r.fail(f"metrics.json criteria {row_ids} differ from the spec's acceptance entries {spec_ids}")
     try:
         codes = ctx.codes()
         codes_note = None
     except Missing as e:
         codes, codes_note = None, str(e)
-    # -- per criterion -------------------------------------------------------------------
-    recomputed = {}
+    recomputed: dict = {}
     for row in rows:
-        cid = row.get("id")
-        w = f"metrics.json criterion {cid}"
-        entry = entries.get(cid)
-        try:
-            eps = need_number(row, "epsilon", where=w)
-            sens = need_number(row, "sensitivity", where=w)
-            scale = need_number(row, "noise_scale", where=w)
-            std = need_number(row, "noise_std", where=w)
-            thr = need_number(row, "threshold", where=w)
-        except Missing as e:
-            r.fail(str(e))
-            continue
-        if eps <= 0:
-            r.fail(f"{w}: epsilon {_fmt(eps)} is not positive")
-            continue
-        if entry is None:
-            r.fail(f"{w}: no acceptance entry with this id in the spec")
-            continue
-        _check_scale(w, row, entry, sens, eps, scale, std, r)
-        if row.get("type") != entry.get("type"):
-            r.fail(f"{w}: type {row.get('type')!r} differs from the spec's {entry.get('type')!r}")
-        spec_eps = entry.get("epsilon")
-        if not isinstance(spec_eps, (int, float)) or not close(eps, float(spec_eps)):
-            r.fail(f"{w}: epsilon {_fmt(eps)} differs from the spec's {_fmt(spec_eps)}")
-        try:
-            want_thr, stake, tfacts = derive_threshold(entry)
-            if not close(thr, want_thr):
-                r.fail(f"{w}: threshold {_fmt(thr)} != {_fmt(want_thr)} recomputed from the spec")
-            if stake is not None:
-                got_stake = row.get("stakeholder_threshold")
-                if not isinstance(got_stake, (int, float)) or not close(float(got_stake), stake):
-                    r.fail(f"{w}: stakeholder_threshold {got_stake!r} differs from the spec's {_fmt(stake)}")
-                tin = row.get("threshold_inputs")
-                if not isinstance(tin, dict):
-                    r.fail(f"{w}: a derived threshold without threshold_inputs")
-                else:
-                    _threshold_inputs(w, entry, tin, thr, tfacts, r)
-                recomputed.setdefault(cid, {})["threshold"] = want_thr
-        except Unverifiable as e:
-            r.fail(f"{w}: threshold cannot be recomputed: {e}")
-        try:
-            want, facts = recompute_sensitivity(entry, row, view, codes, n)
-        except Unverifiable as e:
-            msg = str(e)
-            if codes is None and codes_note and "data.csv" in msg:
-                msg += f" ({codes_note})"
-            r.fail(f"{w}: sensitivity cannot be recomputed: {msg}")
-            continue
-        for k, v in facts.items():
-            if k.startswith("declared_"):
-                base = k[len("declared_"):]
-                r.fail(f"{w}: sensitivity_inputs.{base} = {v!r}, recomputed {facts.get(base)!r}")
-        recomputed.setdefault(cid, {})["sensitivity"] = want
-        recomputed[cid].update({k: v for k, v in facts.items() if k != "note"})
-        if not close(sens, want):
-            r.fail(f"{w}: sensitivity {_fmt(sens)} != {_fmt(want)} recomputed from the public bundle "
-                   f"({', '.join(f'{k}={v}' for k, v in facts.items() if k != 'note')})")
+        _check_criterion(row, entries.get(row.get("id")), (view, codes, codes_note, n), r, recomputed)
     r.facts["recomputed"] = recomputed
-    # -- the budget ---------------------------------------------------------------------
     try:
-        _budget_arithmetic(budget, rows, spec, r, n)
+        _budget_arithmetic(budget, rows, view.spec, r, n)
     except Missing as e:
         r.fail(str(e))
     _registry_entry_numbers(ctx, budget, r)
@@ -176,6 +96,114 @@ def check_budget(ctx: AuditContext) -> CheckResult:
                     f"{_fmt(r.facts.get('epsilon_cap'))}; {policy}; {len(rows)} criteria: scales, "
                     f"stds, sensitivities and thresholds recomputed")
     return r
+
+
+def _budget_inputs(ctx: AuditContext) -> tuple[dict, object, list[dict], int]:
+    """budget.json, the spec view, metrics.json's criteria rows and the public n."""
+    try:
+        metrics = ctx.json("metrics.json")
+        budget = ctx.json("budget.json")
+        view = ctx.view()
+        rows = _rows(metrics)
+        n = ctx.declared_n()
+    except Missing as e:
+        raise StopCheck(str(e)) from None
+    return budget, view, rows, n
+
+
+def _acceptance_entries(view, rows: list[dict], r: CheckResult) -> dict:
+    """The spec's acceptance entries by id, within the bounds; metrics.json must list the same ids."""
+    acceptance = view.spec.get("acceptance")
+    if not isinstance(acceptance, list):
+        raise StopCheck("spec.json: spec.acceptance is not a list")
+    if len(acceptance) > MAX_CRITERIA or len(rows) > MAX_CRITERIA:
+        raise StopCheck(f"{max(len(acceptance), len(rows)):,} acceptance criteria (spec.json or "
+                        f"metrics.json), more than the limit of {MAX_CRITERIA}; nothing recomputed")
+    passes = sum(data_passes(e, view) for e in acceptance if isinstance(e, dict))
+    if passes > MAX_DATA_PASSES:
+        raise StopCheck(f"spec.json: recomputing the criteria's sensitivities would take {passes:,} "
+                        f"passes over the columns of data.csv, more than the limit of "
+                        f"{MAX_DATA_PASSES:,}; nothing recomputed")
+    entries = {e.get("id"): e for e in acceptance if isinstance(e, dict)}
+    row_ids = [row.get("id") for row in rows]
+    spec_ids = [e.get("id") for e in acceptance if isinstance(e, dict)]
+    if row_ids != spec_ids:
+        r.fail(f"metrics.json criteria {row_ids} differ from the spec's acceptance entries {spec_ids}")
+    return entries
+
+
+def _check_criterion(row: dict, entry: dict | None, data: tuple, r: CheckResult,
+                     recomputed: dict) -> None:
+    """One metrics.json criterion: its numbers, scale, type, epsilon, threshold and sensitivity."""
+    w = f"metrics.json criterion {row.get('id')}"
+    try:
+        eps = need_number(row, "epsilon", where=w)
+        sens = need_number(row, "sensitivity", where=w)
+        scale = need_number(row, "noise_scale", where=w)
+        std = need_number(row, "noise_std", where=w)
+        thr = need_number(row, "threshold", where=w)
+    except Missing as e:
+        r.fail(str(e))
+        return
+    if eps <= 0:
+        r.fail(f"{w}: epsilon {_fmt(eps)} is not positive")
+        return
+    if entry is None:
+        r.fail(f"{w}: no acceptance entry with this id in the spec")
+        return
+    _check_scale(w, row, entry, sens, eps, scale, std, r)
+    if row.get("type") != entry.get("type"):
+        r.fail(f"{w}: type {row.get('type')!r} differs from the spec's {entry.get('type')!r}")
+    spec_eps = entry.get("epsilon")
+    if not isinstance(spec_eps, (int, float)) or not close(eps, float(spec_eps)):
+        r.fail(f"{w}: epsilon {_fmt(eps)} differs from the spec's {_fmt(spec_eps)}")
+    _check_threshold(w, row, entry, thr, r, recomputed)
+    _check_sensitivity(w, row, entry, sens, data, r, recomputed)
+
+
+def _check_threshold(w: str, row: dict, entry: dict, thr: float, r: CheckResult,
+                     recomputed: dict) -> None:
+    """The criterion's threshold (and a derived one's stakeholder value and inputs), from the spec."""
+    try:
+        want_thr, stake, tfacts = derive_threshold(entry)
+        if not close(thr, want_thr):
+            r.fail(f"{w}: threshold {_fmt(thr)} != {_fmt(want_thr)} recomputed from the spec")
+        if stake is not None:
+            got_stake = row.get("stakeholder_threshold")
+            if not isinstance(got_stake, (int, float)) or not close(float(got_stake), stake):
+                r.fail(f"{w}: stakeholder_threshold {got_stake!r} differs from the spec's {_fmt(stake)}")
+            tin = row.get("threshold_inputs")
+            if not isinstance(tin, dict):
+                r.fail(f"{w}: a derived threshold without threshold_inputs")
+            else:
+                _threshold_inputs(w, entry, tin, thr, tfacts, r)
+            recomputed.setdefault(row.get("id"), {})["threshold"] = want_thr
+    except Unverifiable as e:
+        r.fail(f"{w}: threshold cannot be recomputed: {e}")
+
+
+def _check_sensitivity(w: str, row: dict, entry: dict, sens: float, data: tuple, r: CheckResult,
+                       recomputed: dict) -> None:
+    """The criterion's sensitivity (and declared inputs), recomputed from the public bundle."""
+    view, codes, codes_note, n = data
+    cid = row.get("id")
+    try:
+        want, facts = recompute_sensitivity(entry, row, view, codes, n)
+    except Unverifiable as e:
+        msg = str(e)
+        if codes is None and codes_note and "data.csv" in msg:
+            msg += f" ({codes_note})"
+        r.fail(f"{w}: sensitivity cannot be recomputed: {msg}")
+        return
+    for k, v in facts.items():
+        if k.startswith("declared_"):
+            base = k[len("declared_"):]
+            r.fail(f"{w}: sensitivity_inputs.{base} = {v!r}, recomputed {facts.get(base)!r}")
+    recomputed.setdefault(cid, {})["sensitivity"] = want
+    recomputed[cid].update({k: v for k, v in facts.items() if k != "note"})
+    if not close(sens, want):
+        r.fail(f"{w}: sensitivity {_fmt(sens)} != {_fmt(want)} recomputed from the public bundle "
+               f"({', '.join(f'{k}={v}' for k, v in facts.items() if k != 'note')})")
 
 
 def _num(x) -> bool:
@@ -290,7 +318,37 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     W = "budget.json"
     dec = exact.dec
     priv = spec.get("privacy") if isinstance(spec.get("privacy"), dict) else {}
-    # evaluation
+    eps_eval = _evaluation_epsilon(budget, rows, spec, r)
+    eps_gen = _generation_epsilon(budget, priv, r)
+    eps_pre = _pre_selection_epsilon(budget, priv, r)
+    # records, per iteration, selection, total, cap
+    eps_count = _records(budget, spec, n, r)
+    per = dec(need_number(budget, "per_iteration_epsilon", where=W))
+    if per != eps_gen + eps_eval:
+        r.fail(f"{W}: per-iteration epsilon {exact.show(per)} != generation + evaluation = "
+               f"{exact.show(eps_gen + eps_eval)}")
+    factor = need_number(budget, "selection", "factor", where=W)
+    if factor != 2:
+        r.fail(f"{W}: selection factor {_fmt(factor)}, the private selection with a known threshold costs 2")
+    _check_stop(budget, priv, r)
+    total = dec(need_number(budget, "total_epsilon", where=W))
+    want_total = eps_count + 2 * (eps_gen + eps_eval) + eps_pre
+    if total != want_total:
+        head = f"{exact.show(eps_count)} + " if eps_count else ""
+        r.fail(f"{W}: total epsilon {exact.show(total)} != {head}2 x ({exact.show(eps_gen)} + "
+               f"{exact.show(eps_eval)}) + {exact.show(eps_pre)} = {exact.show(want_total)}")
+    cap_f, cap = _check_cap(budget, priv, max(total, want_total), r)
+    _check_opendp_total(budget, want_total, cap_f, cap, r)
+    _check_neighbours(budget, spec, r)
+    r.facts.update({"epsilon_generation": float(eps_gen), "epsilon_evaluation": float(eps_eval),
+                    "epsilon_pre_selection": float(eps_pre), "epsilon_count": float(eps_count),
+                    "total_epsilon": float(total), "epsilon_cap": float(cap)})
+
+
+def _evaluation_epsilon(budget: dict, rows: list[dict], spec: dict, r: CheckResult) -> Fraction:
+    """The evaluation epsilon: the sum of the criteria's, in metrics.json and in the spec."""
+    W = "budget.json"
+    dec = exact.dec
     eps_eval_rows = exact.total(row["epsilon"] for row in rows if _num(row.get("epsilon")))
     eps_eval = dec(need_number(budget, "evaluation", "epsilon", where=W))
     if eps_eval != eps_eval_rows:
@@ -313,15 +371,25 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     if eps_eval != spec_eval:
         r.fail(f"{W}: evaluation epsilon {exact.show(eps_eval)} != the spec's criteria sum "
                f"{exact.show(spec_eval)}")
-    # generation
-    eps_gen = dec(need_number(budget, "generation", "epsilon", where=W))
+    return eps_eval
+
+
+def _generation_epsilon(budget: dict, priv: dict, r: CheckResult) -> Fraction:
+    """The generation epsilon: the spec's, and the sum of its parts."""
+    W = "budget.json"
+    eps_gen = exact.dec(need_number(budget, "generation", "epsilon", where=W))
     spec_gen = priv.get("epsilon_generation")
-    if not _num(spec_gen) or eps_gen != dec(spec_gen):
+    if not _num(spec_gen) or eps_gen != exact.dec(spec_gen):
         r.fail(f"{W}: generation epsilon {exact.show(eps_gen)} differs from the spec's {spec_gen!r}")
     parts = budget.get("generation", {}).get("parts")
     if isinstance(parts, list) and parts:
         _generation_parts(parts, eps_gen, r)
-    # pre-selection
+    return eps_gen
+
+
+def _pre_selection_epsilon(budget: dict, priv: dict, r: CheckResult) -> Fraction:
+    """The pre-selection epsilon: the sum of its entries, the same as the spec's."""
+    W = "budget.json"
     pre = budget.get("pre_selection", [])
     if not isinstance(pre, list):
         raise Missing(f"{W}: pre_selection is not a list")
@@ -335,52 +403,52 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     if eps_pre != spec_pre_sum:
         r.fail(f"{W}: pre-selection epsilons sum to {exact.show(eps_pre)}, the spec's to "
                f"{exact.show(spec_pre_sum)}")
-    # records, per iteration, selection, total, cap
-    eps_count = _records(budget, spec, n, r)
-    per = dec(need_number(budget, "per_iteration_epsilon", where=W))
-    if per != eps_gen + eps_eval:
-        r.fail(f"{W}: per-iteration epsilon {exact.show(per)} != generation + evaluation = "
-               f"{exact.show(eps_gen + eps_eval)}")
-    factor = need_number(budget, "selection", "factor", where=W)
-    if factor != 2:
-        r.fail(f"{W}: selection factor {_fmt(factor)}, the private selection with a known threshold costs 2")
-    _check_stop(budget, priv, r)
-    total = dec(need_number(budget, "total_epsilon", where=W))
-    want_total = eps_count + 2 * (eps_gen + eps_eval) + eps_pre
-    if total != want_total:
-        head = f"{exact.show(eps_count)} + " if eps_count else ""
-        r.fail(f"{W}: total epsilon {exact.show(total)} != {head}2 x ({exact.show(eps_gen)} + "
-               f"{exact.show(eps_eval)}) + {exact.show(eps_pre)} = {exact.show(want_total)}")
+    return eps_pre
+
+
+def _check_cap(budget: dict, priv: dict, spent: Fraction, r: CheckResult) -> tuple[float, Fraction]:
+    """The cap is the spec's, the total is within it, and a total above the ceiling is acknowledged."""
+    W = "budget.json"
     cap_f = need_number(budget, "epsilon_cap", where=W)
-    cap = dec(cap_f)
+    cap = exact.dec(cap_f)
     spec_cap = priv.get("epsilon_cap")
-    if not _num(spec_cap) or cap != dec(spec_cap):
+    if not _num(spec_cap) or cap != exact.dec(spec_cap):
         r.fail(f"{W}: epsilon cap {_fmt(cap_f)} differs from the spec's {spec_cap!r}")
-    if max(total, want_total) > cap:
-        r.fail(f"{W}: total epsilon {exact.show(max(total, want_total))} exceeds the cap {_fmt(cap_f)}")
-    if max(total, want_total) > EPSILON_CEILING and priv.get("acknowledge_weak_guarantee") is not True:
-        r.fail(f"{W}: total epsilon {exact.show(max(total, want_total))} is above {EPSILON_CEILING}, "
+    if spent > cap:
+        r.fail(f"{W}: total epsilon {exact.show(spent)} exceeds the cap {_fmt(cap_f)}")
+    if spent > EPSILON_CEILING and priv.get("acknowledge_weak_guarantee") is not True:
+        r.fail(f"{W}: total epsilon {exact.show(spent)} is above {EPSILON_CEILING}, "
                "where the guarantee is weak, and the spec does not acknowledge it "
                "(privacy.acknowledge_weak_guarantee)")
+    return cap_f, cap
+
+
+def _check_opendp_total(budget: dict, want_total: Fraction, cap_f: float, cap: Fraction,
+                        r: CheckResult) -> None:
+    """OpenDP's own total (when recorded) is the composed total and within the cap."""
+    W = "budget.json"
     od = budget.get("total_epsilon_opendp")
-    if od is not None:
-        if not _num(od):
-            r.fail(f"{W}: total_epsilon_opendp {od!r} is not a number")
-        else:
-            if not close(float(od), float(want_total), OPENDP_TOL):
-                r.fail(f"{W}: OpenDP's total {_fmt(od)} differs from the composed total "
-                       f"{exact.show(want_total)}")
-            if float(od) > float(cap) * (1 + 1e-9):
-                r.fail(f"{W}: OpenDP's total {_fmt(od)} exceeds the cap {_fmt(cap_f)}")
+    if od is None:
+        return
+    if not _num(od):
+        r.fail(f"{W}: total_epsilon_opendp {od!r} is not a number")
+        return
+    if not close(float(od), float(want_total), OPENDP_TOL):
+        r.fail(f"{W}: OpenDP's total {_fmt(od)} differs from the composed total "
+               f"{exact.show(want_total)}")
+    if float(od) > float(cap) * (1 + 1e-9):
+        r.fail(f"{W}: OpenDP's total {_fmt(od)} exceeds the cap {_fmt(cap_f)}")
+
+
+def _check_neighbours(budget: dict, spec: dict, r: CheckResult) -> None:
+    """The input metric is bounded neighbours; the unit of privacy is the spec's (a warning)."""
+    W = "budget.json"
     if budget.get("input_metric") != "change_one_distance":
         r.fail(f"{W}: input_metric {budget.get('input_metric')!r}, expected 'change_one_distance' "
                "(bounded neighbours of the registry)")
     unit = (spec.get("release") or {}).get("unit_of_privacy") if isinstance(spec.get("release"), dict) else None
     if isinstance(unit, str) and budget.get("unit_of_privacy") != unit:
         r.warn(f"{W}: unit_of_privacy {budget.get('unit_of_privacy')!r} differs from the spec's {unit!r}")
-    r.facts.update({"epsilon_generation": float(eps_gen), "epsilon_evaluation": float(eps_eval),
-                    "epsilon_pre_selection": float(eps_pre), "epsilon_count": float(eps_count),
-                    "total_epsilon": float(total), "epsilon_cap": float(cap)})
 
 
 def composition_formula(budget: dict) -> str:

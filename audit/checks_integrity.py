@@ -100,21 +100,7 @@ def check_integrity(ctx: AuditContext, pinned_key=None) -> CheckResult:
         r.fail(f"manifest.json: {e}")
         r.detail = "no usable manifest"
         return r
-    try:
-        manifest = ctx.json("manifest.json")
-    except Missing as e:
-        manifest = None
-        r.fail(str(e))
-    try:
-        sig = b.read_bytes("manifest.sig")
-    except BundleFileError as e:
-        sig = None
-        r.fail(f"manifest.sig: {e}")
-    embedded = _embedded_key(manifest, r, required=pin is None)
-    key = _choose_key(pin, embedded, r)
-    sig_ok = _verify(key, sig, manifest_bytes, pin, r)
-    if key is not None:
-        _check_declared_key(manifest, key, pin, r)
+    manifest, sig_ok = _check_signature(ctx, manifest_bytes, pin, r)
     # -- files ---------------------------------------------------------------------------
     if not isinstance(manifest, dict):
         r.detail = "manifest unusable"
@@ -126,45 +112,8 @@ def check_integrity(ctx: AuditContext, pinned_key=None) -> CheckResult:
     listed: set[str] = set()
     checked = 0
     for i, entry in enumerate(files):
-        if not isinstance(entry, dict):
-            r.fail(f"manifest.json: files[{i}] is not an object")
-            continue
-        path = entry.get("path")
-        try:
-            safe_name(path)
-        except BundleFileError as e:
-            r.fail(f"manifest.json: files[{i}].path: unsafe name ({e})")
-            continue
-        if path in UNSIGNED:
-            r.fail(f"manifest.json: files[{i}] lists {path}, which cannot be in its own manifest")
-            continue
-        if path in listed:
-            r.fail(f"manifest.json: {path} listed twice")
-            continue
-        listed.add(path)
-        sha, size = entry.get("sha256"), entry.get("size")
-        if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
-            r.fail(f"manifest.json: {path}: sha256 is not 64 lowercase hex characters")
-            continue
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            r.fail(f"manifest.json: {path}: size is not a non-negative integer")
-            continue
-        if not b.has(path):
-            r.fail(f"{path}: listed in the manifest but missing from the bundle")
-            continue
-        if b.files[path] != size:
-            r.fail(f"{path}: size {b.files[path]} bytes, the manifest says {size}")
-            continue
-        try:
-            got, real_size = b.digest(path)
-        except BundleFileError as e:
-            r.fail(f"{path}: {e}")
-            continue
-        if real_size != size:
-            r.fail(f"{path}: size {real_size} bytes, the manifest says {size}")
-        elif got != sha:
-            r.fail(f"{path}: SHA-256 {got[:16]}... differs from the manifest's {sha[:16]}...")
-        else:
+        listing = _manifest_entry(i, entry, listed, r)
+        if listing is not None and _file_matches(b, *listing, r):
             checked += 1
     for name in sorted(b.files):
         if name not in listed and name not in UNSIGNED:
@@ -174,6 +123,77 @@ def check_integrity(ctx: AuditContext, pinned_key=None) -> CheckResult:
         pinned = "pinned key" if pin is not None else "key in the manifest (key not pinned)"
         r.detail = f"signature valid ({pinned}); {checked} files match their SHA-256 and size"
     return r
+
+
+def _check_signature(ctx: AuditContext, manifest_bytes: bytes, pin: PinnedKey | None,
+                     r: CheckResult) -> tuple[object, bool]:
+    """(manifest.json's data or None, whether manifest.sig is a valid signature of its bytes)."""
+    try:
+        manifest = ctx.json("manifest.json")
+    except Missing as e:
+        manifest = None
+        r.fail(str(e))
+    try:
+        sig = ctx.bundle.read_bytes("manifest.sig")
+    except BundleFileError as e:
+        sig = None
+        r.fail(f"manifest.sig: {e}")
+    embedded = _embedded_key(manifest, r, required=pin is None)
+    key = _choose_key(pin, embedded, r)
+    sig_ok = _verify(key, sig, manifest_bytes, pin, r)
+    if key is not None:
+        _check_declared_key(manifest, key, pin, r)
+    return manifest, sig_ok
+
+
+def _manifest_entry(i: int, entry, listed: set[str], r: CheckResult) -> tuple[str, str, int] | None:
+    """(path, sha256, size) of the manifest's i-th file entry, if well-formed and listed once."""
+    if not isinstance(entry, dict):
+        r.fail(f"manifest.json: files[{i}] is not an object")
+        return None
+    path = entry.get("path")
+    try:
+        safe_name(path)
+    except BundleFileError as e:
+        r.fail(f"manifest.json: files[{i}].path: unsafe name ({e})")
+        return None
+    if path in UNSIGNED:
+        r.fail(f"manifest.json: files[{i}] lists {path}, which cannot be in its own manifest")
+        return None
+    if path in listed:
+        r.fail(f"manifest.json: {path} listed twice")
+        return None
+    listed.add(path)
+    sha, size = entry.get("sha256"), entry.get("size")
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
+        r.fail(f"manifest.json: {path}: sha256 is not 64 lowercase hex characters")
+        return None
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        r.fail(f"manifest.json: {path}: size is not a non-negative integer")
+        return None
+    return path, sha, size
+
+
+def _file_matches(b, path: str, sha: str, size: int, r: CheckResult) -> bool:
+    """Whether the bundle's file has the listed size and SHA-256 (failing the check otherwise)."""
+    if not b.has(path):
+        r.fail(f"{path}: listed in the manifest but missing from the bundle")
+        return False
+    if b.files[path] != size:
+        r.fail(f"{path}: size {b.files[path]} bytes, the manifest says {size}")
+        return False
+    try:
+        got, real_size = b.digest(path)
+    except BundleFileError as e:
+        r.fail(f"{path}: {e}")
+        return False
+    if real_size != size:
+        r.fail(f"{path}: size {real_size} bytes, the manifest says {size}")
+    elif got != sha:
+        r.fail(f"{path}: SHA-256 {got[:16]}... differs from the manifest's {sha[:16]}...")
+    else:
+        return True
+    return False
 
 
 def _embedded_key(manifest, r: CheckResult, required: bool):

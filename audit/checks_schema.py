@@ -92,56 +92,11 @@ def check_schema(ctx: AuditContext, validate_json: bool = True) -> CheckResult:
     for name in REQUIRED:
         if not b.has(name):
             r.fail(f"{name}: missing from the bundle")
-    validated = 0
-    for name in sorted(b.files):
-        if not name.endswith(".json"):
-            continue
-        schema = JSON_SCHEMAS.get(name)
-        if schema is None:   # parsed once and not kept (no other check reads it)
-            try:
-                b.read_json(name, cache=False)
-            except BundleFileError as e:
-                r.fail(str(e))
-                continue
-            r.warn(f"{name}: no schema is known for this file (parsed as JSON only)")
-            continue
-        try:
-            doc = ctx.json(name)
-        except Missing as e:
-            r.fail(str(e))
-            continue
-        if not validate_json:
-            continue
-        try:
-            errors = validate(doc, schema)
-        except SchemaMissing as e:
-            r.fail(f"{name}: {e}")
-            continue
-        for e in errors:
-            r.fail(f"{name}: {e}")
-        if name == "spec.json" and not errors and isinstance(doc.get("spec"), dict):
-            counts = spec_count_problems(doc["spec"])   # bounded before the slow validation
-            for e in counts:
-                r.fail(f"spec.json: {e}")
-            try:
-                spec_errors = [] if counts else validate(doc["spec"], "spec")
-            except SchemaMissing:
-                spec_errors = []
-            for e in spec_errors:
-                r.fail(f"spec.json: spec: {e}")
-        validated += 1
+    validated = sum(_check_json_file(ctx, name, validate_json, r)
+                    for name in sorted(b.files) if name.endswith(".json"))
     # -- registry-entry.yaml (optional) --------------------------------------------------
     if b.has(REGISTRY_ENTRY) and validate_json:
-        try:
-            errors = validate(registry_entry(ctx), "registry-entry")
-        except (Missing, SchemaMissing) as e:
-            errors = None
-            r.fail(str(e))
-        for e in errors or []:
-            r.fail(f"{REGISTRY_ENTRY}: {e}")
-        if errors == []:
-            validated += 1
-            _publication_date(ctx, r)
+        validated += _check_registry_entry_schema(ctx, r)
     _promised_files(ctx, r)
     # -- configurations.yaml: the list the selection drew from (optional) ------------------
     from .configurations import configurations_problems
@@ -150,7 +105,80 @@ def check_schema(ctx: AuditContext, validate_json: bool = True) -> CheckResult:
     for p in problems:
         r.fail(p)
     r.facts.update(facts)
-    # -- data.csv against the spec ------------------------------------------------------
+    view = _check_data_csv(ctx, r)
+    if view is not None:
+        _check_configuration_id(ctx, view, r)
+        # -- datapackage.json against the spec ------------------------------------------
+        try:
+            _datapackage(ctx, view, r)
+        except Missing as e:
+            r.fail(str(e))
+    if not r.failed:
+        r.detail = (f"{validated} files valid against their schemas; data.csv has the "
+                    f"{len(view.names)} released columns and only declared labels; datapackage.json agrees")
+    return r
+
+
+def _check_json_file(ctx: AuditContext, name: str, validate_json: bool, r: CheckResult) -> bool:
+    """One JSON file parses and (with ``validate_json``) validates; True if validated."""
+    schema = JSON_SCHEMAS.get(name)
+    if schema is None:   # parsed once and not kept (no other check reads it)
+        try:
+            ctx.bundle.read_json(name, cache=False)
+        except BundleFileError as e:
+            r.fail(str(e))
+            return False
+        r.warn(f"{name}: no schema is known for this file (parsed as JSON only)")
+        return False
+    try:
+        doc = ctx.json(name)
+    except Missing as e:
+        r.fail(str(e))
+        return False
+    if not validate_json:
+        return False
+    try:
+        errors = validate(doc, schema)
+    except SchemaMissing as e:
+        r.fail(f"{name}: {e}")
+        return False
+    for e in errors:
+        r.fail(f"{name}: {e}")
+    if name == "spec.json" and not errors and isinstance(doc.get("spec"), dict):
+        _check_spec_document(doc["spec"], r)
+    return True
+
+
+def _check_spec_document(spec: dict, r: CheckResult) -> None:
+    """spec.json's spec is within the count bounds, then valid against the spec schema."""
+    counts = spec_count_problems(spec)   # bounded before the slow validation
+    for e in counts:
+        r.fail(f"spec.json: {e}")
+    try:
+        spec_errors = [] if counts else validate(spec, "spec")
+    except SchemaMissing:
+        spec_errors = []
+    for e in spec_errors:
+        r.fail(f"spec.json: spec: {e}")
+
+
+def _check_registry_entry_schema(ctx: AuditContext, r: CheckResult) -> int:
+    """registry-entry.yaml validates against its schema (then its publication date); 1 if valid."""
+    try:
+        errors = validate(registry_entry(ctx), "registry-entry")
+    except (Missing, SchemaMissing) as e:
+        errors = None
+        r.fail(str(e))
+    for e in errors or []:
+        r.fail(f"{REGISTRY_ENTRY}: {e}")
+    if errors == []:
+        _publication_date(ctx, r)
+        return 1
+    return 0
+
+
+def _check_data_csv(ctx: AuditContext, r: CheckResult):
+    """data.csv against the spec; returns the spec view (None if the bundle has no usable one)."""
     try:
         view = ctx.view()
         for note in view.notes:
@@ -162,34 +190,28 @@ def check_schema(ctx: AuditContext, validate_json: bool = True) -> CheckResult:
         r.facts["columns"] = view.names
     except Missing as e:
         r.fail(str(e))
-        view = None
-    # -- the configuration id (first 16 hex of SHA-256 of the configuration's canonical JSON)
-    if view is not None:
-        from .configurations import config_id
+        return None
+    return view
 
-        try:
-            cid = config_id(view.configuration)
-        except (TypeError, ValueError):
-            cid = None
-        if cid is not None and view.configuration_id != cid:
-            r.fail(f"spec.json: configuration_id {view.configuration_id!r} is not the configuration's "
-                   f"id {cid}")
-        try:
-            mcid = ctx.json("manifest.json").get("configuration_id")
-        except (Missing, AttributeError):
-            mcid = None
-        if mcid is not None and mcid != view.configuration_id:
-            r.fail(f"manifest.json: configuration_id {mcid!r} differs from spec.json's {view.configuration_id!r}")
-    # -- datapackage.json against the spec ----------------------------------------------
-    if view is not None:
-        try:
-            _datapackage(ctx, view, r)
-        except Missing as e:
-            r.fail(str(e))
-    if not r.failed:
-        r.detail = (f"{validated} files valid against their schemas; data.csv has the "
-                    f"{len(view.names)} released columns and only declared labels; datapackage.json agrees")
-    return r
+
+def _check_configuration_id(ctx: AuditContext, view, r: CheckResult) -> None:
+    """The configuration id (first 16 hex of SHA-256 of the configuration's canonical JSON) in
+    spec.json and manifest.json."""
+    from .configurations import config_id
+
+    try:
+        cid = config_id(view.configuration)
+    except (TypeError, ValueError):
+        cid = None
+    if cid is not None and view.configuration_id != cid:
+        r.fail(f"spec.json: configuration_id {view.configuration_id!r} is not the configuration's "
+               f"id {cid}")
+    try:
+        mcid = ctx.json("manifest.json").get("configuration_id")
+    except (Missing, AttributeError):
+        mcid = None
+    if mcid is not None and mcid != view.configuration_id:
+        r.fail(f"manifest.json: configuration_id {mcid!r} differs from spec.json's {view.configuration_id!r}")
 
 
 def _promised_files(ctx: AuditContext, r: CheckResult) -> None:

@@ -35,47 +35,60 @@ def _write_private(path: Path, text: str, private: bool = False) -> None:
         tmp.unlink(missing_ok=True)
 
 
+# The command's argument and options (their help is the command's --help).
+_BundleArg = Annotated[Path, typer.Argument(
+    metavar="BUNDLE", help="The bundle: a directory or a .zip file (untrusted input).")]
+_PubkeyOpt = Annotated[Optional[str], typer.Option(
+    "--pubkey", metavar="<file|fingerprint>",
+    help="The publisher's public key file (PEM or OpenSSH) or its fingerprint (64 hex), "
+         "obtained from the publisher, never from the bundle. Without it the verdict is at best "
+         "NOT VERIFIED (exit code 3).")]
+_SpecOpt = Annotated[Optional[str], typer.Option(
+    "--spec", metavar="<file|sha256>",
+    help="The pre-registered spec file (YAML or JSON) or its SHA-256 (64 hex): the bundle's "
+         "spec must be this one.")]
+_JsonOpt = Annotated[Optional[str], typer.Option(
+    "--json", metavar="<file|->",
+    help="Write the report as JSON (schemas/audit-report.schema.json) to this file, or to "
+         "standard output with '-' (the table then goes to standard error).")]
+_HtmlOpt = Annotated[Optional[str], typer.Option(
+    "--html", metavar="<file|->",
+    help="Write the report as a standalone HTML page to this file, or to standard output with "
+         "'-' (the table then goes to standard error).")]
+_TranscriptOpt = Annotated[Optional[Path], typer.Option(
+    "--transcript", help="The private randomness transcript (enclave only); with --data, replays "
+                         "the selected iteration. The console output and the reports are then "
+                         "PRIVATE (marked so; reports written with mode 0600).")]
+_DataOpt = Annotated[Optional[Path], typer.Option(
+    "--data", help="The private input CSV(.gz) (enclave only); with --transcript.")]
+_PreregistrationOpt = Annotated[Optional[Path], typer.Option(
+    "--preregistration", metavar="REC",
+    help="The pre-registration record you archived when it was published (REC, with REC.sig "
+         "beside it): the bundle's preregistration.json must be this one, byte for byte. "
+         "Without it a pre-registered bundle is at best NOT VERIFIED (pre-registration not "
+         "pinned, exit code 3).")]
+_BeaconOpt = Annotated[Optional[str], typer.Option(
+    "--beacon", metavar="VALUE",
+    help="The beacon value you looked up at the source the record names: the bundle's seeds "
+         "must be bound to it. Without it a pre-registered bundle is at best NOT VERIFIED "
+         "(beacon not checked, exit code 3).")]
+_LedgerOpt = Annotated[Optional[Path], typer.Option(
+    "--ledger", metavar="LEDGER",
+    help="The private budget ledger (enclave only): the number of spends on this registry "
+         "that the bundle states is checked against it. The output is then PRIVATE.")]
+
+
 def cli_audit(
-    bundle: Annotated[Path, typer.Argument(metavar="BUNDLE",
-                                           help="The bundle: a directory or a .zip file (untrusted input).")],
-    pubkey: Annotated[Optional[str], typer.Option(
-        "--pubkey", metavar="<file|fingerprint>",
-        help="The publisher's public key file (PEM or OpenSSH) or its fingerprint (64 hex), "
-             "obtained from the publisher, never from the bundle. Without it the verdict is at best "
-             "NOT VERIFIED (exit code 3).")] = None,
-    spec: Annotated[Optional[str], typer.Option(
-        "--spec", metavar="<file|sha256>",
-        help="The pre-registered spec file (YAML or JSON) or its SHA-256 (64 hex): the bundle's "
-             "spec must be this one.")] = None,
-    json_report: Annotated[Optional[str], typer.Option(
-        "--json", metavar="<file|->",
-        help="Write the report as JSON (schemas/audit-report.schema.json) to this file, or to "
-             "standard output with '-' (the table then goes to standard error).")] = None,
-    html_report: Annotated[Optional[str], typer.Option(
-        "--html", metavar="<file|->",
-        help="Write the report as a standalone HTML page to this file, or to standard output with "
-             "'-' (the table then goes to standard error).")] = None,
-    transcript: Annotated[Optional[Path], typer.Option(
-        "--transcript", help="The private randomness transcript (enclave only); with --data, replays "
-                             "the selected iteration. The console output and the reports are then "
-                             "PRIVATE (marked so; reports written with mode 0600).")] = None,
-    data: Annotated[Optional[Path], typer.Option(
-        "--data", help="The private input CSV(.gz) (enclave only); with --transcript.")] = None,
-    preregistration: Annotated[Optional[Path], typer.Option(
-        "--preregistration", metavar="REC",
-        help="The pre-registration record you archived when it was published (REC, with REC.sig "
-             "beside it): the bundle's preregistration.json must be this one, byte for byte. "
-             "Without it a pre-registered bundle is at best NOT VERIFIED (pre-registration not "
-             "pinned, exit code 3).")] = None,
-    beacon: Annotated[Optional[str], typer.Option(
-        "--beacon", metavar="VALUE",
-        help="The beacon value you looked up at the source the record names: the bundle's seeds "
-             "must be bound to it. Without it a pre-registered bundle is at best NOT VERIFIED "
-             "(beacon not checked, exit code 3).")] = None,
-    ledger: Annotated[Optional[Path], typer.Option(
-        "--ledger", metavar="LEDGER",
-        help="The private budget ledger (enclave only): the number of spends on this registry "
-             "that the bundle states is checked against it. The output is then PRIVATE.")] = None,
+    bundle: _BundleArg,
+    pubkey: _PubkeyOpt = None,
+    spec: _SpecOpt = None,
+    json_report: _JsonOpt = None,
+    html_report: _HtmlOpt = None,
+    transcript: _TranscriptOpt = None,
+    data: _DataOpt = None,
+    preregistration: _PreregistrationOpt = None,
+    beacon: _BeaconOpt = None,
+    ledger: _LedgerOpt = None,
 ) -> None:
     r"""Verify a release bundle independently of the code that produced it.
 
@@ -132,6 +145,12 @@ def cli_audit(
         dpbundle audit bundle --pubkey publisher.pub --transcript T.jsonl \
             --data registry.csv.gz --ledger ledger.jsonl --json private-audit.json
     """
+    _audit(bundle, json_report, html_report, pubkey=pubkey, spec=spec, transcript=transcript,
+           data=data, preregistration=preregistration, beacon=beacon, ledger=ledger)
+
+
+def _audit(bundle: Path, json_report: str | None, html_report: str | None, **options) -> None:
+    """Run the audit, print it, write the reports and exit with the verdict's code."""
     from rich.console import Console
 
     from .runner import AuditInputError, run_audit
@@ -145,9 +164,7 @@ def cli_audit(
     console = err if to_stdout else Console()
     progress = _progress(err, to_stdout)
     try:
-        report = run_audit(bundle, pubkey=pubkey, transcript=transcript, data=data, spec=spec,
-                           progress=progress, preregistration=preregistration, beacon=beacon,
-                           ledger=ledger)
+        report = run_audit(bundle, progress=progress, **options)
     except AuditInputError as e:
         err.print(f"[red]error[/red]: {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(code=2)

@@ -359,6 +359,17 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
     not name it and the column has one alternative, that one; else the single alternative whose
     labels cover the labels ``observed`` in data.csv (SpecViewError if ambiguous).
     """
+    spec, configuration, cols = _spec_parts(spec_json)
+    builder = _ViewBuilder(spec, configuration, observed)
+    out = [builder.column(i, col) for i, col in enumerate(cols)]
+    cid = spec_json.get("configuration_id")
+    return SpecView(spec=spec, configuration=configuration,
+                    configuration_id=cid if isinstance(cid, str) else "",
+                    columns=out, min_count=_min_count(configuration), notes=builder.notes)
+
+
+def _spec_parts(spec_json: dict) -> tuple[dict, dict, list]:
+    """spec.json's spec, configuration and released columns (a non-empty list within the limit)."""
     if not isinstance(spec_json, dict):
         raise SpecViewError("spec.json: not an object")
     spec = spec_json.get("spec")
@@ -373,24 +384,35 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
     if len(cols) > MAX_COLUMNS:
         raise SpecViewError(f"spec.json: {len(cols):,} released columns, more than the limit of "
                             f"{MAX_COLUMNS:,}")
-    inputs = {}
-    for c in (spec.get("input") or {}).get("columns", []) or []:
-        if isinstance(c, dict) and isinstance(c.get("name"), str):
-            inputs[c["name"]] = c
-    chosen = _selected_ids(configuration)
-    notes: list[str] = []
-    out: list[AuditColumn] = []
-    total = tried = 0
-    for i, col in enumerate(cols):
+    return spec, configuration, cols
+
+
+class _ViewBuilder:
+    """The released columns of :func:`build_view`, one by one, with the label counts bounded
+    across all of them (``tried``: labels made to infer alternatives; ``total``: labels released)."""
+
+    def __init__(self, spec: dict, configuration: dict, observed: dict[str, set[str]] | None) -> None:
+        self.spec = spec
+        self.inputs = {}
+        for c in (spec.get("input") or {}).get("columns", []) or []:
+            if isinstance(c, dict) and isinstance(c.get("name"), str):
+                self.inputs[c["name"]] = c
+        self.chosen = _selected_ids(configuration)
+        self.observed = observed
+        self.notes: list[str] = []
+        self.total = self.tried = 0
+
+    def column(self, i: int, col) -> AuditColumn:
+        """The i-th released column, coded under its selected alternative."""
         if not isinstance(col, dict) or not isinstance(col.get("name"), str):
             raise SpecViewError(f"spec.json: spec.columns[{i}] has no name")
         name = col["name"]
         alts = col.get("alternatives")
         if not isinstance(alts, list) or not alts or not all(isinstance(a, dict) for a in alts):
             raise SpecViewError(f"spec.json: spec.columns[{i}].alternatives missing")
-        style = column_label_style(spec, col)
+        style = column_label_style(self.spec, col)
         src = col.get("source") or {}
-        input_column = inputs.get(src.get("column")) if isinstance(src, dict) else None
+        input_column = self.inputs.get(src.get("column")) if isinstance(src, dict) else None
         if isinstance(src, dict):
             try:
                 input_column = source_domain(input_column, src)
@@ -398,33 +420,7 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
                 raise SpecViewError(f"spec.json: column {name!r}: unusable source ({e})") from None
         by_id = {a.get("id"): a for a in alts}
         try:
-            if name in chosen:
-                if chosen[name] not in by_id:
-                    raise SpecViewError(
-                        f"spec.json: configuration selects alternative {chosen[name]!r} for column "
-                        f"{name!r}, which the spec does not declare"
-                    )
-                alt = by_id[chosen[name]]
-            elif len(alts) == 1:
-                alt = alts[0]
-            else:
-                seen = (observed or {}).get(name)
-                fits = []
-                for a in alts:
-                    tried += _alternative_size(a)   # bounded before the labels are made
-                    if tried > MAX_LABELS:
-                        raise SpecViewError(f"spec.json: inferring the alternatives of the columns "
-                                            f"would make more than {MAX_LABELS:,} labels (the limit)")
-                    labels, _, _ = alternative_labels(col, a, input_column, style)
-                    if seen is not None and seen <= set(labels):
-                        fits.append(a)
-                if len(fits) != 1:
-                    raise AmbiguousAlternative(
-                        f"spec.json: the configuration does not name the alternative of column "
-                        f"{name!r} and the data fit {len(fits)} of its alternatives"
-                    )
-                alt = fits[0]
-                notes.append(f"{name}: alternative {alt.get('id')!r} inferred from data.csv")
+            alt = self._alternative(col, by_id, input_column, style)
             labels, numbers, ordered, (lower, upper, integer) = alternative_coding(col, alt, input_column, style)
         except SpecViewError:
             raise
@@ -432,15 +428,41 @@ def build_view(spec_json: dict, observed: dict[str, set[str]] | None = None) -> 
             raise SpecViewError(f"spec.json: column {_short(name)}: malformed alternative ({e})") from None
         if any(not math.isfinite(x) for x in numbers):
             raise SpecViewError(f"spec.json: column {name!r}: non-finite bin number")
-        total += len(labels)
-        if total > MAX_LABELS:
+        self.total += len(labels)
+        if self.total > MAX_LABELS:
             raise SpecViewError(f"spec.json: the released columns have more than {MAX_LABELS:,} "
                                 f"labels in all (the limit)")
         cats = tuple(str(c) for c in alt["categories"]) if "categories" in alt else None
-        out.append(AuditColumn(name=name, alternative=str(alt.get("id")), labels=tuple(labels),
-                               numbers=np.asarray(numbers, dtype=np.float64), ordered=ordered,
-                               lower=lower, upper=upper, integer=integer, categories=cats))
-    cid = spec_json.get("configuration_id")
-    return SpecView(spec=spec, configuration=configuration,
-                    configuration_id=cid if isinstance(cid, str) else "",
-                    columns=out, min_count=_min_count(configuration), notes=notes)
+        return AuditColumn(name=name, alternative=str(alt.get("id")), labels=tuple(labels),
+                           numbers=np.asarray(numbers, dtype=np.float64), ordered=ordered,
+                           lower=lower, upper=upper, integer=integer, categories=cats)
+
+    def _alternative(self, col: dict, by_id: dict, input_column: dict | None, style: str) -> dict:
+        """The column's alternative: the configuration's, the only one, or the one data.csv fits."""
+        name, alts = col["name"], col["alternatives"]
+        if name in self.chosen:
+            if self.chosen[name] not in by_id:
+                raise SpecViewError(
+                    f"spec.json: configuration selects alternative {self.chosen[name]!r} for column "
+                    f"{name!r}, which the spec does not declare"
+                )
+            return by_id[self.chosen[name]]
+        if len(alts) == 1:
+            return alts[0]
+        seen = (self.observed or {}).get(name)
+        fits = []
+        for a in alts:
+            self.tried += _alternative_size(a)   # bounded before the labels are made
+            if self.tried > MAX_LABELS:
+                raise SpecViewError(f"spec.json: inferring the alternatives of the columns "
+                                    f"would make more than {MAX_LABELS:,} labels (the limit)")
+            labels, _, _ = alternative_labels(col, a, input_column, style)
+            if seen is not None and seen <= set(labels):
+                fits.append(a)
+        if len(fits) != 1:
+            raise AmbiguousAlternative(
+                f"spec.json: the configuration does not name the alternative of column "
+                f"{name!r} and the data fit {len(fits)} of its alternatives"
+            )
+        self.notes.append(f"{name}: alternative {fits[0].get('id')!r} inferred from data.csv")
+        return fits[0]

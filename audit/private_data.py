@@ -369,6 +369,28 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
     names = [c["name"] for c in inputs]
     headers = {c["name"]: str(c.get("header", c["name"])) for c in inputs}
     kinds = {c["name"]: c.get("type") for c in inputs}
+    cols, (months, years, days), rows = _read_private(path, inputs, tokens, headers, kinds)
+    values = {nm: np.asarray(cols[nm], dtype=np.float64) for nm in names}
+    mon = {nm: np.asarray(v, dtype=np.float64) for nm, v in months.items()}
+    yea = {nm: np.asarray(v, dtype=np.float64) for nm, v in years.items()}
+    day = {nm: np.asarray(v, dtype=np.float64) for nm, v in days.items()}
+    cats = {c["name"]: [_text(x) for x in c.get("categories", [])] for c in inputs}
+    keep = ~_raw_constraint_drop(spec, values, kinds, cats, rows)
+    left = [nm for nm in names if np.isnan(values[nm][keep]).any()]
+    if left:
+        raise PrivateDataError(f"{path}: missing values left after the raw constraints in {left}")
+    return PrivateTable(values={k: v[keep] for k, v in values.items()},
+                        months={k: v[keep] for k, v in mon.items()},
+                        years={k: v[keep] for k, v in yea.items()},
+                        days={k: v[keep] for k, v in day.items()},
+                        kinds=kinds, n=int(keep.sum()), rows_read=rows)
+
+
+def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
+                  kinds: dict) -> tuple[dict, tuple[dict, dict, dict], int]:
+    """Every input column's parsed cells (and a date's month, year, day), and the rows read;
+    PrivateDataError naming where and which rule (never a cell) if a row is unusable."""
+    names = [c["name"] for c in inputs]
     cols: dict[str, list] = {nm: [] for nm in names}
     months: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
     years: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
@@ -398,47 +420,44 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
         more = "; and more" if trouble.total > len(trouble.shown) else ""
         stopped = "; reading stopped there" if trouble.total >= MAX_PROBLEMS else ""
         raise PrivateDataError(f"{path}: unusable rows: " + "; ".join(trouble.shown) + more + stopped)
-    values = {nm: np.asarray(cols[nm], dtype=np.float64) for nm in names}
-    mon = {nm: np.asarray(v, dtype=np.float64) for nm, v in months.items()}
-    yea = {nm: np.asarray(v, dtype=np.float64) for nm, v in years.items()}
-    day = {nm: np.asarray(v, dtype=np.float64) for nm, v in days.items()}
+    return cols, (months, years, days), rows
+
+
+def _raw_constraint_drop(spec: dict, values: dict, kinds: dict, cats: dict, rows: int) -> np.ndarray:
+    """The rows the spec's raw constraints drop (any missing value, or every condition met)."""
     drop = np.zeros(rows, dtype=bool)
-    cats = {c["name"]: [_text(x) for x in c.get("categories", [])] for c in inputs}
     for i, con in enumerate(spec.get("raw_constraints", []) or []):
         if not isinstance(con, dict):
             raise PrivateDataError(f"spec raw_constraints[{i}] is not an object")
         if con.get("any_missing"):
-            for nm in names:
+            for nm in values:
                 drop |= np.isnan(values[nm])
             continue
         mask = np.ones(rows, dtype=bool)
         for cond in con.get("when", []) or []:
-            col, op, value = cond
-            if col not in values or (op not in OPS and op not in SET_OPS):
-                raise PrivateDataError(f"spec raw_constraints[{i}]: unusable condition {cond!r}")
-            if (op in SET_OPS) != isinstance(value, list):
-                raise PrivateDataError(f"spec raw_constraints[{i}]: {op!r} with {value!r}")
-            items = value if op in SET_OPS else [value]
-            operands = [_operand(i, kinds[col], cats[col], v) for v in items]
-            x = values[col]
-            with np.errstate(invalid="ignore"):
-                if op == "in":
-                    hit = np.isin(x, operands)
-                elif op == "not in":
-                    hit = ~np.isin(x, operands)
-                else:
-                    hit = OPS[op](x, operands[0])
-            mask &= hit & ~np.isnan(x)
+            mask &= _condition_hit(i, cond, values, kinds, cats)
         drop |= mask
-    keep = ~drop
-    left = [nm for nm in names if np.isnan(values[nm][keep]).any()]
-    if left:
-        raise PrivateDataError(f"{path}: missing values left after the raw constraints in {left}")
-    return PrivateTable(values={k: v[keep] for k, v in values.items()},
-                        months={k: v[keep] for k, v in mon.items()},
-                        years={k: v[keep] for k, v in yea.items()},
-                        days={k: v[keep] for k, v in day.items()},
-                        kinds=kinds, n=int(keep.sum()), rows_read=rows)
+    return drop
+
+
+def _condition_hit(i: int, cond, values: dict, kinds: dict, cats: dict) -> np.ndarray:
+    """The rows that meet one condition of raw constraint i (a missing value never does)."""
+    col, op, value = cond
+    if col not in values or (op not in OPS and op not in SET_OPS):
+        raise PrivateDataError(f"spec raw_constraints[{i}]: unusable condition {cond!r}")
+    if (op in SET_OPS) != isinstance(value, list):
+        raise PrivateDataError(f"spec raw_constraints[{i}]: {op!r} with {value!r}")
+    items = value if op in SET_OPS else [value]
+    operands = [_operand(i, kinds[col], cats[col], v) for v in items]
+    x = values[col]
+    with np.errstate(invalid="ignore"):
+        if op == "in":
+            hit = np.isin(x, operands)
+        elif op == "not in":
+            hit = ~np.isin(x, operands)
+        else:
+            hit = OPS[op](x, operands[0])
+    return hit & ~np.isnan(x)
 
 
 def _text(x) -> str:

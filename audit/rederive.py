@@ -19,7 +19,7 @@ from .bounds import (DRAWN_EXTRA, DRAWN_FACTOR, WORK_FLOOR, WORK_PER_BYTE, clip,
 from .bundle_io import BundleFileError
 from .checks_seeds import RECORD, SEEDS, derive_seed
 from .context import AuditContext, Missing
-from .report import CheckResult
+from .report import CheckResult, StopCheck
 
 __all__ = ["check_rederivation", "MODEL"]
 
@@ -39,26 +39,13 @@ def spec_publishes_model(ctx: AuditContext) -> bool | None:
 
 
 def check_rederivation(ctx: AuditContext) -> CheckResult:
+    """Check: data.csv re-derived byte for byte from the published model and beacon-bound seeds."""
     r = CheckResult("rederivation")
-    promised = spec_publishes_model(ctx)
-    if promised and not ctx.bundle.has(MODEL):
-        r.fail(f"spec.json says publish: model, but the bundle has no {MODEL}: what the spec "
-               "promises is required (a model removed after the fact, and the bundle re-signed, "
-               "fails here)")
-        return r
-    if promised is False and ctx.bundle.has(MODEL):
-        r.fail(f"the bundle has a {MODEL}, but spec.json does not say publish: model")
-        return r
-    if not ctx.bundle.has(MODEL):
-        r.skip("the bundle publishes no model (publish: model): data.csv can be re-derived only "
-               "inside the enclave (replay from the private transcript)")
+    if not _model_published(ctx, r):
         return r
     prereg = ctx.bundle.has(SEEDS) and ctx.bundle.has(RECORD)
     try:
-        model_doc, view = ctx.json(MODEL), ctx.view()
-        seeds = ctx.json(SEEDS) if prereg else None
-        metrics = ctx.json("metrics.json")
-        config = ctx.json("spec.json")["configuration"]
+        model_doc, view, seeds, metrics, config = _rederivation_inputs(ctx, prereg)
     except (Missing, KeyError, TypeError) as e:
         r.fail(f"cannot read what the re-derivation needs: {e}")
         return r
@@ -87,22 +74,62 @@ def check_rederivation(ctx: AuditContext) -> CheckResult:
         r.warn("publish: model without a pre-registration: the model can be inspected and "
                "sampled (`dpbundle sample`), but data.csv cannot be checked against it")
         return r
+    try:
+        cost = _rederive(ctx, model_doc, view, config, seeds, n, released)
+    except StopCheck as e:
+        r.fail(str(e))
+        return r
+    r.facts.update({"rows": n, "model_kind": model_doc["kind"], "work_units_per_row": cost})
+    r.detail = ("data.csv re-derived byte for byte from the published model, the beacon-bound "
+                f"seeds, n, the configuration and the synthetic constraints; {structure}")
+    return r
+
+
+def _model_published(ctx: AuditContext, r: CheckResult) -> bool:
+    """Whether the bundle has a model.json to re-derive from (failing if it and the spec disagree)."""
+    promised = spec_publishes_model(ctx)
+    if promised and not ctx.bundle.has(MODEL):
+        r.fail(f"spec.json says publish: model, but the bundle has no {MODEL}: what the spec "
+               "promises is required (a model removed after the fact, and the bundle re-signed, "
+               "fails here)")
+        return False
+    if promised is False and ctx.bundle.has(MODEL):
+        r.fail(f"the bundle has a {MODEL}, but spec.json does not say publish: model")
+        return False
+    if not ctx.bundle.has(MODEL):
+        r.skip("the bundle publishes no model (publish: model): data.csv can be re-derived only "
+               "inside the enclave (replay from the private transcript)")
+        return False
+    return True
+
+
+def _rederivation_inputs(ctx: AuditContext, prereg: bool) -> tuple:
+    """model.json, the spec view, seeds.json (pre-registered only), metrics.json, the configuration."""
+    model_doc, view = ctx.json(MODEL), ctx.view()
+    seeds = ctx.json(SEEDS) if prereg else None
+    metrics = ctx.json("metrics.json")
+    config = ctx.json("spec.json")["configuration"]
+    return model_doc, view, seeds, metrics, config
+
+
+def _rederive(ctx: AuditContext, model_doc: dict, view, config: dict, seeds, n: int,
+              released: bytes) -> int:
+    """Rebuild data.csv within the work bound; it must be the released one. Returns the work per row."""
     cost = sampling_cost(model_doc, view)
     size = sum(ctx.bundle.files.values())
     budget = work_budget(size)
     first = first_round_rows(n)
     if first * cost > budget:
-        r.fail(f"{MODEL}: re-deriving {n:,} rows would draw {first:,} rows at {cost:,} work units "
-               f"each, more than the audit's bound of {budget:,} units for a bundle of {size:,} "
-               f"bytes ({WORK_PER_BYTE} per byte + {WORK_FLOOR:,}; docs/audit.md, \"Bounds\")")
-        return r
+        raise StopCheck(
+            f"{MODEL}: re-deriving {n:,} rows would draw {first:,} rows at {cost:,} work units "
+            f"each, more than the audit's bound of {budget:,} units for a bundle of {size:,} "
+            f"bytes ({WORK_PER_BYTE} per byte + {WORK_FLOOR:,}; docs/audit.md, \"Bounds\")")
     from dpbundle.mechanisms.published import PublishError, model_from_document
 
     try:
         model = model_from_document(model_doc)
     except PublishError as e:
-        r.fail(f"{MODEL}: {e}")
-        return r
+        raise StopCheck(f"{MODEL}: {e}") from None
     from .constraints import ConstraintError
     from .replay import DrawLimit
 
@@ -110,23 +137,18 @@ def check_rederivation(ctx: AuditContext) -> CheckResult:
     try:
         rebuilt = _rebuild(model, n, config, view, seeds, limit)
     except ConstraintError as e:
-        r.fail(f"spec.json: {e}")
-        return r
+        raise StopCheck(f"spec.json: {e}") from None
     except DrawLimit as e:
-        r.fail(f"{MODEL}: the model's samples fail the synthetic constraints so often that "
-               f"re-deriving n rows would draw more than {e.limit:,} rows (at most {DRAWN_FACTOR} n "
-               f"+ {DRAWN_EXTRA} and the work bound; docs/audit.md, \"Bounds\")")
-        return r
+        raise StopCheck(
+            f"{MODEL}: the model's samples fail the synthetic constraints so often that "
+            f"re-deriving n rows would draw more than {e.limit:,} rows (at most {DRAWN_FACTOR} n "
+            f"+ {DRAWN_EXTRA} and the work bound; docs/audit.md, \"Bounds\")") from None
     if rebuilt != released:
         from .replay import _first_differing_line
 
-        r.fail("data.csv is not what the published model and seeds produce (first difference "
-               f"at line {_first_differing_line(rebuilt, released)})")
-        return r
-    r.facts.update({"rows": n, "model_kind": model_doc["kind"], "work_units_per_row": cost})
-    r.detail = ("data.csv re-derived byte for byte from the published model, the beacon-bound "
-                f"seeds, n, the configuration and the synthetic constraints; {structure}")
-    return r
+        raise StopCheck("data.csv is not what the published model and seeds produce (first "
+                        f"difference at line {_first_differing_line(rebuilt, released)})")
+    return cost
 
 
 def _library_warnings(ctx: AuditContext) -> list[str]:

@@ -40,7 +40,7 @@ import numpy as np
 from .configurations import config_id  # noqa: F401 - also dpbundle.audit.replay.config_id
 from .context import AuditContext, Missing
 from .private_data import PrivateDataError, bin_private, load_private
-from .report import CheckResult
+from .report import CheckResult, StopCheck
 
 __all__ = ["check_replay", "read_transcript", "check_records", "commitment_of", "TranscriptError",
            "selected_slice", "replay_iteration", "config_id", "sample_and_project", "csv_bytes",
@@ -451,39 +451,68 @@ def replay_records(head: list[dict], n_plausible: int, ctx: AuditContext, column
 
 
 def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult:
+    """Check 9: the transcript's commitment, noise and seeds, then the selected iteration's replay."""
     r = CheckResult("replay")
+    try:
+        manifest, want, view, n = _replay_inputs(ctx)
+        records = _committed_records(r, transcript, want)
+        _warn_on_version_change(r, manifest)
+        noise_detail = _check_noise(r, records)
+        _check_bound_seeds(ctx, r, records)
+        index, start, end, mark = _selected_iteration(ctx, r, records, view)
+        if mark.get("config") != view.configuration:
+            return r    # nothing is fitted or sampled with a configuration the manifest does not sign
+        codes, edges = _private_codes(ctx, data, view, records[:start], n)
+        results = _check_replayed_release(ctx, r, records[start:end], index, mark, view, codes, edges)
+        _check_replayed_metrics(ctx, r, results)
+    except StopCheck as e:
+        r.fail(str(e))
+        return r
+    if not r.failed:
+        r.detail = ("commitment matches; the selected iteration replayed: "
+                    f"data.csv identical byte for byte, {len(results)} DP values identical; "
+                    + noise_detail)
+    return r
+
+
+def _replay_inputs(ctx: AuditContext) -> tuple[dict, object, object, int]:
+    """The bundle's manifest, transcript commitment, spec view and public n."""
     try:
         manifest = ctx.json("manifest.json")
         want = (manifest.get("transcript_commitment") or {}).get("value")
         view = ctx.view()
         n = ctx.declared_n()
     except (Missing, AttributeError) as e:
-        r.fail(str(e))
-        return r
+        raise StopCheck(str(e)) from None
+    return manifest, want, view, n
+
+
+def _committed_records(r: CheckResult, transcript: Path, want) -> list[dict]:
+    """The transcript's records, once its commitment is the manifest's and they are well-formed."""
     try:
         salt, raw, records = read_transcript(transcript)
     except TranscriptError as e:
-        r.fail(str(e))
-        return r
+        raise StopCheck(str(e)) from None
     got_raw = hashlib.sha256(salt + raw).hexdigest()
     got = commitment_of(salt, records)
     if want not in (got_raw, got):
-        r.fail(f"transcript commitment {got[:16]}... differs from the manifest's {str(want)[:16]}...")
-        return r
+        raise StopCheck(f"transcript commitment {got[:16]}... differs from the manifest's "
+                        f"{str(want)[:16]}...")
     r.facts["commitment"] = "matches"
     try:
         check_records(transcript, records)
     except TranscriptError as e:
-        r.fail(str(e))
-        return r
-    _warn_on_version_change(r, manifest)
-    noise_detail = _check_noise(r, records)
-    _check_bound_seeds(ctx, r, records)
+        raise StopCheck(str(e)) from None
+    return records
+
+
+def _selected_iteration(ctx: AuditContext, r: CheckResult, records: list[dict],
+                        view) -> tuple[int, int, int, dict]:
+    """The selected iteration's slice and mark; its configuration must be spec.json's."""
     try:
         index, start, end, mark = selected_slice(records, _budget_stop(ctx))
     except TranscriptError as e:
-        r.fail(str(e))
-        return r
+        raise StopCheck(str(e)) from None
     config = mark.get("config")
     cid = config_id(config) if isinstance(config, dict) else None
     if config != view.configuration:
@@ -491,73 +520,77 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
     if mark.get("config_id") != cid or (view.configuration_id and view.configuration_id != cid):
         r.fail(f"configuration id: recomputed {cid}, transcript {mark.get('config_id')}, "
                f"spec.json {view.configuration_id}")
-    if config != view.configuration:
-        return r    # nothing is fitted or sampled with a configuration the manifest does not sign
+    return index, start, end, mark
+
+
+def _private_codes(ctx: AuditContext, data: Path, view, head: list[dict], n: int):
+    """The private data's binned codes and edges (resized by the replayed records plan, if any)."""
     try:
         table = load_private(data, view.spec)
     except PrivateDataError as e:
-        r.fail(f"private data: {e}")
-        return r
-    from dpbundle.mechanisms.noise import ReplayMismatch
-
-    policy = records_policy(ctx)
-    plan = None
-    if policy == "declared_public":
-        if table.n != n:
-            r.fail("the private data's count of plausible records differs from the public n "
-                   "(declared public): wrong data file or wrong bundle")
-            return r
-    else:
-        try:
-            plan = replay_records(records[:start], table.n, ctx, len(view.columns), public_n=n)
-        except ReplayMismatch as e:
-            r.fail(f"replay of the DP count of records diverged from the transcript: {e}")
-            return r
-        except CountMismatch as e:
-            r.fail(str(e))
-            return r
-        except TranscriptError as e:
-            r.fail(str(e))
-            return r
-        if plan.m != n:
-            r.fail("the replayed DP count of records differs from the public n")
-            return r
+        raise StopCheck(f"private data: {e}") from None
+    plan = _records_plan(ctx, head, table.n, view, n)
     try:
         codes, edges = bin_private(table, view)
     except PrivateDataError as e:
-        r.fail(f"private data: cannot bin ({e})")
-        return r
+        raise StopCheck(f"private data: cannot bin ({e})") from None
     except (KeyError, ValueError, StopIteration) as e:   # the message may hold a data value
-        r.fail(f"private data: cannot bin ({type(e).__name__})")
-        return r
+        raise StopCheck(f"private data: cannot bin ({type(e).__name__})") from None
     if plan is not None:
         codes = plan.apply(codes, [len(lo) for lo, _up in edges])
+    return codes, edges
+
+
+def _records_plan(ctx: AuditContext, head: list[dict], n_plausible: int, view, n: int):
+    """The replayed resize plan of a dp_count records policy (None when the count is public)."""
+    from dpbundle.mechanisms.noise import ReplayMismatch
+
+    if records_policy(ctx) == "declared_public":
+        if n_plausible != n:
+            raise StopCheck("the private data's count of plausible records differs from the "
+                            "public n (declared public): wrong data file or wrong bundle")
+        return None
+    try:
+        plan = replay_records(head, n_plausible, ctx, len(view.columns), public_n=n)
+    except ReplayMismatch as e:
+        raise StopCheck(f"replay of the DP count of records diverged from the transcript: {e}") from None
+    except TranscriptError as e:   # CountMismatch included
+        raise StopCheck(str(e)) from None
+    if plan.m != n:
+        raise StopCheck("the replayed DP count of records differs from the public n")
+    return plan
+
+
+def _check_replayed_release(ctx: AuditContext, r: CheckResult, records: list[dict], index,
+                            mark: dict, view, codes, edges) -> list:
+    """Replay the iteration; data.csv (and a published model.json) must be the replayed ones."""
+    from dpbundle.mechanisms.noise import ReplayMismatch
 
     try:
         fitted: list = []
-        csv_bytes, results = replay_iteration(records[start:end], index, mark, view, codes, edges,
-                                              fitted)
+        csv_bytes, results = replay_iteration(records, index, mark, view, codes, edges, fitted)
     except ReplayMismatch as e:
-        r.fail(f"replay diverged from the transcript: {e}")
-        return r
+        raise StopCheck(f"replay diverged from the transcript: {e}") from None
     except TranscriptError as e:
-        r.fail(str(e))
-        return r
+        raise StopCheck(str(e)) from None
     try:
         released = ctx.bundle.read_bytes("data.csv")
     except Exception as e:  # noqa: BLE001
-        r.fail(f"data.csv: {e}")
-        return r
+        raise StopCheck(f"data.csv: {e}") from None
     if csv_bytes != released:
         r.fail(f"the replayed data.csv differs from the released one (first at line "
                f"{_first_differing_line(csv_bytes, released)})")
     if fitted and ctx.bundle.has("model.json"):
-        _check_published_model(ctx, r, fitted[0], config, view)
+        _check_published_model(ctx, r, fitted[0], mark.get("config"), view)
+    return results
+
+
+def _check_replayed_metrics(ctx: AuditContext, r: CheckResult, results: list) -> None:
+    """Every replayed criterion's DP values must be metrics.json's."""
     try:
         rows = {row.get("id"): row for row in ctx.json("metrics.json")["criteria"]}
     except (Missing, KeyError, TypeError, AttributeError) as e:
-        r.fail(f"metrics.json unusable: {e}")
-        return r
+        raise StopCheck(f"metrics.json unusable: {e}") from None
     for res in results:
         row = rows.get(res.id)
         if row is None:
@@ -569,11 +602,6 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
                 r.fail(f"criterion {res.id}: the replayed {field} differs from the released one")
         if row.get("passed") is not res.passed:
             r.fail(f"criterion {res.id}: the replayed 'passed' differs from the released one")
-    if not r.failed:
-        r.detail = ("commitment matches; the selected iteration replayed: "
-                    f"data.csv identical byte for byte, {len(results)} DP values identical; "
-                    + noise_detail)
-    return r
 
 
 def _check_published_model(ctx: AuditContext, r: CheckResult, model, config: dict, view) -> None:

@@ -79,6 +79,10 @@ CHECK_NAMES = (
 MAX_PROBLEMS = 50  # per check, in the report (the count is always exact)
 
 
+class StopCheck(Exception):
+    """Raised by a step of a check to end the check early; its message is the check's last failure."""
+
+
 @dataclass
 class CheckResult:
     """The outcome of one named check.

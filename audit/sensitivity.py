@@ -278,6 +278,26 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
     where = f"criterion {entry.get('id')}"
     if n <= 0:
         raise Unverifiable("n must be positive")
+    public = _sensitivity_without_data(entry, row, view, n, where)
+    if public is not None:
+        return public
+    if codes is None:
+        raise Unverifiable(f"{where}: data.csv is needed to recompute the sensitivity and is unusable")
+    if codes.shape[0] != n:
+        raise Unverifiable(f"{where}: data.csv has {codes.shape[0]} rows, not n = {n}")
+    if typ == "smoothed_ratio":
+        return _smoothed_ratio_sensitivity(entry, view, codes, where)
+    if typ == "conditional_means":
+        return _conditional_means_sensitivity(entry, row, view, codes, n)
+    if typ in ("regression_coefficients", "classification"):
+        return _design_sensitivity(entry, row, view, codes, where)
+    raise Unverifiable(f"{where}: unknown criterion type {typ!r}; the audit cannot recompute its sensitivity")
+
+
+def _sensitivity_without_data(entry: dict, row: dict, view: SpecView, n: int,
+                              where: str) -> tuple[float, dict] | None:
+    """(Delta, facts) of the criterion types whose sensitivity needs only n and the spec, else None."""
+    typ = entry.get("type")
     if typ in ("kway_marginals", "faithfulness"):
         for c in (entry.get("columns") or []) if typ == "kway_marginals" else []:
             if c not in view.names:
@@ -295,80 +315,90 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
         if declared is not None and declared != R:
             facts["declared_releases"] = declared
         return 1.0, facts
-    if codes is None:
-        raise Unverifiable(f"{where}: data.csv is needed to recompute the sensitivity and is unusable")
-    if codes.shape[0] != n:
-        raise Unverifiable(f"{where}: data.csv has {codes.shape[0]} rows, not n = {n}")
-    if typ == "smoothed_ratio":
-        c = _num(entry, "clip", where)
-        k = _num(entry, "smoothing", where, default=1.0)
-        if c <= 1 or k < 1:
-            raise Unverifiable(f"{where}: clip {c} must be > 1 and smoothing {k} >= 1")
-        s_min = None
-        for j, col in enumerate(view.columns):
-            cnt = np.bincount(codes[:, j], minlength=col.size)
-            m = int(cnt.min()) + k     # smoothed: (count + k), k = 1 unless the spec says
-            s_min = m if s_min is None else min(s_min, m)
-        if float(s_min).is_integer():
-            s_min = int(s_min)
-        facts = {"min_smoothed_synthetic_count": s_min, "clip": c}
-        if k != 1:
-            facts["smoothing"] = k
-        return ratio_delta(float(s_min), c), facts
-    if typ == "conditional_means":
-        L, U = _bounds(entry, where)
-        share = _num(entry, "margin_share", where, default=0.01)
-        plus = _num(entry, "margin_plus", where, default=1)
-        margin = math.ceil(share * n) + int(plus)
-        by = entry.get("by", [None])
-        if not isinstance(by, list) or not by:
-            raise Unverifiable(f"{where}: by is not a list")
-        best = n if None in by else None
-        for col in by:
-            if col is None:
-                continue
-            try:
-                ids, reach = _joint_groups(view, codes, col)
-            except KeyError:
-                raise Unverifiable(f"{where}: by column {col!r} is not released") from None
-            s = np.bincount(ids, minlength=reach.size)
-            # groups no label's number falls in hold no record of T or C: left out
-            m = int(np.maximum(s - margin, 1)[reach].min())
-            best = m if best is None else min(best, m)
-        if best is None:
-            raise Unverifiable(f"{where}: no groups")
-        declared = (row.get("sensitivity_inputs") or {}).get("min_group_size")
-        facts = {"margin": margin, "min_group_size": best}
-        if declared is not None and declared != best:
-            facts["declared_min_group_size"] = declared
-        return (U - L) / best, facts
-    if typ in ("regression_coefficients", "classification"):
+    return None
+
+
+def _smoothed_ratio_sensitivity(entry: dict, view: SpecView, codes: np.ndarray,
+                                where: str) -> tuple[float, dict]:
+    """smoothed_ratio: the ratio bound at the smallest smoothed count of any released label."""
+    c = _num(entry, "clip", where)
+    k = _num(entry, "smoothing", where, default=1.0)
+    if c <= 1 or k < 1:
+        raise Unverifiable(f"{where}: clip {c} must be > 1 and smoothing {k} >= 1")
+    s_min = None
+    for j, col in enumerate(view.columns):
+        cnt = np.bincount(codes[:, j], minlength=col.size)
+        m = int(cnt.min()) + k     # smoothed: (count + k), k = 1 unless the spec says
+        s_min = m if s_min is None else min(s_min, m)
+    if float(s_min).is_integer():
+        s_min = int(s_min)
+    facts = {"min_smoothed_synthetic_count": s_min, "clip": c}
+    if k != 1:
+        facts["smoothing"] = k
+    return ratio_delta(float(s_min), c), facts
+
+
+def _conditional_means_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndarray,
+                                   n: int) -> tuple[float, dict]:
+    """conditional_means: (U - L) over the smallest group size less the margin, over every ``by``."""
+    where = f"criterion {entry.get('id')}"
+    L, U = _bounds(entry, where)
+    share = _num(entry, "margin_share", where, default=0.01)
+    plus = _num(entry, "margin_plus", where, default=1)
+    margin = math.ceil(share * n) + int(plus)
+    by = entry.get("by", [None])
+    if not isinstance(by, list) or not by:
+        raise Unverifiable(f"{where}: by is not a list")
+    best = n if None in by else None
+    for col in by:
+        if col is None:
+            continue
         try:
-            d = _design_size(view, codes, entry.get("target"), entry.get("features"))
-        except Unverifiable as e:
-            raise Unverifiable(f"{where}: {e}") from None
-        fit = entry.get("fit", "functional_mechanism") if typ == "regression_coefficients" else "logistic"
-        legacy = None
-        if fit == "logistic":
-            delta = _logistic_delta(d)  # Taylor logistic loss, quad_00 = n/8 public
-            declared = row.get("sensitivity")
-            old = _logistic_legacy_delta(d)
-            if (d >= 2 and isinstance(declared, (int, float)) and not isinstance(declared, bool)
-                    and math.isclose(float(declared), old, rel_tol=1e-12)):
-                delta, legacy = old, "(2 d^2 + 7 d - 1) / 8"
-        elif fit == "functional_mechanism":
-            delta = float((1 + d) ** 2)  # exact worst case of a changed record (half of Zhang's 2(1+d)^2)
-        elif fit == "sufficient_statistics":
-            delta = _ss_delta(d)
-        else:
-            raise Unverifiable(f"{where}: unknown fit {fit!r}")
-        facts = {"d": d, "fit": fit}
-        if legacy is not None:
-            facts["legacy_formula"] = legacy
-            facts["note"] = (f"an earlier version's sound but looser bound; the exact worst case is "
-                             f"(d + 2)^2 / 8 = {_logistic_delta(d):g}")
-        declared = (row.get("sensitivity_inputs") or {}).get("d")
-        if declared is not None and declared != d:
-            facts["declared_d"] = declared
-        return delta, facts
-    raise Unverifiable(f"{where}: unknown criterion type {typ!r}; the audit cannot recompute its sensitivity")
+            ids, reach = _joint_groups(view, codes, col)
+        except KeyError:
+            raise Unverifiable(f"{where}: by column {col!r} is not released") from None
+        s = np.bincount(ids, minlength=reach.size)
+        # groups no label's number falls in hold no record of T or C: left out
+        m = int(np.maximum(s - margin, 1)[reach].min())
+        best = m if best is None else min(best, m)
+    if best is None:
+        raise Unverifiable(f"{where}: no groups")
+    declared = (row.get("sensitivity_inputs") or {}).get("min_group_size")
+    facts = {"margin": margin, "min_group_size": best}
+    if declared is not None and declared != best:
+        facts["declared_min_group_size"] = declared
+    return (U - L) / best, facts
+
+
+def _design_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndarray,
+                        where: str) -> tuple[float, dict]:
+    """regression_coefficients and classification: the fit's bound at the design size d."""
+    typ = entry.get("type")
+    try:
+        d = _design_size(view, codes, entry.get("target"), entry.get("features"))
+    except Unverifiable as e:
+        raise Unverifiable(f"{where}: {e}") from None
+    fit = entry.get("fit", "functional_mechanism") if typ == "regression_coefficients" else "logistic"
+    legacy = None
+    if fit == "logistic":
+        delta = _logistic_delta(d)  # Taylor logistic loss, quad_00 = n/8 public
+        declared = row.get("sensitivity")
+        old = _logistic_legacy_delta(d)
+        if (d >= 2 and isinstance(declared, (int, float)) and not isinstance(declared, bool)
+                and math.isclose(float(declared), old, rel_tol=1e-12)):
+            delta, legacy = old, "(2 d^2 + 7 d - 1) / 8"
+    elif fit == "functional_mechanism":
+        delta = float((1 + d) ** 2)  # exact worst case of a changed record (half of Zhang's 2(1+d)^2)
+    elif fit == "sufficient_statistics":
+        delta = _ss_delta(d)
+    else:
+        raise Unverifiable(f"{where}: unknown fit {fit!r}")
+    facts = {"d": d, "fit": fit}
+    if legacy is not None:
+        facts["legacy_formula"] = legacy
+        facts["note"] = (f"an earlier version's sound but looser bound; the exact worst case is "
+                         f"(d + 2)^2 / 8 = {_logistic_delta(d):g}")
+    declared = (row.get("sensitivity_inputs") or {}).get("d")
+    if declared is not None and declared != d:
+        facts["declared_d"] = declared
+    return delta, facts

@@ -391,6 +391,58 @@ def _call_of(rec: dict) -> tuple[str, str]:
     return (kind if isinstance(kind, str) else "unknown", what if isinstance(what, str) else "?")
 
 
+def _laplace_true(true_value: Any, purpose: str, integer: bool) -> tuple[tuple | None, Any]:
+    """The checked true value of a Laplace call: (shape or ``None`` for a scalar, record value)."""
+    if np.ndim(true_value) > 0:
+        arr = np.asarray(true_value)
+        return arr.shape, _laplace_true_array(arr, purpose, integer)
+    return None, _laplace_true_scalar(true_value, purpose, integer)
+
+
+def _laplace_true_array(arr: np.ndarray, purpose: str, integer: bool) -> list:
+    """The flat record list of an array true value (numeric, finite, integral if ``integer``)."""
+    kind_name = "integer laplace" if integer else "laplace"
+    if arr.size == 0:
+        raise ValueError(f"laplace {purpose!r}: the true value is an empty array")
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"laplace {purpose!r}: the true value must be numeric, got {arr.dtype}")
+    if integer and arr.dtype.kind in "biu":
+        if arr.dtype.kind == "u" and arr.size and arr.max() >= 2**62:
+            raise ValueError(f"{kind_name} {purpose!r}: the true values are too large")
+        return arr.astype(np.int64).reshape(-1).tolist()
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"laplace {purpose!r}: the true value has non-finite entries")
+    if integer:
+        if not np.all(arr == np.floor(arr)) or np.any(np.abs(arr) >= 2.0**53):
+            raise ValueError(f"{kind_name} {purpose!r}: the true values must be integers")
+        return arr.astype(np.int64).reshape(-1).tolist()
+    return arr.reshape(-1).tolist()
+
+
+def _laplace_true_scalar(true_value: Any, purpose: str, integer: bool) -> int | float:
+    """The record value of a scalar true value (a finite number, an integer if ``integer``)."""
+    kind_name = "integer laplace" if integer else "laplace"
+    try:
+        tv = float(true_value)
+    except (TypeError, ValueError):
+        raise ValueError(f"laplace {purpose!r}: true value {true_value!r} is not a number") from None
+    if not math.isfinite(tv):
+        raise ValueError(f"laplace {purpose!r}: true value {tv!r} is not finite")
+    if integer:
+        if tv != math.floor(tv) or abs(tv) >= 2.0**62:
+            raise ValueError(f"{kind_name} {purpose!r}: the true value {tv!r} is not an integer")
+        return int(tv)
+    return tv
+
+
+def _with_shape(record: dict, shape: tuple | None) -> dict:
+    """``record`` with a ``shape`` field added for a multi-dimensional array output."""
+    if shape is not None and len(shape) != 1:
+        record["shape"] = list(shape)
+    return record
+
+
 class Randomness:
     """Source of all randomness of a run; records (default), replays a transcript, or
     follows one on other data (frozen mode, :meth:`frozen`).
@@ -627,91 +679,54 @@ class Randomness:
         """
         purpose = _check_purpose(purpose)
         s, e = _check_budget(sensitivity, epsilon)
-        kind_name = "integer laplace" if integer else "laplace"
         if integer:
             _int_sensitivity(s, f"laplace {purpose!r}")  # refuses a non-integer sensitivity
-        vector = np.ndim(true_value) > 0
-        if vector:
-            arr = np.asarray(true_value)
-            shape = arr.shape
-            if arr.size == 0:
-                raise ValueError(f"laplace {purpose!r}: the true value is an empty array")
-            if arr.dtype.kind not in "biuf":
-                raise ValueError(f"laplace {purpose!r}: the true value must be numeric, got {arr.dtype}")
-            if integer and arr.dtype.kind in "biu":
-                if arr.dtype.kind == "u" and arr.size and arr.max() >= 2**62:
-                    raise ValueError(f"{kind_name} {purpose!r}: the true values are too large")
-                true_rec: Any = arr.astype(np.int64).reshape(-1).tolist()
-            else:
-                arr = arr.astype(np.float64)
-                if not np.all(np.isfinite(arr)):
-                    raise ValueError(f"laplace {purpose!r}: the true value has non-finite entries")
-                if integer:
-                    if not np.all(arr == np.floor(arr)) or np.any(np.abs(arr) >= 2.0**53):
-                        raise ValueError(f"{kind_name} {purpose!r}: the true values must be integers")
-                    true_rec = arr.astype(np.int64).reshape(-1).tolist()
-                else:
-                    true_rec = arr.reshape(-1).tolist()
-        else:
-            try:
-                tv = float(true_value)
-            except (TypeError, ValueError):
-                raise ValueError(f"laplace {purpose!r}: true value {true_value!r} is not a number") from None
-            if not math.isfinite(tv):
-                raise ValueError(f"laplace {purpose!r}: true value {tv!r} is not finite")
-            if integer:
-                if tv != math.floor(tv) or abs(tv) >= 2.0**62:
-                    raise ValueError(f"{kind_name} {purpose!r}: the true value {tv!r} is not an integer")
-                true_rec = int(tv)
-            else:
-                true_rec = tv
-        scale, meas = _calibrated_laplace(s, e, bool(vector), bool(integer))
+        shape, true_rec = _laplace_true(true_value, purpose, integer)
+        scale, meas = _calibrated_laplace(s, e, shape is not None, bool(integer))
         mech = "opendp.make_laplace/integer" if integer else "opendp.make_laplace"
-
+        base = {"kind": "laplace", "purpose": purpose, "mechanism": mech, "sensitivity": s,
+                "epsilon": e, "scale": scale, "true": true_rec}
         if self._replay is not None:
-            i, rec = self._next("laplace", purpose)
-            self._expect(i, rec, "laplace", purpose, "sensitivity", s, "sensitivity")
-            self._expect(i, rec, "laplace", purpose, "epsilon", e, "epsilon")
-            self._expect(i, rec, "laplace", purpose, "scale", scale, "noise scale")
-            self._expect_true(i, rec, "laplace", purpose, true_rec)
-            self._expect(i, rec, "laplace", purpose, "mechanism", mech, "mechanism")
-            noisy = rec.get("noisy")
-            num = int if integer else (int, float)
-            ok = (isinstance(noisy, list) and len(noisy) == len(true_rec)
-                  and all(isinstance(v, num) and not isinstance(v, bool) for v in noisy)) \
-                if vector else (isinstance(noisy, num) and not isinstance(noisy, bool))
-            if not ok:
-                raise ReplayMismatch(
-                    f"transcript record {i} ({_where(rec, 'laplace', purpose)}), field 'noisy': "
-                    "the recorded output is malformed", index=i, purpose=purpose, field="noisy")
-            dtype = np.int64 if integer else np.float64
-            out: Any = np.asarray(noisy, dtype=dtype).reshape(shape) if vector else \
-                (int(noisy) if integer else float(noisy))
-            self._emit(rec)
-            return out
-
+            return self._replayed_laplace(base, shape, integer)
         if self._frozen is not None:
-            own = {"kind": "laplace", "purpose": purpose, "mechanism": mech, "sensitivity": s,
-                   "epsilon": e, "scale": scale, "true": true_rec}
-            if vector and len(shape) != 1:
-                own["shape"] = list(shape)
-            return self._frozen_laplace(own, shape if vector else None, integer)
+            return self._frozen_laplace(_with_shape(dict(base), shape), shape, integer)
+        return self._fresh_laplace(base, meas, shape, integer)
 
+    def _replayed_laplace(self, base: dict, shape: tuple | None, integer: bool) -> Any:
+        """Replay mode: check the call against the next record and return its recorded output."""
+        purpose, true_rec = base["purpose"], base["true"]
+        i, rec = self._next("laplace", purpose)
+        self._expect(i, rec, "laplace", purpose, "sensitivity", base["sensitivity"], "sensitivity")
+        self._expect(i, rec, "laplace", purpose, "epsilon", base["epsilon"], "epsilon")
+        self._expect(i, rec, "laplace", purpose, "scale", base["scale"], "noise scale")
+        self._expect_true(i, rec, "laplace", purpose, true_rec)
+        self._expect(i, rec, "laplace", purpose, "mechanism", base["mechanism"], "mechanism")
+        noisy = rec.get("noisy")
+        num = int if integer else (int, float)
+        ok = (isinstance(noisy, list) and len(noisy) == len(true_rec)
+              and all(isinstance(v, num) and not isinstance(v, bool) for v in noisy)) \
+            if shape is not None else (isinstance(noisy, num) and not isinstance(noisy, bool))
+        if not ok:
+            raise ReplayMismatch(
+                f"transcript record {i} ({_where(rec, 'laplace', purpose)}), field 'noisy': "
+                "the recorded output is malformed", index=i, purpose=purpose, field="noisy")
+        dtype = np.int64 if integer else np.float64
+        out: Any = np.asarray(noisy, dtype=dtype).reshape(shape) if shape is not None else \
+            (int(noisy) if integer else float(noisy))
+        self._emit(rec)
+        return out
+
+    def _fresh_laplace(self, base: dict, meas, shape: tuple | None, integer: bool) -> Any:
+        """Record mode: draw the noise with the OpenDP measurement and record the call."""
         conv = int if integer else float
-        if vector:
-            noisy_list = [conv(v) for v in meas(true_rec)]
+        if shape is not None:
+            noisy_list = [conv(v) for v in meas(base["true"])]
             out = np.asarray(noisy_list, dtype=np.int64 if integer else np.float64).reshape(shape)
             noisy_rec: Any = noisy_list
         else:
-            out = conv(meas(true_rec))
+            out = conv(meas(base["true"]))
             noisy_rec = out
-        record = {
-            "kind": "laplace", "purpose": purpose, "mechanism": mech,
-            "sensitivity": s, "epsilon": e, "scale": scale, "true": true_rec, "noisy": noisy_rec,
-        }
-        if vector and len(shape) != 1:
-            record["shape"] = list(shape)
-        self._emit(record)
+        self._emit(_with_shape({**base, "noisy": noisy_rec}, shape))
         return out
 
     def exponential(self, scores: np.ndarray, *, sensitivity: float, epsilon: float,

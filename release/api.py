@@ -7,7 +7,7 @@
     >>> s = sweep("examples/births.yaml", "public.csv.gz", out="sweep", sample=8, reps=3)
 
 ``release`` is the release itself: ``dpbundle release`` is a thin layer over the same function
-(``release_cmd.run_release``) that prints the exception's message and exits with its code. The
+(``pipeline.run_release``) that prints the exception's message and exits with its code. The
 same checks before any budget is spent, the same ledger, the same private transcript; progress
 output stays quiet unless ``echo=True``. ``sweep`` is :func:`dpbundle.release.sweep.run.run_sweep`;
 ``audit`` is :func:`dpbundle.audit.runner.run_audit`. Reading a bundle:
@@ -95,67 +95,100 @@ def _consoles(module: Any, echo: bool) -> Iterator[io.StringIO]:
             setattr(module, name, value)
 
 
-def release(spec: PathLike | None = None, data: PathLike | None = None, *, out: PathLike,
-            example: str | None = None, key: PathLike | None = None,
-            passphrase_file: PathLike | None = None, transcript: PathLike | None = None,
-            ledger: PathLike | None = None, configs: PathLike | None = None,
-            allow_additional_spend: bool = False, force: bool = False, zip: bool = False,
-            stop_probability: str | float | None = None, allow_other_spec: bool = False,
-            allow_other_size: bool = False,
-            resume: PathLike | None = None, example_rows: int | None = None,
-            preregistration: PathLike | None = None, beacon: str | None = None,
-            preregistration_secret: PathLike | None = None, echo: bool = False):
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    from dpbundle.release.pipeline.request import ReleaseRequest
+
+#: release()'s keywords besides SPEC and DATA, in the order their types are checked, with their
+#: kinds (see _check_args); each is the ReleaseRequest field of that name, ``zip`` is ``make_zip``.
+_RELEASE_OPTIONS = {"out": "path", "example": "str?", "key": "path?", "passphrase_file": "path?",
+                    "transcript": "path?", "ledger": "path?", "configs": "path?",
+                    "allow_additional_spend": "bool", "force": "bool", "zip": "bool",
+                    "stop_probability": "number?", "allow_other_spec": "bool", "allow_other_size": "bool",
+                    "resume": "path?", "example_rows": "int?", "preregistration": "path?", "beacon": "str?",
+                    "preregistration_secret": "path?"}
+
+
+def release(spec: PathLike | None = None, data: PathLike | None = None, *,
+            request: "ReleaseRequest | None" = None, echo: bool = False, **options: Any):
     """``dpbundle release`` (see its ``--help`` for every option); returns the written bundle,
     opened (:class:`dpbundle.audit.api.ReleasedBundle`). Raises :class:`UnusableInput` or
     :class:`Refused` (nothing spent), :class:`ReleaseFailed` / :class:`BundleNotWritten` (spent,
-    nothing released; the message says what is kept) or :class:`ReleaseInterrupted`."""
-    _check_args("release()", spec=(spec, "path?"), data=(data, "path?"), out=(out, "path"),
-                example=(example, "str?"), key=(key, "path?"), passphrase_file=(passphrase_file, "path?"),
-                transcript=(transcript, "path?"), ledger=(ledger, "path?"), configs=(configs, "path?"),
-                allow_additional_spend=(allow_additional_spend, "bool"), force=(force, "bool"),
-                zip=(zip, "bool"), stop_probability=(stop_probability, "number?"),
-                allow_other_spec=(allow_other_spec, "bool"), allow_other_size=(allow_other_size, "bool"),
-                resume=(resume, "path?"), example_rows=(example_rows, "int?"),
-                preregistration=(preregistration, "path?"), beacon=(beacon, "str?"),
-                preregistration_secret=(preregistration_secret, "path?"), echo=(echo, "bool"))
-    from dpbundle.release import pipeline as release_cmd
+    nothing released; the message says what is kept) or :class:`ReleaseInterrupted`.
 
-    p = lambda v: Path(v) if v is not None else None  # noqa: E731
-    with _consoles(release_cmd, echo):
-        release_cmd.run_release(
-            spec=p(spec), data=p(data), out=Path(out), example=example, key=p(key),
-            passphrase_file=p(passphrase_file), transcript=p(transcript), ledger=p(ledger),
-            configs=p(configs), allow_additional_spend=allow_additional_spend, force=force,
-            make_zip=zip, stop_probability=None if stop_probability is None else str(stop_probability),
-            allow_other_spec=allow_other_spec, allow_other_size=allow_other_size, resume=p(resume), example_rows=example_rows,
-            preregistration=p(preregistration), beacon=beacon,
-            preregistration_secret=p(preregistration_secret))
+    Give either ``request`` (a :class:`dpbundle.release.pipeline.ReleaseRequest`) or SPEC, DATA
+    and the options as keywords, named as the request's fields (``out`` required; ``zip`` for
+    ``make_zip``): ``release(spec, data, out=..., key=..., ledger=..., zip=True)``. An unknown
+    keyword is a TypeError, as for any call; ``echo=True`` shows the progress output."""
+    from dpbundle.release.pipeline import output, run_release
+
+    if request is not None:
+        spec, data, options = _request_options(spec, data, options, request)
+    request = _release_request(spec, data, options, echo)
+    with _consoles(output, echo):
+        run_release(request)
     try:
         from dpbundle.audit import open_bundle
 
-        return open_bundle(out)
+        return open_bundle(options["out"])
     except Exception as exc:  # noqa: BLE001 - the bundle is written: say so
-        raise DpbundleError(1, f"the bundle {out} was written and the ledger records it as released, "
-                               f"but it cannot be opened here ({type(exc).__name__}: {exc})") from None
+        raise DpbundleError(1, f"the bundle {options['out']} was written and the ledger records it as "
+                               f"released, but it cannot be opened here ({type(exc).__name__}: {exc})") from None
+
+
+def _request_options(spec: Any, data: Any, options: dict, request: Any) -> tuple[Any, Any, dict]:
+    """(SPEC, DATA, options) of ``release(request=...)``, checked as keywords would be."""
+    from dpbundle.release.pipeline.request import ReleaseRequest
+
+    if spec is not None or data is not None or options:
+        raise UnusableInput("release(): give either request or SPEC, DATA and the options, not both")
+    if not isinstance(request, ReleaseRequest):
+        raise UnusableInput(f"release(): request must be a ReleaseRequest, not {type(request).__name__}")
+    return request.spec, request.data, {name: getattr(request, "make_zip" if name == "zip" else name)
+                                        for name in _RELEASE_OPTIONS}
+
+
+def _release_request(spec: Any, data: Any, options: dict, echo: Any) -> "ReleaseRequest":
+    """The ReleaseRequest of release()'s arguments: a TypeError for an unknown keyword or a
+    missing ``out`` (as for any call), an UnusableInput naming an argument of the wrong type;
+    paths as Path, the stop probability as text."""
+    from dpbundle.release.pipeline.request import ReleaseRequest
+
+    unknown = [name for name in options if name not in _RELEASE_OPTIONS]
+    if unknown:
+        raise TypeError(f"release() got an unexpected keyword argument {unknown[0]!r}")
+    if "out" not in options:
+        raise TypeError("release() missing 1 required keyword-only argument: 'out'")
+    values = {name: options.get(name, False if kind == "bool" else None) for name, kind in _RELEASE_OPTIONS.items()}
+    _check_args("release()", spec=(spec, "path?"), data=(data, "path?"),
+                **{name: (values[name], kind) for name, kind in _RELEASE_OPTIONS.items()}, echo=(echo, "bool"))
+    fields = {("make_zip" if name == "zip" else name):
+              (None if value is None else Path(value)) if _RELEASE_OPTIONS[name].startswith("path") else value
+              for name, value in values.items()}
+    if fields["stop_probability"] is not None:
+        fields["stop_probability"] = str(fields["stop_probability"])
+    return ReleaseRequest(spec=None if spec is None else Path(spec), data=None if data is None else Path(data),
+                          **fields)
 
 
 def sweep(spec: PathLike, data: PathLike, *, out: PathLike, **options: Any):
-    """``dpbundle sweep``: :func:`dpbundle.release.sweep.run.run_sweep` (options: reps, sample,
-    seed, workers, scheduler, min_acceptance, max_reps, batch, configs, allow_other_spec,
-    report, progress, ...); returns its SweepResult. :class:`UnusableInput` (code 2) for
-    unusable input or an unknown option, :class:`DpbundleInterrupt` on Ctrl-C."""
-    import inspect
-
-    from dpbundle.release.sweep.run import SweepError, run_sweep
+    """``dpbundle sweep``: runs a :class:`~dpbundle.release.sweep.request.SweepRequest` with
+    :func:`dpbundle.release.sweep.run.run_sweep` (options: the request's fields, e.g. reps,
+    sample, seed, workers, scheduler, min_acceptance, max_reps, batch, configs,
+    allow_other_spec, report, progress, ...); returns its SweepResult. :class:`UnusableInput`
+    (code 2) for unusable input or an unknown option, :class:`DpbundleInterrupt` on Ctrl-C."""
+    from dpbundle.release.sweep.request import SweepError, SweepRequest
+    from dpbundle.release.sweep.run import run_sweep
 
     _check_args("sweep()", spec=(spec, "path"), data=(data, "path"), out=(out, "path"))
-    known = set(inspect.signature(run_sweep).parameters) - {"spec_path", "data_path", "out"}
-    unknown = sorted(set(options) - known)
+    known = SweepRequest.option_names()
+    unknown = sorted(set(options) - set(known))
     if unknown:
-        raise UnusableInput(f"sweep(): unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise UnusableInput(f"sweep(): unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
     options.setdefault("progress", False)
     try:
-        return run_sweep(spec, data, out, **options)
+        return run_sweep(SweepRequest(Path(spec), Path(data), Path(out), **options))
     except SweepError as exc:
         raise UnusableInput(str(exc), code=getattr(exc, "exit_code", 2)) from None
     except DPBUNDLE_ERRORS:

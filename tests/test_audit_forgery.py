@@ -69,14 +69,15 @@ def wired(configs: Path | None, ledger: Path):
 
     original = bundle_mod.write_bundle
 
-    def write_bundle(out, **kw):
+    def write_bundle(out, content=None, **kw):
         spends = Ledger(ledger)._merge(Ledger(ledger)._read())
         me = spends[-1]                                   # this run's reservation
         same = _same_data(spends, me["data_fingerprint"], me.get("table_fingerprint"))
-        kw["public_files"] = dict(kw.get("public_files") or {}) | bundle_mod.configurations_file(configs)
+        files = kw.get("public_files", content.public_files if content is not None else None)
+        kw["public_files"] = dict(files or {}) | bundle_mod.configurations_file(configs)
         kw["ledger"] = {"spends_on_registry": [e["id"] for e in same].index(me["id"]) + 1,
                         "spend_id": me["id"]}
-        return original(out, **kw)
+        return original(out, content, **kw)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(bundle_mod, "write_bundle", write_bundle)
@@ -502,7 +503,7 @@ def two_generators(base):
     ps = narrowed(t / "privsyn.yaml", [c for c in configs if c["generator"]["type"] == "privsyn"])
     invoke("preregister", spec, "--key", base["key"], "--out", t / "rec.json", "--configs", ps,
            "--beacon-source", SOURCE, "--secret-out", t / "s.json")
-    from dpbundle.release.scheme import preregister
+    from dpbundle.release import preregistration as preregister
 
     with wired(pb, t / "ledger.jsonl"), pytest.MonkeyPatch.context() as mp:
         mp.setattr(preregister, "check_against", lambda *a, **k: [])

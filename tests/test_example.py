@@ -10,7 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from dpbundle.release.data.example import ExampleError, cli_example, load_model, simulate, write_example
+from dpbundle.release.cli.example import cli_example
+from dpbundle.release.data.example import ExampleError, load_model, simulate, write_example
 
 SPEC = Path(__file__).resolve().parents[1] / "examples" / "births.yaml"
 COLUMNS = ["mother_age", "parity", "gestation_week", "is_female", "birth_weight", "date_of_birth"]

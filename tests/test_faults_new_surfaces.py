@@ -259,14 +259,14 @@ def _sigterm_at(monkeypatch, where: str, out: Path, transcript: Path):
             return real(self, entry, status)
         monkeypatch.setattr(Ledger, "mark_finished", mark)
     elif where == "during the summary":
-        import dpbundle.release.pipeline as rc
+        import dpbundle.release.pipeline.outcome as rc
 
-        real = rc._summary
+        real = rc.summary
 
         def summary(*a, **k):
             fire()
             return real(*a, **k)
-        monkeypatch.setattr(rc, "_summary", summary)
+        monkeypatch.setattr(rc, "summary", summary)
     elif where == "while the spend is appended":
         from dpbundle.release.scheme.ledger import Ledger
 

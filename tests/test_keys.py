@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from dpbundle.release.bundle import keys
+from dpbundle.release.cli.keygen import cli_keygen
 
 
 def _mode(p: Path) -> int:
@@ -119,7 +120,7 @@ def test_read_passphrase(tmp_path):
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    app.command("keygen")(keys.cli_keygen)
+    app.command("keygen")(cli_keygen)
 
     @app.command("noop")
     def noop() -> None:  # a second command so that "keygen" is a subcommand

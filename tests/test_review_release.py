@@ -148,7 +148,7 @@ def test_a_recorded_terminal_holds_the_selection_line_once(tmp_path, monkeypatch
 
     from rich.console import Console
 
-    import dpbundle.release.pipeline as release_cmd
+    import dpbundle.release.pipeline.output as release_output
     import dpbundle.release.scheme.selection as selection
 
     outcomes = iter([False, False, False, False, True])
@@ -164,7 +164,7 @@ def test_a_recorded_terminal_holds_the_selection_line_once(tmp_path, monkeypatch
     monkeypatch.setattr(selection, "run_iteration", scripted)
     monkeypatch.setattr(selection.StopRule, "draw", lambda self: False)
     screen = io.StringIO()
-    monkeypatch.setattr(release_cmd, "console", Console(file=screen, force_terminal=True, width=120,
+    monkeypatch.setattr(release_output, "console", Console(file=screen, force_terminal=True, width=120,
                                                         color_system=None))
     from dpbundle.release.api import release
 

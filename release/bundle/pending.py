@@ -39,11 +39,14 @@ import secrets
 import stat
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dpbundle.mechanisms.coding import ColumnCoding
+
+if TYPE_CHECKING:
+    from dpbundle.release.bundle.write import BundleContent
 
 __all__ = ["FORMAT", "PendingError", "save_pending", "load_pending", "recheck", "reserve",
            "Reservation", "pending_key", "KEY_NAME", "clean_stale_reservations"]
@@ -262,43 +265,74 @@ def pending_bound(codes: np.ndarray, transcript_jsonl: bytes, spec: dict,
 
 # --------------------------------------------------------------------------- save and load
 
-def save_pending(directory: Path, out: Path, *, spec: dict, configuration: dict,
-                 configuration_id: str, columns: list[ColumnCoding], codes: np.ndarray,
-                 metrics: list[dict], budget: dict, transcript_jsonl: bytes, transcript_path: Path,
-                 ledger_path: Path, ledger_entry: str,
-                 public_files: dict[str, bytes] | None = None,
-                 extra_args: dict | None = None,
-                 reservation: Reservation | None = None,
-                 ledger_throwaway: bool = False) -> Path:
+def save_pending(directory: Path, out: Path, content: "BundleContent | None" = None, *,
+                 transcript_path: Path, ledger_path: Path, ledger_entry: str,
+                 ledger_throwaway: bool = False, reservation: Reservation | None = None,
+                 **fields: Any) -> Path:
     """Write the pending result (0600, authenticated, never overwriting) and return its path.
+
+    ``content``: the bundle's content (:class:`dpbundle.release.bundle.write.BundleContent`;
+    its ``ledger`` and ``extra`` are kept as further arguments of ``write_bundle``). The form
+    before 0.3 gives the content's fields as keywords instead (``transcript_jsonl`` for
+    ``transcript_records_jsonl``; ``extra_args``: further arguments of ``write_bundle``).
     The bytes are built in memory, written (into ``reservation`` when given), read back and
     compared before the file gets its final name; PendingError (or OSError) when that fails,
     and then no file is left behind but the reservation."""
-    from dpbundle.release.bundle.write import _jsonable
-
     directory = Path(directory)
+    content, extra_args = _kept_content(content, fields)
     key = pending_key(directory)
-    meta = {"format": FORMAT, "out": str(Path(out).absolute()), "spec": _jsonable(spec, "spec"),
-            "configuration": configuration, "configuration_id": configuration_id,
-            "columns": [_coding_doc(c) for c in columns],
-            "metrics": _jsonable(metrics, "metrics"), "budget": _jsonable(budget, "budget"),
-            "transcript_jsonl": bytes(transcript_jsonl).decode("utf-8"),
-            "transcript_path": str(Path(transcript_path).absolute()),
-            "ledger_path": str(Path(ledger_path).absolute()),
-            "ledger_entry": ledger_entry, "ledger_throwaway": bool(ledger_throwaway),
-            "public_files": {k: base64.b64encode(bytes(v)).decode("ascii")
-                             for k, v in (public_files or {}).items()},
-            "extra_args": _jsonable(extra_args or {}, "extra_args")}
+    meta = _meta(out, content, transcript_path, (ledger_path, ledger_entry, ledger_throwaway), extra_args)
     meta_bytes = json.dumps(meta, allow_nan=True, ensure_ascii=False).encode("utf-8")
-    codes = np.ascontiguousarray(np.asarray(codes), dtype="<i8")
+    codes = np.ascontiguousarray(np.asarray(content.codes), dtype="<i8")
     mac = _mac(key, codes, meta_bytes)
     buf = io.BytesIO()
     np.savez_compressed(buf, codes=codes, meta=np.frombuffer(meta_bytes, dtype=np.uint8),
                         mac=np.frombuffer(mac, dtype=np.uint8))
-    data = buf.getvalue()
-
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     final = directory / f"{Path(out).name}.{stamp}-{secrets.token_hex(3)}.pending.npz"
+    _write_verified(directory, final, buf.getvalue(), reservation)
+    _fsync_dir(directory)
+    return final
+
+
+def _kept_content(content: "BundleContent | None", fields: dict[str, Any]) -> tuple["BundleContent", dict]:
+    """(the content, the further write_bundle arguments to keep) of save_pending's arguments."""
+    from dpbundle.release.bundle.write import content_from
+
+    fields = dict(fields)
+    extra_args = fields.pop("extra_args", None)
+    if "transcript_jsonl" in fields:
+        fields["transcript_records_jsonl"] = fields.pop("transcript_jsonl")
+    if content is None:
+        return content_from(None, fields), dict(extra_args or {})
+    content = content_from(content, fields)
+    if extra_args is None:
+        extra_args = {"ledger": content.ledger} | ({"extra": content.extra} if content.extra else {})
+    return content, dict(extra_args)
+
+
+def _meta(out: Path, content: "BundleContent", transcript_path: Path, ledger: tuple[Path, str, bool],
+          extra_args: dict) -> dict:
+    """The ``meta`` member: everything but the codes, as plain JSON types."""
+    from dpbundle.release.bundle.write import _jsonable
+
+    ledger_path, ledger_entry, ledger_throwaway = ledger
+    return {"format": FORMAT, "out": str(Path(out).absolute()), "spec": _jsonable(content.spec, "spec"),
+            "configuration": content.configuration, "configuration_id": content.configuration_id,
+            "columns": [_coding_doc(c) for c in content.columns],
+            "metrics": _jsonable(content.metrics, "metrics"), "budget": _jsonable(content.budget, "budget"),
+            "transcript_jsonl": bytes(content.transcript_records_jsonl).decode("utf-8"),
+            "transcript_path": str(Path(transcript_path).absolute()),
+            "ledger_path": str(Path(ledger_path).absolute()),
+            "ledger_entry": ledger_entry, "ledger_throwaway": bool(ledger_throwaway),
+            "public_files": {k: base64.b64encode(bytes(v)).decode("ascii")
+                             for k, v in (content.public_files or {}).items()},
+            "extra_args": _jsonable(extra_args or {}, "extra_args")}
+
+
+def _write_verified(directory: Path, final: Path, data: bytes, reservation: Reservation | None) -> None:
+    """Write ``data`` (into the reservation, else a new hidden file), read it back, compare, and
+    rename it to ``final``; nothing is left behind on failure but the reservation."""
     nofollow = getattr(os, "O_NOFOLLOW", 0)
     if reservation is not None:
         target = reservation.path
@@ -308,23 +342,10 @@ def save_pending(directory: Path, out: Path, *, spec: dict, configuration: dict,
         fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL | nofollow, 0o600)
     try:
         try:
-            if hasattr(os, "fchmod"):
-                os.fchmod(fd, 0o600)
-            view, offset = memoryview(data), 0
-            while offset < len(data):
-                offset += os.pwrite(fd, view[offset:offset + (1 << 24)], offset)
-            os.ftruncate(fd, len(data))
-            os.fsync(fd)
-            back, offset = [], 0
-            while offset < len(data):
-                block = os.pread(fd, min(1 << 24, len(data) - offset), offset)
-                if not block:
-                    break
-                back.append(block)
-                offset += len(block)
+            back = _write_and_read_back(fd, data)
         finally:
             os.close(fd)
-        if b"".join(back) != data:
+        if back != data:
             raise PendingError(f"{target}: the kept result read back differs from what was written")
         if final.exists() or final.is_symlink():
             raise PendingError(f"{final}: exists")
@@ -333,8 +354,25 @@ def save_pending(directory: Path, out: Path, *, spec: dict, configuration: dict,
         if reservation is None:
             target.unlink(missing_ok=True)
         raise
-    _fsync_dir(directory)
-    return final
+
+
+def _write_and_read_back(fd: int, data: bytes) -> bytes:
+    """Write ``data`` at the start of ``fd`` (mode 0600, truncated to it, synced); what reads back."""
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, 0o600)
+    view, offset = memoryview(data), 0
+    while offset < len(data):
+        offset += os.pwrite(fd, view[offset:offset + (1 << 24)], offset)
+    os.ftruncate(fd, len(data))
+    os.fsync(fd)
+    back, offset = [], 0
+    while offset < len(data):
+        block = os.pread(fd, min(1 << 24, len(data) - offset), offset)
+        if not block:
+            break
+        back.append(block)
+        offset += len(block)
+    return b"".join(back)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -363,9 +401,27 @@ def load_pending(path: Path, key_directory: Path | None = None) -> dict[str, Any
     """The pending result as write_bundle's arguments (+ out, transcript, ledger), after its
     HMAC verified with the key of ``key_directory`` (default: the private directory). Never
     the key beside the file: a forged file would bring its own."""
+    path = Path(path)
+    codes, meta_bytes, mac = _read_members(path)
+    if key_directory is None:
+        from dpbundle.release.bundle.write import private_dir
+
+        key_directory = private_dir()
+    key = pending_key(key_directory, create=False)
+    if not hmac.compare_digest(mac, _mac(key, codes, meta_bytes)):
+        raise PendingError(f"{path}: the kept result is not authentic (its HMAC does not verify with "
+                           f"the key {Path(key_directory) / KEY_NAME}): it was changed after it was "
+                           "kept, or kept by another installation; nothing is signed")
+    meta = _parse_meta(path, meta_bytes)
+    meta["codes"] = codes
+    return meta
+
+
+def _read_members(path: Path) -> tuple[np.ndarray, bytes, bytes]:
+    """(codes, meta bytes, mac) of a kept result: a regular file of bounded size, an .npz of
+    exactly these members, each of bounded size, with n x d little-endian int64 codes."""
     from dpbundle.release.common.safe_io import InputFileError, require_regular_file
 
-    path = Path(path)
     if not path.exists() and not path.is_symlink():
         raise PendingError(f"{path}: no such file (--resume)")
     try:
@@ -390,15 +446,12 @@ def load_pending(path: Path, key_directory: Path | None = None) -> dict[str, Any
         raise PendingError(f"{path}: not a pending dpbundle result ({exc})") from None
     if codes.dtype != np.dtype("<i8") or codes.ndim != 2:
         raise PendingError(f"{path}: not a pending dpbundle result (codes {codes.dtype}, {codes.ndim}-d)")
-    if key_directory is None:
-        from dpbundle.release.bundle.write import private_dir
+    return codes, meta_bytes, mac
 
-        key_directory = private_dir()
-    key = pending_key(key_directory, create=False)
-    if not hmac.compare_digest(mac, _mac(key, codes, meta_bytes)):
-        raise PendingError(f"{path}: the kept result is not authentic (its HMAC does not verify with "
-                           f"the key {Path(key_directory) / KEY_NAME}): it was changed after it was "
-                           "kept, or kept by another installation; nothing is signed")
+
+def _parse_meta(path: Path, meta_bytes: bytes) -> dict[str, Any]:
+    """The authenticated meta member, parsed: its format, column codings, public files, absolute
+    transcript and ledger paths, ledger entry and further arguments checked."""
     try:
         meta = json.loads(meta_bytes.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -421,7 +474,6 @@ def load_pending(path: Path, key_directory: Path | None = None) -> dict[str, Any
             raise PendingError(f"{path}: {field} is not an absolute path")
     if not isinstance(meta.get("ledger_entry"), str) or not isinstance(meta.get("extra_args", {}), dict):
         raise PendingError(f"{path}: not a pending dpbundle result (ledger entry)")
-    meta["codes"] = codes
     return meta
 
 
@@ -448,25 +500,11 @@ def recheck(p: dict) -> list[str]:
     * the transcript ends with the selected attempt, whose configuration is this one, which
       passed, and whose recorded DP value of each scalar Laplace criterion is the metric's
       ``dp_value`` (and its sensitivity the metric's)."""
-    problems: list[str] = []
     codes, columns = p["codes"], p["columns"]
     n = int(codes.shape[0])
     if n < 1 or codes.shape[1] != len(columns):
-        problems.append(f"the codes have shape {codes.shape} for {len(columns)} columns")
-        return problems
-    for j, col in enumerate(columns):
-        lo, hi = int(codes[:, j].min()), int(codes[:, j].max())
-        if lo < 0 or hi >= len(col.labels):
-            problems.append(f"column {col.name}: codes {lo}..{hi} outside its {len(col.labels)} labels")
-    try:
-        min_count = int((p["configuration"].get("projection") or {}).get("min_count") or 1)
-    except (AttributeError, TypeError, ValueError):
-        min_count = 1
-    if min_count > 1 and not problems:
-        _rows, counts = np.unique(codes, axis=0, return_counts=True)
-        if counts.min() < min_count:
-            problems.append(f"some records occur fewer than the configuration's min_count "
-                            f"({min_count}) times: not the face-privacy projection's output")
+        return [f"the codes have shape {codes.shape} for {len(columns)} columns"]
+    problems = _codes_problems(codes, columns, p["configuration"])
     records_doc = (p.get("budget") or {}).get("records")
     if isinstance(records_doc, dict) and records_doc.get("released_n") not in (None, n):
         problems.append(f"budget.json's released n ({records_doc.get('released_n')}) is not the "
@@ -481,20 +519,46 @@ def recheck(p: dict) -> list[str]:
                                 f"threshold {m['threshold']!r})")
         except (KeyError, TypeError, ValueError):
             problems.append("a criterion without id, dp_value, threshold or passed")
+    return problems + _transcript_problems(p, metrics)
+
+
+def _codes_problems(codes: np.ndarray, columns: list, configuration: Any) -> list[str]:
+    """Every code a label of its column; every record at least ``projection.min_count`` times."""
+    problems = []
+    for j, col in enumerate(columns):
+        lo, hi = int(codes[:, j].min()), int(codes[:, j].max())
+        if lo < 0 or hi >= len(col.labels):
+            problems.append(f"column {col.name}: codes {lo}..{hi} outside its {len(col.labels)} labels")
+    try:
+        min_count = int((configuration.get("projection") or {}).get("min_count") or 1)
+    except (AttributeError, TypeError, ValueError):
+        min_count = 1
+    if min_count > 1 and not problems:
+        _rows, counts = np.unique(codes, axis=0, return_counts=True)
+        if counts.min() < min_count:
+            problems.append(f"some records occur fewer than the configuration's min_count "
+                            f"({min_count}) times: not the face-privacy projection's output")
+    return problems
+
+
+def _transcript_problems(p: dict, metrics: list) -> list[str]:
+    """The transcript ends with the selected attempt: this configuration, passed, and the DP
+    values (and sensitivities) the metrics state."""
     try:
         records = _records(p["transcript_jsonl"])
     except (ValueError, TypeError) as exc:
-        return problems + [f"the transcript is unreadable ({exc})"]
+        return [f"the transcript is unreadable ({exc})"]
     if not records or records[-1].get("mark") != "selected":
-        return problems + ["the transcript does not end with the selection of an attempt"]
+        return ["the transcript does not end with the selection of an attempt"]
     index = records[-1].get("index")
     starts = [i for i, r in enumerate(records) if r.get("kind") == "mark" and r.get("mark") == "iteration"
               and r.get("index") == index]
     ends = [i for i, r in enumerate(records) if r.get("kind") == "mark" and r.get("mark") == "iteration end"
             and r.get("index") == index]
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        return problems + ["the transcript does not hold the selected attempt"]
+        return ["the transcript does not hold the selected attempt"]
     start, end = starts[0], ends[0]
+    problems = []
     if records[start].get("config") != p.get("configuration") or \
             records[start].get("config_id") != p.get("configuration_id"):
         problems.append("the selected attempt's configuration in the transcript is not the kept one")
@@ -502,20 +566,27 @@ def recheck(p: dict) -> list[str]:
         problems.append("the transcript's selected attempt did not pass")
     in_attempt = [r for r in records[start:end] if isinstance(r.get("purpose"), str) and "noisy" in r]
     for m in metrics:
-        rid = m.get("id")
-        exact = f"criterion {rid}"
-        rs = [r for r in in_attempt if r["purpose"] == exact or r["purpose"].startswith(exact + " ")]
-        if not rs:
-            problems.append(f"criterion {rid}: no DP value of it in the selected attempt's transcript")
-            continue
-        last = rs[-1]
-        noisy = last.get("noisy")
-        if (len(rs) == 1 and last["purpose"] == exact and last.get("kind") == "laplace"
-                and isinstance(noisy, (int, float)) and not isinstance(noisy, bool)
-                and isinstance(m.get("dp_value"), (int, float))):
-            if not (math.isfinite(float(noisy)) and float(noisy) == float(m["dp_value"])):
-                problems.append(f"criterion {rid}: its dp_value is not the DP value the transcript recorded")
-            if isinstance(last.get("sensitivity"), (int, float)) and \
-                    float(last["sensitivity"]) != float(m.get("sensitivity", math.nan)):
-                problems.append(f"criterion {rid}: its sensitivity is not the transcript's")
+        problems.extend(_criterion_problems(m, in_attempt))
+    return problems
+
+
+def _criterion_problems(m: dict, in_attempt: list[dict]) -> list[str]:
+    """A criterion's DP value in the selected attempt: present; for a single scalar Laplace
+    release, equal to the metric's dp_value, with the metric's sensitivity."""
+    rid = m.get("id")
+    exact = f"criterion {rid}"
+    rs = [r for r in in_attempt if r["purpose"] == exact or r["purpose"].startswith(exact + " ")]
+    if not rs:
+        return [f"criterion {rid}: no DP value of it in the selected attempt's transcript"]
+    problems = []
+    last = rs[-1]
+    noisy = last.get("noisy")
+    if (len(rs) == 1 and last["purpose"] == exact and last.get("kind") == "laplace"
+            and isinstance(noisy, (int, float)) and not isinstance(noisy, bool)
+            and isinstance(m.get("dp_value"), (int, float))):
+        if not (math.isfinite(float(noisy)) and float(noisy) == float(m["dp_value"])):
+            problems.append(f"criterion {rid}: its dp_value is not the DP value the transcript recorded")
+        if isinstance(last.get("sensitivity"), (int, float)) and \
+                float(last["sensitivity"]) != float(m.get("sensitivity", math.nan)):
+            problems.append(f"criterion {rid}: its sensitivity is not the transcript's")
     return problems

@@ -19,6 +19,7 @@ epsilon and its composition formula (:func:`composition_formula`) agree with bud
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import yaml
@@ -27,8 +28,8 @@ from dpbundle.mechanisms import exact
 
 from dpbundle.release.common import jsonschemas
 
-__all__ = ["REGISTRY_ENTRY", "registry_entry", "registry_entry_bytes", "composition_formula",
-           "RegistryEntryError"]
+__all__ = ["REGISTRY_ENTRY", "RegistryFacts", "registry_entry", "registry_entry_of", "registry_entry_bytes",
+           "composition_formula", "RegistryEntryError"]
 
 REGISTRY_ENTRY = "registry-entry.yaml"
 SCHEMA = "registry-entry"
@@ -114,86 +115,168 @@ def _threshold_words(entry: dict, row: dict | None) -> str:
 
 # --------------------------------------------------------------------------------- the entry
 
-def registry_entry(*, spec: dict, configuration: dict, configuration_id: str, budget: dict,
-                   criteria: Sequence[dict], n: int, columns: Sequence[tuple[str, int, bool]],
-                   created: str, dpbundle_version: str, fingerprint: str, files: Sequence[str],
-                   preregistration: dict | None = None) -> dict:
-    """The registry entry (a dict in the registry's layout) from the bundle's public documents.
+@dataclass(frozen=True)
+class RegistryFacts:
+    """What the entry is made from: the bundle's public documents and the manifest's facts.
 
     ``spec``: the public spec; ``configuration`` / ``configuration_id``: spec.json's;
     ``budget``: budget.json; ``criteria``: metrics.json's rows; ``n``: the released rows;
     ``columns``: (name, number of values, ordered) of each released column; ``created``: the UTC
-    day; ``fingerprint``: the signing key's SHA-256; ``files``: the bundle's file names;
-    ``preregistration``: preregistration.json when the release was pre-registered."""
+    day; ``dpbundle_version``: the tool's version; ``fingerprint``: the signing key's SHA-256;
+    ``files``: the bundle's file names; ``preregistration``: preregistration.json when the
+    release was pre-registered."""
+
+    spec: dict
+    configuration: dict
+    configuration_id: str
+    budget: dict
+    criteria: Sequence[dict]
+    n: int
+    columns: Sequence[tuple[str, int, bool]]
+    created: str
+    dpbundle_version: str
+    fingerprint: str
+    files: Sequence[str]
+    preregistration: dict | None = None
+
+
+def registry_entry(**facts: Any) -> dict:
+    """The registry entry (a dict in the registry's layout) from the bundle's public documents,
+    given as the keyword arguments of :class:`RegistryFacts` (see :func:`registry_entry_of`)."""
+    return registry_entry_of(RegistryFacts(**facts))
+
+
+def registry_entry_of(facts: RegistryFacts) -> dict:
+    """The registry entry (a dict in the registry's layout) from :class:`RegistryFacts`;
+    :class:`RegistryEntryError` when a document lacks a field the entry needs."""
     try:
-        return _entry(spec, configuration, configuration_id, budget, list(criteria), int(n), list(columns),
-                      created, dpbundle_version, fingerprint, list(files), preregistration)
+        return _entry(replace(facts, criteria=list(facts.criteria), n=int(facts.n), columns=list(facts.columns),
+                              files=list(facts.files)))
     except (KeyError, TypeError, AttributeError) as exc:
         raise RegistryEntryError(f"{REGISTRY_ENTRY}: the bundle's documents lack a field it needs "
                                  f"({exc!r})") from None
 
 
-def _entry(spec, configuration, configuration_id, budget, criteria, n, columns, created, version,
-           fingerprint, files, prereg) -> dict:
-    release = spec["release"]
-    privacy = spec["privacy"]
+@dataclass(frozen=True)
+class _Common:
+    """The facts several sections of the entry state, read once (in this order)."""
+
+    release: dict
+    privacy: dict
+    title: str
+    publisher: str
+    rows: dict            # metrics.json's rows by criterion id
+    acceptance: list
+    gen: dict             # budget.json's generation
+    records: dict         # budget.json's records (default: the count published exactly)
+    dp_count: bool
+    formula: str          # composition_formula(budget)
+    min_count: Any        # the projection's min_count (None: no projection)
+    when: str             # " from START to END" (the registry's period) or ""
+    seeds_bound: bool     # seeds.json in the bundle
+    has_model: bool       # model.json in the bundle
+
+
+def _common(f: RegistryFacts) -> _Common:
+    release = f.spec["release"]
+    privacy = f.spec["privacy"]
     title, publisher = str(release["title"]), str(release["publisher"])
-    rows = {c["id"]: c for c in criteria}
-    acceptance = spec.get("acceptance") or []
-    gen = budget["generation"]
-    records = budget.get("records") or {"policy": "declared_public", "epsilon": 0, "released_n": n,
-                                        "statement": "the number of records is published exactly"}
+    rows = {c["id"]: c for c in f.criteria}
+    acceptance = f.spec.get("acceptance") or []
+    gen = f.budget["generation"]
+    records = f.budget.get("records") or {"policy": "declared_public", "epsilon": 0, "released_n": f.n,
+                                          "statement": "the number of records is published exactly"}
     dp_count = records["policy"] == "dp_count"
-    formula = composition_formula(budget)
-    min_count = (configuration.get("projection") or {}).get("min_count")
+    formula = composition_formula(f.budget)
+    min_count = (f.configuration.get("projection") or {}).get("min_count")
     period = release.get("period") or {}
     when = f" from {period['start']} to {period['end']}" if period.get("start") and period.get("end") else ""
-    seeds_bound = "seeds.json" in files
-    has_model = "model.json" in files
+    return _Common(release=release, privacy=privacy, title=title, publisher=publisher, rows=rows,
+                   acceptance=acceptance, gen=gen, records=records, dp_count=dp_count, formula=formula,
+                   min_count=min_count, when=when, seeds_bound="seeds.json" in f.files,
+                   has_model="model.json" in f.files)
 
-    # -- tier 1
-    uses = [f"{e['id']}: {_sentence(e.get('description') or e.get('type'))[:-1]}" for e in acceptance]
-    basic = {
-        "name": title,
-        "data_curators": [publisher],
-        "description": _sentence(release.get("description") or title)
-        + f" {n:,} synthetic records in {len(columns)} categorical columns "
-          f"({', '.join(c[0] for c in columns)}).",
+
+def _entry(f: RegistryFacts) -> dict:
+    c = _common(f)
+    deployment = {
+        "basic": _basic(f, c),
+        "dp_variant": _dp_variant(f, c),
+        "privacy_loss": _privacy_loss(f, c),
+        "deployment_model": _deployment_model(c),
+        "accounting": _accounting(f, c),
+        "implementation": _implementation(f, c),
+        "administrative": _administrative(f, c),
+    }
+    return {
+        "url_slug": _slug(f"{c.title} {c.publisher} {f.created[:4]}"),
+        "status": "Draft",
+        "tier": 3,
+        "deployment": deployment,
+    }
+
+
+# -- tier 1
+
+def _basic(f: RegistryFacts, c: _Common) -> dict:
+    uses = [f"{e['id']}: {_sentence(e.get('description') or e.get('type'))[:-1]}" for e in c.acceptance]
+    return {
+        "name": c.title,
+        "data_curators": [c.publisher],
+        "description": _sentence(c.release.get("description") or c.title)
+        + f" {f.n:,} synthetic records in {len(f.columns)} categorical columns "
+          f"({', '.join(col[0] for col in f.columns)}).",
         "intended_use": ("Open data for statistical analysis of the released columns. The analyses "
                          "validated before the release, each within a public threshold with DP noise: "
                          + "; ".join(uses) + ". Anything else is not guaranteed (see the datasheet, "
                          "README.pdf)."),
         "data_product_type": "Synthetic data",
         "data_product_region": NOT_STATED,
-        "publication_date": created,
+        "publication_date": f.created,
     }
 
-    # -- tier 2 and 3: the variant, the privacy loss
-    in_cols = (spec.get("input") or {}).get("columns") or []
-    raw_rules = [c.get("name") for c in spec.get("raw_constraints") or []]
+
+# -- tier 2 and 3: the variant, the privacy loss
+
+def _raw_rules(spec: dict) -> list:
+    return [c.get("name") for c in spec.get("raw_constraints") or []]
+
+
+def _dp_variant(f: RegistryFacts, c: _Common) -> dict:
+    in_cols = (f.spec.get("input") or {}).get("columns") or []
+    raw_rules = _raw_rules(f.spec)
     domain_size = 1
-    for _, k, _ in columns:
+    for _, k, _ in f.columns:
         domain_size *= int(k)
-    dp_variant = {
+    records = c.records
+    return {
         "variant_name": "Pure DP",
-        "data_domain": (f"Tables of records (unit of privacy: {release['unit_of_privacy']}) with the input "
+        "data_domain": (f"Tables of records (unit of privacy: {c.release['unit_of_privacy']}) with the input "
                         "columns "
-                        + "; ".join(_input_column(c) for c in in_cols)
+                        + "; ".join(_input_column(col) for col in in_cols)
                         + (f". Rows that break one of the {len(raw_rules)} public plausibility rules of the "
                            "spec are dropped first" if raw_rules else "")
                         + f". The released table's records take one of {domain_size:,} combinations of "
                           "the released columns' values (codebook.csv)."),
         "unprotected_quantities": (
             (f"None of the records' values. The number of records ({records['released_n']:,}) is a DP "
-             f"count (epsilon {_show(records['epsilon'])}, part of the total)." if dp_count else
+             f"count (epsilon {_show(records['epsilon'])}, part of the total)." if c.dp_count else
              f"The number of records, {records['released_n']:,}: {records['statement']}.")
             + " The spec (columns, bin edges, plausibility rules, criteria, thresholds, epsilons, cap) "
               "is public and was fixed without the data; the selected configuration and the DP "
               "values of the criteria are outputs of the DP mechanisms."),
     }
-    parts = "; ".join(f"{p['purpose']} {_show(p['epsilon'])}" for p in gen.get("parts") or [])
-    crit_eps = ", ".join(f"{c['id']} {_show(c['epsilon'])}" for c in budget["evaluation"]["criteria"])
-    privacy_loss = {
+
+
+def _generation_parts(gen: dict) -> str:
+    return "; ".join(f"{p['purpose']} {_show(p['epsilon'])}" for p in gen.get("parts") or [])
+
+
+def _privacy_loss(f: RegistryFacts, c: _Common) -> dict:
+    budget, gen = f.budget, c.gen
+    parts = _generation_parts(gen)
+    crit_eps = ", ".join(f"{x['id']} {_show(x['epsilon'])}" for x in budget["evaluation"]["criteria"])
+    return {
         "privacy_unit": str(budget["unit_of_privacy"]),
         "privacy_unit_details": (
             f"Neighbouring registries: {_sentence(budget['neighbouring'])} Input metric: change-one "
@@ -201,7 +284,7 @@ def _entry(spec, configuration, configuration_id, budget, criteria, n, columns, 
             "Someone with several records is protected by group privacy (k records: k times the epsilon)."),
         "privacy_parameters": {"epsilon": float(budget["total_epsilon"])},
         "privacy_parameters_details": (
-            f"Pure DP (delta = 0); {formula}. Generation ({gen['type']}): {_show(gen['epsilon'])}"
+            f"Pure DP (delta = 0); {c.formula}. Generation ({gen['type']}): {_show(gen['epsilon'])}"
             + (f" ({parts})" if parts else "")
             + f". Acceptance criteria: {_show(budget['evaluation']['epsilon'])} "
             f"({crit_eps}). The private selection doubles the per-candidate epsilon (factor "
@@ -210,8 +293,12 @@ def _entry(spec, configuration, configuration_id, budget, criteria, n, columns, 
             f"gives {budget.get('total_epsilon_opendp')!r}."),
     }
 
-    # -- the deployment model
-    deployment_model = {
+
+# -- the deployment model
+
+def _deployment_model(c: _Common) -> dict:
+    publisher = c.publisher
+    return {
         "model_name": "Central",
         "model_name_details": (f"{publisher} holds the confidential registry and runs dpbundle where the "
                                "registry is kept; only the signed bundle is published."),
@@ -226,50 +313,63 @@ def _entry(spec, configuration, configuration_id, budget, criteria, n, columns, 
                                  "ledger; another release from the same registry adds to it and is refused "
                                  "unless the curator allows additional spending."),
         "data_source_type": "Static",
-        "data_source_type_details": f"One extract of the registry{when}.",
+        "data_source_type_details": f"One extract of the registry{c.when}.",
         "access_type": "Non-interactive",
         "access_type_details": "The bundle is published as files; no query is answered.",
     }
 
-    # -- accounting
-    synth = [c.get("name") for c in spec.get("synthetic_constraints") or []]
-    post = [f"Sampling from the DP model (about 1.1 n records, resampled if short)"]
+
+# -- accounting
+
+def _post_processing(f: RegistryFacts, c: _Common) -> str:
+    synth = [x.get("name") for x in f.spec.get("synthetic_constraints") or []]
+    post = ["Sampling from the DP model (about 1.1 n records, resampled if short)"]
     if synth:
         post.append(f"dropping the sampled records that break one of {len(synth)} public synthetic "
                     f"constraints ({'; '.join(synth)})")
     post.append("keeping n records")
-    if min_count is not None:
-        post.append(f"the face-privacy projection (every full record appears at least {min_count} times, "
+    if c.min_count is not None:
+        post.append(f"the face-privacy projection (every full record appears at least {c.min_count} times, "
                     "by removing or duplicating sampled records)")
     post.append("shuffling")
-    accounting = {
-        "post_processing": (
-            ", ".join(post) + ". The seeds of these steps are "
-            + ("derived from a pre-registered secret and a public beacon value (seeds.json)" if seeds_bound
+    return (", ".join(post) + ". The seeds of these steps are "
+            + ("derived from a pre-registered secret and a public beacon value (seeds.json)" if c.seeds_bound
                else "256-bit values from the operating system's CSPRNG (Python secrets), recorded in the "
                     "private transcript")
             + ". The codebook, the datasheet and metrics.csv are computed from the DP outputs."
             + (" The DP model itself is published (model.json): post-processing of the generation step."
-               if has_model else "")),
-        "composition": (
-            f"Sequential composition within one candidate: the generator ({gen['type']}, epsilon "
-            f"{_show(gen['epsilon'])}) and the acceptance criteria (epsilon "
-            f"{_show(budget['evaluation']['epsilon'])}). The private selection with a known threshold "
-            f"(Liu and Talwar 2019) draws candidates until one passes every criterion"
-            + (f", or stops, releasing nothing, with probability {budget['selection']['stop_probability']!r} "
-               "after each failure" if budget["selection"]["stop_probability"] else "")
-            + f"; it costs "
-            f"{_show(budget['selection']['factor'])} x the per-candidate epsilon whatever the number of "
-            "candidates tried, which is never published."
-            + (f" The DP count of records (epsilon {_show(records['epsilon'])}) is measured once, before "
-               "the selection." if dp_count else "")
-            + (" Measurements made once before the selection: "
-               + ", ".join(f"{p['purpose']} {_show(p['epsilon'])}" for p in budget.get("pre_selection"))
-               + "." if budget.get("pre_selection") else "")
-            + f" Hence {formula} (budget.json), at most the cap {_show(budget['epsilon_cap'])}."),
-    }
+               if c.has_model else ""))
 
-    # -- implementation
+
+def _composition(f: RegistryFacts, c: _Common) -> str:
+    budget, gen = f.budget, c.gen
+    return (
+        f"Sequential composition within one candidate: the generator ({gen['type']}, epsilon "
+        f"{_show(gen['epsilon'])}) and the acceptance criteria (epsilon "
+        f"{_show(budget['evaluation']['epsilon'])}). The private selection with a known threshold "
+        f"(Liu and Talwar 2019) draws candidates until one passes every criterion"
+        + (f", or stops, releasing nothing, with probability {budget['selection']['stop_probability']!r} "
+           "after each failure" if budget["selection"]["stop_probability"] else "")
+        + "; it costs "
+        f"{_show(budget['selection']['factor'])} x the per-candidate epsilon whatever the number of "
+        "candidates tried, which is never published."
+        + (f" The DP count of records (epsilon {_show(c.records['epsilon'])}) is measured once, before "
+           "the selection." if c.dp_count else "")
+        + (" Measurements made once before the selection: "
+           + ", ".join(f"{p['purpose']} {_show(p['epsilon'])}" for p in budget.get("pre_selection"))
+           + "." if budget.get("pre_selection") else "")
+        + f" Hence {c.formula} (budget.json), at most the cap {_show(budget['epsilon_cap'])}.")
+
+
+def _accounting(f: RegistryFacts, c: _Common) -> dict:
+    return {"post_processing": _post_processing(f, c), "composition": _composition(f, c)}
+
+
+# -- implementation
+
+def _tuning(f: RegistryFacts) -> str:
+    budget, prereg = f.budget, f.preregistration
+    raw_rules = _raw_rules(f.spec)
     source = (budget.get("selection") or {}).get("stop_probability_source", "spec")
     prereg_words = ""
     if prereg is not None:
@@ -277,7 +377,7 @@ def _entry(spec, configuration, configuration_id, budget, criteria, n, columns, 
         prereg_words = (" The spec" + (f", the configuration list (SHA-256 {cs})" if cs else "")
                         + " and the signing key were pre-registered before the data were used "
                           "(preregistration.json).")
-    tuning = (
+    return (
         (f"Pre-processing: {len(raw_rules)} public plausibility rules drop rows; " if raw_rules
          else "Pre-processing: ")
         + "every value is clipped and binned with bounds and edges from the spec, never from the data. "
@@ -291,17 +391,21 @@ def _entry(spec, configuration, configuration_id, budget, criteria, n, columns, 
         + ("; this release's stop probability was derived from that sweep's acceptance estimates."
            if source == "auto" else ".")
         + prereg_words)
+
+
+def _mechanisms(f: RegistryFacts, c: _Common) -> str:
+    budget, gen, records = f.budget, c.gen, c.records
     mechs: dict[str, list[str]] = {}
-    for c in criteria:
-        mechs.setdefault(c.get("mechanism", "?"), []).append(c["id"])
+    for row in f.criteria:
+        mechs.setdefault(row.get("mechanism", "?"), []).append(row["id"])
     crit_words = "; ".join(f"{_MECHANISM_WORDS.get(m, m)} for {_join(ids)}" for m, ids in mechs.items())
-    gen_cfg = configuration.get("generator") or {}
+    gen_cfg = f.configuration.get("generator") or {}
     rec_words = (f" Number of records: {records.get('mechanism')}; resize: {records.get('resize')}."
-                 if dp_count else "")
-    mechanisms = (
-        f"Generator {gen['type']} ({_params(gen_cfg)}), parts: {parts or _show(gen['epsilon'])}. "
+                 if c.dp_count else "")
+    return (
+        f"Generator {gen['type']} ({_params(gen_cfg)}), parts: {_generation_parts(gen) or _show(gen['epsilon'])}. "
         f"Acceptance criteria: {crit_words}. Selection: {budget['selection']['method']}.{rec_words} "
-        f"Implementation: dpbundle {version} on OpenDP {budget.get('opendp_version')}. Every noise draw "
+        f"Implementation: dpbundle {f.dpbundle_version} on OpenDP {budget.get('opendp_version')}. Every noise draw "
         "comes from OpenDP's samplers (exact arithmetic, the operating system's CSPRNG), not from "
         "floating-point samplers; the epsilons handed to OpenDP as floats add up, in exact rational "
         "arithmetic, to at most the declared decimals, and noise scales are rounded up. Timing: the "
@@ -309,11 +413,14 @@ def _entry(spec, configuration, configuration_id, budget, criteria, n, columns, 
         "the run time nor the number of candidates tried is disclosed. Access control: the registry and the private "
         "transcript of every DP output (a file readable by the curator only) stay inside the enclave; "
         "the bundle publishes the transcript's salted SHA-256 commitment. The manifest of every file's "
-        f"SHA-256 is signed with Ed25519 (key fingerprint {fingerprint}).")
-    just = []
-    for e in acceptance:
-        just.append(f"{e['id']} ({_threshold_words(e, rows.get(e['id']))}, epsilon {_show(e['epsilon'])})")
-    justification = (
+        f"SHA-256 is signed with Ed25519 (key fingerprint {f.fingerprint}).")
+
+
+def _justification(c: _Common) -> str:
+    privacy, min_count = c.privacy, c.min_count
+    just = [f"{e['id']} ({_threshold_words(e, c.rows.get(e['id']))}, epsilon {_show(e['epsilon'])})"
+            for e in c.acceptance]
+    return (
         "The data users' needs are the acceptance criteria of the spec, each with the largest error the "
         "stakeholders accept and the epsilon its DP check may spend: " + "; ".join(just) + ". "
         f"The generator's epsilon ({_show(privacy['epsilon_generation'])}) and the cap "
@@ -329,35 +436,26 @@ def _entry(spec, configuration, configuration_id, budget, criteria, n, columns, 
           "the selected candidate byte for byte. "
         + "Method: Hod and Canetti 2024, the universal scheme of Israel's 2024 release of its National "
           "Registry of Live Births, with the soundness fixes listed in dpbundle's design notes.")
-    implementation = {
-        "preprocessing_and_hyperparameter_tuning": tuning,
-        "mechanisms": mechanisms,
-        "justification": justification,
+
+
+def _implementation(f: RegistryFacts, c: _Common) -> dict:
+    return {
+        "preprocessing_and_hyperparameter_tuning": _tuning(f),
+        "mechanisms": _mechanisms(f, c),
+        "justification": _justification(c),
     }
 
-    administrative = {
-        "sources": ("The bundle's datasheet (README.pdf, README.html) and its files. Contact: "
-                    f"{release.get('contact', '')}. Method: https://arxiv.org/abs/2405.00267; private "
-                    "selection: https://arxiv.org/abs/1811.07971."),
-        "notes": (f"Generated by dpbundle {version} from the bundle's public files on {created} (configuration "
-                  f"{configuration_id}). Verify the bundle with: dpbundle audit BUNDLE --pubkey {fingerprint}. "
-                  "Region and sector are not part of the release spec: fill them in before submitting."),
-        "registry_authors": [publisher],
-    }
-    year = created[:4]
+
+def _administrative(f: RegistryFacts, c: _Common) -> dict:
+    version, fingerprint = f.dpbundle_version, f.fingerprint
     return {
-        "url_slug": _slug(f"{title} {publisher} {year}"),
-        "status": "Draft",
-        "tier": 3,
-        "deployment": {
-            "basic": basic,
-            "dp_variant": dp_variant,
-            "privacy_loss": privacy_loss,
-            "deployment_model": deployment_model,
-            "accounting": accounting,
-            "implementation": implementation,
-            "administrative": administrative,
-        },
+        "sources": ("The bundle's datasheet (README.pdf, README.html) and its files. Contact: "
+                    f"{c.release.get('contact', '')}. Method: https://arxiv.org/abs/2405.00267; private "
+                    "selection: https://arxiv.org/abs/1811.07971."),
+        "notes": (f"Generated by dpbundle {version} from the bundle's public files on {f.created} (configuration "
+                  f"{f.configuration_id}). Verify the bundle with: dpbundle audit BUNDLE --pubkey {fingerprint}. "
+                  "Region and sector are not part of the release spec: fill them in before submitting."),
+        "registry_authors": [c.publisher],
     }
 
 

@@ -41,6 +41,7 @@ import shutil
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -57,14 +58,18 @@ from dpbundle.release.common import jsonschemas
 from dpbundle.release.bundle import keys
 from dpbundle.templates.datasheet import value_noise
 from dpbundle.release.data.fingerprint import file_sha256
-from dpbundle.release.bundle.registry_entry import REGISTRY_ENTRY, RegistryEntryError, registry_entry, registry_entry_bytes
+from dpbundle.release.bundle.registry_entry import (REGISTRY_ENTRY, RegistryEntryError, RegistryFacts, registry_entry_bytes,
+                                                   registry_entry_of)
 
 __all__ = [
     "BUNDLE_FORMAT",
     "TRANSCRIPT_FORMAT",
     "COMMITMENT_CONSTRUCTION",
     "BundleError",
+    "BundleContent",
+    "content_from",
     "write_bundle",
+    "check_public_files",
     "public_spec",
     "transcript_commitment",
     "write_transcript",
@@ -368,7 +373,7 @@ def _ledger_doc(ledger: dict | None) -> dict | None:
     return {"spends_on_registry": k, "spend_id": sid}
 
 
-def _check_public_files(files: dict[str, bytes]) -> dict[str, bytes]:
+def check_public_files(files: dict[str, bytes]) -> dict[str, bytes]:
     """The optional public files in a fixed order; BundleError for an unknown name or a JSON
     (YAML) file that does not match its schema."""
     out: dict[str, bytes] = {}
@@ -389,6 +394,9 @@ def _check_public_files(files: dict[str, bytes]) -> dict[str, bytes]:
     if unknown:
         raise BundleError(f"unknown optional bundle file(s) {unknown}; allowed: {sorted(OPTIONAL_FILES)}")
     return out
+
+
+_check_public_files = check_public_files   # the name before 0.3
 
 
 def _as_coding(col: Any) -> ColumnCoding:
@@ -560,6 +568,17 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests
     """
     release = spec.get("release") or {}
     title = release.get("title") or "Differentially private synthetic data"
+    pkg = _datapackage_head(release, title, datapackage_id(spec_sha256(spec), configuration_id,
+                                                           digests["data.csv"][0]), created)
+    pkg.update(_datapackage_people(release))
+    pkg["resources"] = _datapackage_resources(title, _data_fields(columns, descriptions),
+                                              [c.name for c in columns], digests)
+    return pkg
+
+
+def _datapackage_head(release: dict, title: str, package_id: str, created: str) -> dict:
+    """The package's own fields: profile, name, id, version, title, description, created,
+    keywords, licences."""
     licence = release.get("licence") or "other"
     lic = {"name": licence}
     if licence in _LICENCES:
@@ -567,13 +586,10 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests
     description = (release.get("description") or "").strip()
     note = ("Synthetic records generated with differential privacy; not real records. "
             "See README.pdf for intended uses and data quality.")
-    publisher = str(release.get("publisher") or "the publisher")
-    contact = str(release.get("contact") or "")
-    data_sha = digests["data.csv"][0]
-    pkg: dict[str, Any] = {
+    return {
         "$schema": DATAPACKAGE_PROFILE,
         "name": _slug(title),
-        "id": datapackage_id(spec_sha256(spec), configuration_id, data_sha),
+        "id": package_id,
         "version": str(release.get("version") or DATAPACKAGE_VERSION),
         "title": title,
         "description": f"{description} {note}".strip(),
@@ -581,6 +597,13 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests
         "keywords": ["synthetic data", "differential privacy", "open data"],
         "licenses": [lic],
     }
+
+
+def _datapackage_people(release: dict) -> dict:
+    """``sources`` (the confidential registry, not published) and, when the spec names a
+    publisher, ``contributors``."""
+    publisher = str(release.get("publisher") or "the publisher")
+    contact = str(release.get("contact") or "")
     period = release.get("period") or {}
     about = []
     if release.get("unit_of_privacy"):
@@ -591,12 +614,17 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests
     source: dict[str, Any] = {"title": what}
     if "@" in contact:
         source["email"] = contact
-    pkg["sources"] = [source]
+    out: dict[str, Any] = {"sources": [source]}
     if release.get("publisher"):
         c: dict[str, Any] = {"title": release["publisher"], "roles": ["publisher"]}
         if "@" in contact:
             c["email"] = contact
-        pkg["contributors"] = [c]
+        out["contributors"] = [c]
+    return out
+
+
+def _data_fields(columns: Sequence[Any], descriptions: dict) -> list[dict]:
+    """data.csv's Table Schema fields: every column categorical, its labels in order."""
     fields = []
     for col in columns:
         f = {"name": col.name, "type": "string"}
@@ -610,15 +638,21 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests
         f["categoriesOrdered"] = bool(getattr(col, "ordered", False))
         f["constraints"] = {"required": True, "enum": labels}
         fields.append(f)
+    return fields
+
+
+def _datapackage_resources(title: str, fields: list[dict], names: list[str],
+                           digests: dict[str, tuple[str, int]]) -> list[dict]:
+    """The three table resources: data.csv, codebook.csv, metrics.csv."""
     codebook_fields = _plain_fields(_CODEBOOK_TYPES, required=("column", "order", "label", "number"))
-    codebook_fields[0]["constraints"]["enum"] = [c.name for c in columns]
+    codebook_fields[0]["constraints"]["enum"] = names
     codebook_fields[1]["constraints"]["minimum"] = 1
     metrics_fields = _plain_fields(_METRICS_CSV_TYPES, required=("id", "type", "threshold", "dp_value",
                                                                  "passed", "epsilon", "sensitivity",
                                                                  "mechanism", "noise_scale", "noise_std"))
     if [f["name"] for f in metrics_fields] != METRICS_CSV_COLUMNS:  # pragma: no cover - kept in step
         raise BundleError("datapackage.json: the metrics.csv schema is out of step with its columns")
-    pkg["resources"] = [
+    return [
         _table_resource("data", "data.csv", title,
                         "One synthetic record per row; every column is categorical (labels of bins, in order).",
                         digests["data.csv"], {"fields": fields, "missingValues": []}),
@@ -634,7 +668,6 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests
                         digests["metrics.csv"], {"fields": metrics_fields, "missingValues": [""],
                                                  "primaryKey": ["id"]}),
     ]
-    return pkg
 
 
 # ------------------------------------------------------------------------------- input checking
@@ -728,58 +761,114 @@ def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
 
 # ------------------------------------------------------------------------------------- the writer
 
-def write_bundle(
-    out: Path,
-    *,
-    spec: dict,
-    configuration: dict,
-    configuration_id: str,
-    columns: Sequence[Any],
-    codes: np.ndarray,
-    metrics: list[dict],
-    budget: dict,
-    transcript_records_jsonl: bytes,
-    transcript_path: Path,
-    private_key: Any,
-    force: bool = False,
-    make_zip: bool = False,
-    extra: dict | None = None,
-    public_files: dict[str, bytes] | None = None,
-    ledger: dict | None = None,
-) -> Path:
+@dataclass(frozen=True, eq=False)
+class BundleContent:
+    """What a bundle publishes, as :func:`write_bundle` receives it (not yet checked).
+
+    ``spec``: the spec document (a plain dict, in its order: spec.json keeps it); ``columns``:
+    objects with ``.name`` and ``.labels`` (and optionally ``.description``, ``.ordered``), in
+    the spec's column order; ``codes``: int (n, d) codes into each column's labels, rows already
+    in their (random) release order; ``metrics``: CriterionResult dicts; ``budget``: per
+    internals.md; ``transcript_records_jsonl``: ``Transcript.to_jsonl()`` (private: only its
+    salted commitment is published); ``extra``: more public information for the manifest and the
+    datasheet; ``public_files``: optional public files by name (the pre-registration record and
+    its signature, ``seeds.json``, a published model; names from :data:`OPTIONAL_FILES`, JSON
+    ones validated against their schemas; the configuration list from
+    :func:`configurations_file`); ``ledger``: what the private budget ledger recorded on this
+    registry when this release reserved its budget, ``{"spends_on_registry": k, "spend_id": id}``
+    (k spends on the same data, this one included; its entry's id), signed in manifest.json's
+    ``ledger`` (the enclave audit's ``--ledger`` checks it)."""
+
+    spec: dict
+    configuration: dict
+    configuration_id: str
+    columns: Sequence[Any]
+    codes: np.ndarray
+    metrics: list[dict]
+    budget: dict
+    transcript_records_jsonl: bytes
+    extra: dict | None = None
+    public_files: dict[str, bytes] | None = None
+    ledger: dict | None = None
+
+
+def content_from(content: BundleContent | None, fields: dict[str, Any]) -> BundleContent:
+    """``content`` with ``fields`` replaced, or (``content`` None) a :class:`BundleContent` of
+    ``fields``: the keyword form of :func:`write_bundle` (``spec=..., codes=...``). TypeError
+    for a name that is not a field, as a call with an unknown keyword raises."""
+    if content is None:
+        return BundleContent(**fields)
+    return dataclasses.replace(content, **fields) if fields else content
+
+
+@dataclass(frozen=True, eq=False)
+class _Documents:
+    """The bundle's public documents, built from a BundleContent and checked (nothing written)."""
+
+    spec: dict
+    columns: Sequence[Any]
+    codes: np.ndarray
+    n: int
+    criteria: list[dict]
+    budget: dict
+    metrics: dict
+    spec_doc: dict
+    extra: dict | None
+    optional: dict[str, bytes]
+    ledger: dict | None
+    descriptions: dict[str, str]
+    transcript: bytes
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    """What the files share beyond the documents: the day, the key, the transcript's salt and
+    commitment, the file list (without SHA256SUMS) and the registry entry's bytes."""
+
+    version: str
+    created: str
+    public_pem: str
+    fingerprint: str
+    salt: bytes
+    commitment: str
+    files: tuple[str, ...]
+    entry_bytes: bytes
+
+
+def write_bundle(out: Path, content: BundleContent | None = None, *, transcript_path: Path,
+                 private_key: Any, force: bool = False, make_zip: bool = False, **fields: Any) -> Path:
     """Write the signed bundle directory ``out`` (and ``out.zip`` if ``make_zip``); return ``out``.
 
-    ``columns``: objects with ``.name`` and ``.labels`` (and optionally ``.description``), in the
-    spec's column order; ``codes``: int (n, d) codes into each column's labels, rows already in
-    their (random) release order; ``metrics``: CriterionResult dicts; ``budget``: per internals.md;
-    ``transcript_records_jsonl``: ``Transcript.to_jsonl()``, written with a fresh salt to
-    ``transcript_path`` (private, mode 0600, outside the bundle); ``private_key``: an
-    Ed25519PrivateKey (see keys.load_private_key); ``extra``: more public information for the
-    manifest and the datasheet; ``public_files``: optional public files by name (the
-    pre-registration record and its signature, ``seeds.json``, a published model; names from
-    :data:`OPTIONAL_FILES`, JSON ones validated against their schemas here; the configuration
-    list from :func:`configurations_file`); ``ledger``: what the private budget ledger recorded
-    on this registry when this release reserved its budget, ``{"spends_on_registry": k,
-    "spend_id": id}`` (k spends on the same data, this one included; its entry's id), signed in
-    manifest.json's ``ledger`` (the enclave audit's ``--ledger`` checks it). Every JSON file is
-    validated against its schema before writing; a ``SHA256SUMS`` file lists every file's hash.
-    manifest.json also records the numpy and opendp versions (``versions``), on which the
-    bundle's bytes depend. Raises :class:`BundleError` (nothing written) on bad input or an
-    existing output without ``force``.
+    ``content``: what the bundle publishes (:class:`BundleContent`); its fields may also be given
+    as keywords (``spec=..., codes=...``; with ``content``, they replace its fields).
+    ``transcript_path``: where the private transcript is written, with a fresh salt (mode 0600,
+    outside the bundle); ``private_key``: an Ed25519PrivateKey (see keys.load_private_key).
+    Every JSON file is validated against its schema before writing; a ``SHA256SUMS`` file lists
+    every file's hash. manifest.json also records the numpy and opendp versions (``versions``),
+    on which the bundle's bytes depend. Raises :class:`BundleError` (nothing written) on bad
+    input or an existing output without ``force``.
     """
-    from dpbundle.release import __version__
+    content = content_from(content, fields)
+    out, transcript_path = Path(out), Path(transcript_path)
+    _check_target(out, content, transcript_path, private_key, force, make_zip)
+    docs = _documents(content)
+    stamp = _stamp(docs, private_key)
+    _write_and_place(out, docs, stamp, private_key, transcript_path, make_zip)
+    print(f"warning: the randomness transcript {transcript_path} is PRIVATE: it must stay inside the enclave "
+          f"(the bundle publishes only its commitment {stamp.commitment[:16]}...)", file=sys.stderr)
+    return out
 
-    out = Path(out)
-    transcript_path = Path(transcript_path)
+
+def _check_target(out: Path, content: BundleContent, transcript_path: Path, private_key: Any,
+                  force: bool, make_zip: bool) -> None:
+    """The key, the transcript's type, and where the bundle, its zip and the transcript go."""
     zip_path = out.with_name(out.name + ".zip")
     if not isinstance(private_key, keys.Ed25519PrivateKey):
         raise BundleError("private_key must be an Ed25519 private key (keys.load_private_key)")
-    if not isinstance(transcript_records_jsonl, (bytes, bytearray)):
+    if not isinstance(content.transcript_records_jsonl, (bytes, bytearray)):
         raise BundleError("transcript_records_jsonl must be bytes (Transcript.to_jsonl())")
     if not out.parent.is_dir():
         raise BundleError(f"{out.parent}: no such directory")
-
-    # --- existing outputs
     if out.exists() or out.is_symlink():
         if not force:
             raise BundleError(f"{out}: exists; refusing to overwrite it (use --force to replace a bundle)")
@@ -800,24 +889,39 @@ def write_bundle(
     if (transcript_path.exists() or transcript_path.is_symlink()) and not force:
         raise BundleError(f"{transcript_path}: the transcript file exists; refusing to overwrite it (use --force)")
 
-    # --- inputs -> documents (all checked before anything is written)
-    spec = _jsonable(spec, "spec")
-    codes = _check_columns_and_codes(spec, columns, codes)
+
+def _documents(content: BundleContent) -> _Documents:
+    """Every public document, checked (attempt counts, budget arithmetic, schemas) before
+    anything is written."""
+    spec = _jsonable(content.spec, "spec")
+    codes = _check_columns_and_codes(spec, content.columns, content.codes)
     n = int(codes.shape[0])
-    criteria = [_jsonable(m, f"metrics[{i}]") for i, m in enumerate(metrics)]
+    criteria = [_jsonable(m, f"metrics[{i}]") for i, m in enumerate(content.metrics)]
     criteria = [{k: c[k] for k in METRICS_FIELDS} | {k: v for k, v in c.items() if k not in METRICS_FIELDS}
                 for c in criteria]
     _check_metrics(criteria, n)
-    budget_doc = _complete_budget(budget, spec, criteria)
+    budget_doc = _complete_budget(content.budget, spec, criteria)
     if "records" in budget_doc and budget_doc["records"]["released_n"] != n:
         raise BundleError(f"inconsistent privacy budget: records.released_n "
                           f"{budget_doc['records']['released_n']} but data.csv has {n} rows")
     metrics_doc = {"n": n, "number_format": datasheet.NUMBER_FORMAT_DOC, "criteria": criteria}
-    spec_doc = {"spec": public_spec(spec), "configuration": _jsonable(configuration, "configuration"),
-                "configuration_id": str(configuration_id)}
-    extra_doc = _jsonable(extra, "extra") if extra else None
-    optional = _check_public_files(public_files or {})
-    ledger_doc = _ledger_doc(ledger)
+    spec_doc = {"spec": public_spec(spec), "configuration": _jsonable(content.configuration, "configuration"),
+                "configuration_id": str(content.configuration_id)}
+    extra_doc = _jsonable(content.extra, "extra") if content.extra else None
+    optional = check_public_files(content.public_files or {})
+    ledger_doc = _ledger_doc(content.ledger)
+    _check_documents(metrics_doc, budget_doc, spec_doc, extra_doc)
+    spec_cols = {c.get("name"): c for c in spec.get("columns") or []}
+    descriptions = {c.name: (getattr(c, "description", None) or spec_cols.get(c.name, {}).get("description") or "")
+                    for c in content.columns}
+    return _Documents(spec=spec, columns=content.columns, codes=codes, n=n, criteria=criteria,
+                      budget=budget_doc, metrics=metrics_doc, spec_doc=spec_doc, extra=extra_doc,
+                      optional=optional, ledger=ledger_doc, descriptions=descriptions,
+                      transcript=bytes(content.transcript_records_jsonl))
+
+
+def _check_documents(metrics_doc: dict, budget_doc: dict, spec_doc: dict, extra_doc: dict | None) -> None:
+    """No attempt count anywhere; metrics.json, spec.json (and its spec) match their schemas."""
     for where, doc in (("metrics.json", metrics_doc), ("budget.json", budget_doc), ("spec.json", spec_doc),
                        ("extra", extra_doc)):
         _check_no_attempt_count(doc, where)
@@ -829,30 +933,42 @@ def write_bundle(
         pass
     else:
         jsonschemas.validate(spec_doc["spec"], "spec", document="spec.json: spec")
-    spec_cols = {c.get("name"): c for c in spec.get("columns") or []}
-    descriptions = {c.name: (getattr(c, "description", None) or spec_cols.get(c.name, {}).get("description") or "")
-                    for c in columns}
+
+
+def _stamp(docs: _Documents, private_key: Any) -> _Stamp:
+    """The day, the key's PEM and fingerprint, a fresh salt and the transcript's commitment, the
+    file list, and the OpenDP Deployments Registry entry (from the documents checked above)."""
+    from dpbundle.release import __version__
 
     created = _utc_today()
     public_pem = keys.public_key_pem(private_key)
     fingerprint = keys.public_key_fingerprint(private_key)
     salt = secrets.token_bytes(32)
-    commitment = transcript_commitment(salt, bytes(transcript_records_jsonl))
-    files = ["data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
-             "datapackage.json", REGISTRY_ENTRY, *optional, "README.html", "README.pdf"]
-    # The OpenDP Deployments Registry entry, from the public documents checked above.
+    commitment = transcript_commitment(salt, docs.transcript)
+    files = ("data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
+             "datapackage.json", REGISTRY_ENTRY, *docs.optional, "README.html", "README.pdf")
+    optional = docs.optional
     try:
-        entry_bytes = registry_entry_bytes(registry_entry(
-            spec=spec_doc["spec"], configuration=spec_doc["configuration"],
-            configuration_id=spec_doc["configuration_id"], budget=budget_doc, criteria=criteria, n=n,
-            columns=[(c.name, len(c.labels), bool(getattr(c, "ordered", False))) for c in columns],
+        entry_bytes = registry_entry_bytes(registry_entry_of(RegistryFacts(
+            spec=docs.spec_doc["spec"], configuration=docs.spec_doc["configuration"],
+            configuration_id=docs.spec_doc["configuration_id"], budget=docs.budget, criteria=docs.criteria,
+            n=docs.n, columns=[(c.name, len(c.labels), bool(getattr(c, "ordered", False))) for c in docs.columns],
             created=created, dpbundle_version=__version__, fingerprint=fingerprint,
             files=[*files, SHA256SUMS],
             preregistration=(json.loads(optional["preregistration.json"].decode("utf-8"))
-                             if "preregistration.json" in optional else None)))
+                             if "preregistration.json" in optional else None))))
     except RegistryEntryError as exc:
         raise BundleError(str(exc)) from None
+    return _Stamp(version=__version__, created=created, public_pem=public_pem, fingerprint=fingerprint,
+                  salt=salt, commitment=commitment, files=files, entry_bytes=entry_bytes)
 
+
+def _write_and_place(out: Path, docs: _Documents, stamp: _Stamp, private_key: Any, transcript_path: Path,
+                     make_zip: bool) -> None:
+    """Write every file into a temporary sibling of ``out``, then put the bundle, the transcript
+    and the zip in place. On any failure (an interrupt included) nothing is left behind and a
+    bundle that was being replaced is put back."""
+    zip_path = out.with_name(out.name + ".zip")
     # the PID in the names lets a later run remove what a killed run left (preflight.clean_stale)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     zip_tmp = out.with_name(f".{out.name}.zip.tmp-{os.getpid()}-{secrets.token_hex(6)}")
@@ -862,68 +978,10 @@ def write_bundle(
     transcript_tmp = transcript_path.with_name(f".{transcript_path.name}.tmp-{secrets.token_hex(6)}")
     try:
         os.chmod(tmp, 0o755)
-        data = _data_csv_bytes(columns, codes)
-        _write_bytes(tmp / "data.csv", data)
-        codings = [_as_coding(c) for c in columns]
-        units = {c.get("name"): str(c.get("unit") or "") for c in spec.get("columns") or []}
-        _write_bytes(tmp / "codebook.csv", codebook_bytes(codings, units, descriptions))
-        value_noise_est = value_noise.estimate(spec, columns, codes, criteria)  # noise of the reported values
-        _write_bytes(tmp / "metrics.csv", metrics_csv_bytes(criteria, value_noise_est))
-        _write_json(tmp, "metrics.json", metrics_doc, "metrics")
-        _write_json(tmp, "budget.json", budget_doc, "budget")
-        _write_json(tmp, "spec.json", spec_doc, "spec-json")
-        digests = {f: file_digest(tmp / f) for f in ("data.csv", "codebook.csv", "metrics.csv")}
-        package = _datapackage(spec, columns, descriptions, digests, created, spec_doc["configuration_id"])
-        _write_json(tmp, "datapackage.json", package, "datapackage")
-
-        for name, content in optional.items():
-            _write_bytes(tmp / name, content)
-        _write_bytes(tmp / REGISTRY_ENTRY, entry_bytes)
-        # The datasheet from the public files just written (what the audit renders again).
-        meta = Meta(created=created, dpbundle_version=__version__, fingerprint=fingerprint,
-                    public_key_pem=public_pem, commitment=commitment, files=(*files, SHA256SUMS),
-                    extra=json.loads(_json_bytes(extra_doc)) if extra_doc else None)
-        public = read_public_files(lambda name: (tmp / name).read_bytes(), lambda name: (tmp / name).is_file(),
-                                   meta, codes=codes)
-        html = datasheet_html(public)
-        _write_bytes(tmp / "README.html", html.encode("utf-8"))
-        datasheet.render_pdf(html, tmp / "README.pdf")
-        os.chmod(tmp / "README.pdf", 0o644)
-        _write_bytes(tmp / SHA256SUMS, sha256sums_bytes(tmp, files))
-        files.append(SHA256SUMS)
-
-        manifest = {
-            "format": BUNDLE_FORMAT,
-            "dpbundle_version": __version__,
-            "created": created,
-            "n": n,
-            "title": (spec.get("release") or {}).get("title") or "",
-            "configuration_id": spec_doc["configuration_id"],
-            "number_format": datasheet.NUMBER_FORMAT_DOC,
-            "files": [dict(zip(("path", "sha256", "size"), (f, *file_digest(tmp / f)))) for f in files],
-            "public_key": {"algorithm": "Ed25519", "pem": public_pem, "fingerprint": fingerprint},
-            "transcript_commitment": {"algorithm": "sha256", "construction": COMMITMENT_CONSTRUCTION,
-                                      "value": commitment},
-        }
-        manifest["versions"] = library_versions()
-        if ledger_doc is not None:
-            manifest["ledger"] = ledger_doc
-        if extra_doc:
-            manifest["extra"] = extra_doc
-        _check_no_attempt_count(manifest, "manifest.json")
-        jsonschemas.validate(manifest, "manifest", document="manifest.json")
-        manifest_bytes = _json_bytes(manifest)
-        signature = keys.sign(private_key, manifest_bytes)
-        if not keys.verify(private_key.public_key(), manifest_bytes, signature):  # pragma: no cover
-            raise BundleError("the manifest signature does not verify")
-        _write_bytes(tmp / "manifest.json", manifest_bytes)
-        _write_bytes(tmp / "manifest.sig", signature)
-
+        _write_files(tmp, docs, stamp, private_key)
         if make_zip:
             write_zip(tmp, zip_tmp, root=out.name)
-
-        write_transcript(transcript_tmp, bytes(transcript_records_jsonl), salt)
-
+        write_transcript(transcript_tmp, docs.transcript, stamp.salt)
         if out.exists():
             os.rename(out, old)
         os.rename(tmp, out)
@@ -938,6 +996,88 @@ def write_bundle(
             os.rename(old, out)  # put the previous bundle back
         raise
     shutil.rmtree(old, ignore_errors=True)
-    print(f"warning: the randomness transcript {transcript_path} is PRIVATE: it must stay inside the enclave "
-          f"(the bundle publishes only its commitment {commitment[:16]}...)", file=sys.stderr)
-    return out
+
+
+def _write_files(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any) -> None:
+    """Every file of the bundle, in order: the tables and JSON documents, datapackage.json, the
+    optional files and the registry entry, the datasheet, SHA256SUMS, the signed manifest."""
+    _write_bytes(tmp / "data.csv", _data_csv_bytes(docs.columns, docs.codes))
+    _write_codebook(tmp, docs)
+    _write_metrics(tmp, docs)
+    _write_json(tmp, "budget.json", docs.budget, "budget")
+    _write_json(tmp, "spec.json", docs.spec_doc, "spec-json")
+    _write_datapackage(tmp, docs, stamp)
+    for name, content in docs.optional.items():
+        _write_bytes(tmp / name, content)
+    _write_bytes(tmp / REGISTRY_ENTRY, stamp.entry_bytes)
+    _write_datasheet(tmp, docs, stamp)
+    _write_bytes(tmp / SHA256SUMS, sha256sums_bytes(tmp, stamp.files))
+    _write_manifest(tmp, docs, stamp, private_key)
+
+
+def _write_codebook(tmp: Path, docs: _Documents) -> None:
+    """codebook.csv: every column's values, in order, with bounds, number, unit, description."""
+    codings = [_as_coding(c) for c in docs.columns]
+    units = {c.get("name"): str(c.get("unit") or "") for c in docs.spec.get("columns") or []}
+    _write_bytes(tmp / "codebook.csv", codebook_bytes(codings, units, docs.descriptions))
+
+
+def _write_metrics(tmp: Path, docs: _Documents) -> None:
+    """metrics.csv (with the estimated noise of the reported values) and metrics.json."""
+    value_noise_est = value_noise.estimate(docs.spec, docs.columns, docs.codes, docs.criteria)
+    _write_bytes(tmp / "metrics.csv", metrics_csv_bytes(docs.criteria, value_noise_est))
+    _write_json(tmp, "metrics.json", docs.metrics, "metrics")
+
+
+def _write_datapackage(tmp: Path, docs: _Documents, stamp: _Stamp) -> None:
+    """datapackage.json, declaring the three tables already written (their hashes and sizes)."""
+    digests = {f: file_digest(tmp / f) for f in ("data.csv", "codebook.csv", "metrics.csv")}
+    package = _datapackage(docs.spec, docs.columns, docs.descriptions, digests, stamp.created,
+                           docs.spec_doc["configuration_id"])
+    _write_json(tmp, "datapackage.json", package, "datapackage")
+
+
+def _write_datasheet(tmp: Path, docs: _Documents, stamp: _Stamp) -> None:
+    """README.html and README.pdf, from the public files just written (what the audit renders
+    again)."""
+    meta = Meta(created=stamp.created, dpbundle_version=stamp.version, fingerprint=stamp.fingerprint,
+                public_key_pem=stamp.public_pem, commitment=stamp.commitment, files=(*stamp.files, SHA256SUMS),
+                extra=json.loads(_json_bytes(docs.extra)) if docs.extra else None)
+    public = read_public_files(lambda name: (tmp / name).read_bytes(), lambda name: (tmp / name).is_file(),
+                               meta, codes=docs.codes)
+    html = datasheet_html(public)
+    _write_bytes(tmp / "README.html", html.encode("utf-8"))
+    datasheet.render_pdf(html, tmp / "README.pdf")
+    os.chmod(tmp / "README.pdf", 0o644)
+
+
+def _write_manifest(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any) -> None:
+    """manifest.json (every file's SHA-256 and size, SHA256SUMS included) and manifest.sig, its
+    Ed25519 signature, checked before it is written."""
+    files = [*stamp.files, SHA256SUMS]
+    manifest = {
+        "format": BUNDLE_FORMAT,
+        "dpbundle_version": stamp.version,
+        "created": stamp.created,
+        "n": docs.n,
+        "title": (docs.spec.get("release") or {}).get("title") or "",
+        "configuration_id": docs.spec_doc["configuration_id"],
+        "number_format": datasheet.NUMBER_FORMAT_DOC,
+        "files": [dict(zip(("path", "sha256", "size"), (f, *file_digest(tmp / f)))) for f in files],
+        "public_key": {"algorithm": "Ed25519", "pem": stamp.public_pem, "fingerprint": stamp.fingerprint},
+        "transcript_commitment": {"algorithm": "sha256", "construction": COMMITMENT_CONSTRUCTION,
+                                  "value": stamp.commitment},
+    }
+    manifest["versions"] = library_versions()
+    if docs.ledger is not None:
+        manifest["ledger"] = docs.ledger
+    if docs.extra:
+        manifest["extra"] = docs.extra
+    _check_no_attempt_count(manifest, "manifest.json")
+    jsonschemas.validate(manifest, "manifest", document="manifest.json")
+    manifest_bytes = _json_bytes(manifest)
+    signature = keys.sign(private_key, manifest_bytes)
+    if not keys.verify(private_key.public_key(), manifest_bytes, signature):  # pragma: no cover
+        raise BundleError("the manifest signature does not verify")
+    _write_bytes(tmp / "manifest.json", manifest_bytes)
+    _write_bytes(tmp / "manifest.sig", signature)

@@ -48,16 +48,16 @@ def _main(
 
 
 def _register() -> None:
-    from dpbundle.release.pipeline import cli_release
+    from dpbundle.release.cli.release import cli_release
 
     add_command(app, "release", cli_release)
     from dpbundle.audit.cli import cli_audit
 
     add_command(app, "audit", cli_audit)
-    from dpbundle.release.sweep.run import cli_sweep
+    from dpbundle.release.cli.sweep import cli_sweep
 
     add_command(app, "sweep", cli_sweep)
-    from dpbundle.release.scheme.ledger import cli_ledger_list, cli_ledger_mark
+    from dpbundle.release.cli.ledger import cli_ledger_list, cli_ledger_mark
 
     ledger_app = typer.Typer(help="The private budget ledger: what was spent on which data.",
                              no_args_is_help=True)
@@ -70,10 +70,10 @@ def _register() -> None:
     add_command(app, "sample", cli_sample)
 
     add_command(app, "preregister", cli_preregister)
-    from dpbundle.release.bundle.keys import cli_keygen
+    from dpbundle.release.cli.keygen import cli_keygen
 
     add_command(app, "keygen", cli_keygen)
-    from dpbundle.release.data.example import cli_example
+    from dpbundle.release.cli.example import cli_example
 
     add_command(app, "example", cli_example)
     from dpbundle.release.selftest import cli_selftest

@@ -1,5 +1,5 @@
 """``dpbundle preregister``: publish a signed record of the spec, key and seed commitment before
-the private run (the record itself: :mod:`dpbundle.release.scheme.preregister`)."""
+the private run (the record itself: :mod:`dpbundle.release.preregistration`)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from dpbundle.release.bundle import keys
-from dpbundle.release.scheme.preregister import (  # noqa: F401
+from dpbundle.release.preregistration import (  # noqa: F401
     PREREG_FORMAT, Preregistration, PreregistrationError, default_secret_path, write_preregistration)
 
 def cli_preregister(

@@ -243,24 +243,36 @@ def run_task(payload: dict, task: Task) -> dict:
     if timings:
         record["timings"] = {str(k): float(v) for k, v in timings.items()}
     if task.utility and result.passed:
-        t1 = time.perf_counter()
-        try:
-            from dpbundle.release.sweep.utility import evaluate_utility
-
-            real = getattr(result, "real", None)
-            if real is None:
-                real = getattr(result, "coded_real", None)
-            if real is None:
-                from dpbundle.release.data.transform import transform
-
-                real = transform(prepared, spec, task.config)
-            raw = getattr(spec, "raw", spec)
-            options = payload.get("utility_options") or {}
-            record["utility"] = evaluate_utility(real, result.candidate, raw, **options)
-        except Exception as exc:  # noqa: BLE001
-            record["utility_error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        record["utility_seconds"] = time.perf_counter() - t1
+        _add_utility(record, payload, task, result)
     return jsonable(record)
+
+
+def _group_bins(spec: Any) -> dict:
+    """The spec's coarse group-by bins (``group_bins``), all the utility measures read of it."""
+    if isinstance(spec, dict):
+        return dict(spec.get("group_bins") or {})
+    return spec.group_bins
+
+
+def _add_utility(record: dict, payload: dict, task: Task, result: Any) -> None:
+    """Granular utility of an accepted run (``utility``, or ``utility_error``, and the seconds)."""
+    t1 = time.perf_counter()
+    try:
+        from dpbundle.release.sweep.utility import evaluate_utility
+
+        prepared, spec = payload["prepared"], payload["spec"]
+        real = getattr(result, "real", None)
+        if real is None:
+            real = getattr(result, "coded_real", None)
+        if real is None:
+            from dpbundle.release.data.transform import transform
+
+            real = transform(prepared, spec, task.config)
+        options = payload.get("utility_options") or {}
+        record["utility"] = evaluate_utility(real, result.candidate, {"group_bins": _group_bins(spec)}, **options)
+    except Exception as exc:  # noqa: BLE001
+        record["utility_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    record["utility_seconds"] = time.perf_counter() - t1
 
 
 # --------------------------------------------------------------------------- local process pool
@@ -489,52 +501,68 @@ def execute(backend, tasks: Iterable[Task], on_result: Callable[[Task, dict], No
     exception (KeyboardInterrupt included) the runs in flight are cancelled and it propagates.
     Returns the number of finished runs.
     """
-    window = int(window or 2 * backend.workers)
-    it: Iterator[Task] = iter(tasks)
-    in_flight: dict = {}
+    feed = _Feed(backend, tasks, int(window or 2 * backend.workers), prepare_task)
     finished = 0
-    exhausted = False
-
-    def fill() -> None:
-        nonlocal exhausted
-        while not exhausted and len(in_flight) < window:
-            try:
-                task = next(it)
-            except StopIteration:
-                exhausted = True
-                return
-            if task is None:  # nothing ready until a run in flight finishes
-                if not in_flight:
-                    raise RuntimeError("the task source waits for a result while nothing is in flight")
-                return
-            if prepare_task is not None:
-                task = prepare_task(task)
-            in_flight[backend.submit(task)] = task
-
     ok = False
     try:
-        fill()
-        while in_flight:
-            done, _ = backend.wait(set(in_flight))
+        feed.fill()
+        while feed.in_flight:
+            done, _ = backend.wait(set(feed.in_flight))
             for fut in done:
-                task = in_flight.pop(fut)
-                try:
-                    record = backend.outcome(fut)
-                except Exception as exc:  # noqa: BLE001 - a lost worker, a killed task
-                    if type(exc).__name__ == "BrokenProcessPool":
-                        raise
-                    record = {"config_id": task.config_id, "rep": task.rep, "passed": False,
-                              "criteria": [], "seconds": 0.0, "finished": _now(), "worker": None,
-                              "error": f"{type(exc).__name__}: {exc}"[:2000]}
-                on_result(task, record)
+                task = feed.in_flight.pop(fut)
+                on_result(task, _outcome(backend, fut, task))
                 finished += 1
-            fill()
+            feed.fill()
         ok = True
     finally:
         if not ok:
-            for fut in in_flight:
-                try:
-                    fut.cancel()
-                except Exception:  # noqa: BLE001
-                    pass
+            feed.cancel()
     return finished
+
+
+class _Feed:
+    """The runs in flight on a backend (future -> task), topped up to ``window`` from ``tasks``."""
+
+    def __init__(self, backend, tasks: Iterable[Task | None], window: int,
+                 prepare_task: Callable[[Task], Task] | None):
+        self.backend, self.window, self.prepare_task = backend, window, prepare_task
+        self.it: Iterator[Task | None] = iter(tasks)
+        self.in_flight: dict = {}
+        self.exhausted = False
+
+    def fill(self) -> None:
+        """Submit tasks until ``window`` are in flight, the source is exhausted, or it yields
+        ``None`` (nothing ready until a run in flight finishes)."""
+        while not self.exhausted and len(self.in_flight) < self.window:
+            try:
+                task = next(self.it)
+            except StopIteration:
+                self.exhausted = True
+                return
+            if task is None:
+                if not self.in_flight:
+                    raise RuntimeError("the task source waits for a result while nothing is in flight")
+                return
+            if self.prepare_task is not None:
+                task = self.prepare_task(task)
+            self.in_flight[self.backend.submit(task)] = task
+
+    def cancel(self) -> None:
+        for fut in self.in_flight:
+            try:
+                fut.cancel()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _outcome(backend, fut, task: Task) -> dict:
+    """The run's record; a run that failed outside the iteration (a lost worker, a killed task)
+    gets a record with ``error`` set. A broken process pool propagates."""
+    try:
+        return backend.outcome(fut)
+    except Exception as exc:  # noqa: BLE001 - a lost worker, a killed task
+        if type(exc).__name__ == "BrokenProcessPool":
+            raise
+        return {"config_id": task.config_id, "rep": task.rep, "passed": False,
+                "criteria": [], "seconds": 0.0, "finished": _now(), "worker": None,
+                "error": f"{type(exc).__name__}: {exc}"[:2000]}

@@ -15,8 +15,9 @@ import json
 import math
 from html import escape
 from importlib import resources
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 __all__ = ["write_report", "render_html", "interval_chart", "strip_chart"]
 
@@ -54,6 +55,29 @@ def _svg_open(width: int, height: int, label: str) -> list[str]:
             f"<title>{escape(label)}</title>"]
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """The plot area of a chart: its left edge and width, and its top and bottom."""
+
+    left: float
+    plot_w: float
+    top: int
+    bottom: float
+
+
+def _axes(frame: _Frame, X: Callable[[float], float], ticks: list[float], title: str,
+          value_label: str) -> list[str]:
+    """The title, the vertical grid lines with their tick labels, and the axis label."""
+    f = frame
+    out = [f'<text x="{_n(f.left)}" y="14" font-weight="bold" fill="{_TEXT}">{escape(title)}</text>']
+    for t in ticks:
+        out.append(f'<line x1="{_n(X(t))}" x2="{_n(X(t))}" y1="{f.top - 4}" y2="{_n(f.bottom)}" stroke="{_GRID}"/>')
+        out.append(f'<text x="{_n(X(t))}" y="{_n(f.bottom + 14)}" text-anchor="middle" fill="{_TEXT}">{_tick(t)}</text>')
+    out.append(f'<text x="{_n(f.left + f.plot_w / 2)}" y="{_n(f.bottom + 28)}" text-anchor="middle" '
+               f'fill="{_TEXT}">{escape(value_label)}</text>')
+    return out
+
+
 def interval_chart(rows: Sequence[dict], *, title: str, x_max: float = 1.0, line: float | None = None,
                    line_label: str = "", width: int = 640, value_label: str = "acceptance probability",
                    note_width: int = 70) -> str:
@@ -71,34 +95,34 @@ def interval_chart(rows: Sequence[dict], *, title: str, x_max: float = 1.0, line
     def X(v: float) -> float:
         return left + plot_w * min(max(v / x_max, 0.0), 1.0)
 
-    out = _svg_open(width, height, title)
-    out.append(f'<text x="{_n(left)}" y="14" font-weight="bold" fill="{_TEXT}">{escape(title)}</text>')
-    bottom = top + row_h * max(len(rows), 1)
-    for t in _nice_ticks(0.0, x_max):
-        out.append(f'<line x1="{_n(X(t))}" x2="{_n(X(t))}" y1="{top - 4}" y2="{_n(bottom)}" stroke="{_GRID}"/>')
-        out.append(f'<text x="{_n(X(t))}" y="{_n(bottom + 14)}" text-anchor="middle" fill="{_TEXT}">{_tick(t)}</text>')
-    out.append(f'<text x="{_n(left + plot_w / 2)}" y="{_n(bottom + 28)}" text-anchor="middle" fill="{_TEXT}">{escape(value_label)}</text>')
+    frame = _Frame(left, plot_w, top, top + row_h * max(len(rows), 1))
+    out = _svg_open(width, height, title) + _axes(frame, X, _nice_ticks(0.0, x_max), title, value_label)
     if line is not None:
-        out.append(f'<line x1="{_n(X(line))}" x2="{_n(X(line))}" y1="{top - 8}" y2="{_n(bottom)}" stroke="{_FAIL}" stroke-dasharray="4 3"/>')
+        out.append(f'<line x1="{_n(X(line))}" x2="{_n(X(line))}" y1="{top - 8}" y2="{_n(frame.bottom)}" stroke="{_FAIL}" stroke-dasharray="4 3"/>')
         if line_label:
             out.append(f'<text x="{_n(X(line) + 3)}" y="{top - 10 + 8}" fill="{_FAIL}" font-size="9">{escape(line_label)}</text>')
     for i, r in enumerate(rows):
-        y = top + row_h * i + row_h / 2
-        out.append(f'<text x="{_n(left - 6)}" y="{_n(y + 4)}" text-anchor="end" fill="{_TEXT}">{escape(str(r["label"]))}</text>')
-        if r.get("value") is None:
-            out.append(f'<text x="{_n(left + 4)}" y="{_n(y + 4)}" fill="{_LINE}">no runs</text>')
-            continue
-        lo, hi = r.get("low"), r.get("high")
-        if lo is not None and hi is not None:
-            out.append(f'<line x1="{_n(X(lo))}" x2="{_n(X(hi))}" y1="{_n(y)}" y2="{_n(y)}" stroke="{_BLUE}" stroke-width="2"/>')
-            for e in (lo, hi):
-                out.append(f'<line x1="{_n(X(e))}" x2="{_n(X(e))}" y1="{_n(y - 4)}" y2="{_n(y + 4)}" stroke="{_BLUE}" stroke-width="1.5"/>')
-        colour = r.get("colour", _BLUE)
-        out.append(f'<circle class="point" cx="{_n(X(r["value"]))}" cy="{_n(y)}" r="4" fill="{colour}"/>')
-        if r.get("note"):
-            out.append(f'<text x="{width - right + 6}" y="{_n(y + 4)}" fill="{_TEXT}" font-size="10">{escape(str(r["note"]))}</text>')
+        out += _interval_row(r, X, left, top + row_h * i + row_h / 2, width - right)
     out.append("</svg>")
     return "".join(out)
+
+
+def _interval_row(r: dict, X: Callable[[float], float], left: float, y: float, note_x: float) -> list[str]:
+    """One row of an interval chart: label, interval with end ticks, point, note."""
+    out = [f'<text x="{_n(left - 6)}" y="{_n(y + 4)}" text-anchor="end" fill="{_TEXT}">{escape(str(r["label"]))}</text>']
+    if r.get("value") is None:
+        out.append(f'<text x="{_n(left + 4)}" y="{_n(y + 4)}" fill="{_LINE}">no runs</text>')
+        return out
+    lo, hi = r.get("low"), r.get("high")
+    if lo is not None and hi is not None:
+        out.append(f'<line x1="{_n(X(lo))}" x2="{_n(X(hi))}" y1="{_n(y)}" y2="{_n(y)}" stroke="{_BLUE}" stroke-width="2"/>')
+        for e in (lo, hi):
+            out.append(f'<line x1="{_n(X(e))}" x2="{_n(X(e))}" y1="{_n(y - 4)}" y2="{_n(y + 4)}" stroke="{_BLUE}" stroke-width="1.5"/>')
+    colour = r.get("colour", _BLUE)
+    out.append(f'<circle class="point" cx="{_n(X(r["value"]))}" cy="{_n(y)}" r="4" fill="{colour}"/>')
+    if r.get("note"):
+        out.append(f'<text x="{note_x + 6}" y="{_n(y + 4)}" fill="{_TEXT}" font-size="10">{escape(str(r["note"]))}</text>')
+    return out
 
 
 def strip_chart(groups: Sequence[dict], *, title: str, line: float = 1.0, width: int = 640,
@@ -109,8 +133,7 @@ def strip_chart(groups: Sequence[dict], *, title: str, line: float = 1.0, width:
     """
     groups = list(groups)
     all_vals = [v for g in groups for v in g["values"] if v is not None and math.isfinite(v)]
-    lo = min([0.0] + all_vals)
-    lo = max(lo, -clip)
+    lo = max(min([0.0] + all_vals), -clip)
     hi = min(max([line * 1.5] + all_vals), clip)
     longest = max((len(str(g["label"])) for g in groups), default=4)
     left = min(12 + 6.5 * longest, 220)
@@ -121,42 +144,49 @@ def strip_chart(groups: Sequence[dict], *, title: str, line: float = 1.0, width:
     def X(v: float) -> float:
         return left + plot_w * (min(max(v, lo), hi) - lo) / (hi - lo if hi > lo else 1.0)
 
-    out = _svg_open(width, height, title)
-    out.append(f'<text x="{_n(left)}" y="14" font-weight="bold" fill="{_TEXT}">{escape(title)}</text>')
-    bottom = top + row_h * max(len(groups), 1)
-    for t in _nice_ticks(lo, hi):
-        out.append(f'<line x1="{_n(X(t))}" x2="{_n(X(t))}" y1="{top - 4}" y2="{_n(bottom)}" stroke="{_GRID}"/>')
-        out.append(f'<text x="{_n(X(t))}" y="{_n(bottom + 14)}" text-anchor="middle" fill="{_TEXT}">{_tick(t)}</text>')
-    out.append(f'<text x="{_n(left + plot_w / 2)}" y="{_n(bottom + 28)}" text-anchor="middle" fill="{_TEXT}">{escape(value_label)}</text>')
-    out.append(f'<line x1="{_n(X(line))}" x2="{_n(X(line))}" y1="{top - 8}" y2="{_n(bottom)}" stroke="{_FAIL}" stroke-width="1.5"/>')
+    frame = _Frame(left, plot_w, top, top + row_h * max(len(groups), 1))
+    out = _svg_open(width, height, title) + _axes(frame, X, _nice_ticks(lo, hi), title, value_label)
+    out.append(f'<line x1="{_n(X(line))}" x2="{_n(X(line))}" y1="{top - 8}" y2="{_n(frame.bottom)}" stroke="{_FAIL}" stroke-width="1.5"/>')
     for i, g in enumerate(groups):
         y = top + row_h * i + row_h / 2
         out.append(f'<text x="{_n(left - 6)}" y="{_n(y + 4)}" text-anchor="end" fill="{_TEXT}">{escape(str(g["label"]))}</text>')
-        vals = [v for v in g["values"] if v is not None and math.isfinite(v)]
-        if vals:
-            s = sorted(vals)
-
-            def q(p: float) -> float:
-                k = (len(s) - 1) * p
-                f = math.floor(k)
-                c = min(f + 1, len(s) - 1)
-                return s[f] + (s[c] - s[f]) * (k - f)
-
-            q1, q2, q3 = q(0.25), q(0.5), q(0.75)
-            out.append(f'<rect x="{_n(X(q1))}" y="{_n(y - 8)}" width="{_n(max(X(q3) - X(q1), 1))}" height="16" fill="none" stroke="{_LINE}"/>')
-            out.append(f'<line x1="{_n(X(q2))}" x2="{_n(X(q2))}" y1="{_n(y - 8)}" y2="{_n(y + 8)}" stroke="{_TEXT}" stroke-width="2"/>')
-        passed = list(g.get("passed") or [None] * len(g["values"]))
-        for j, v in enumerate(g["values"]):
-            if v is None or not math.isfinite(v):
-                continue
-            jitter = ((j * 7919) % 13 - 6) * 0.9
-            colour = _PASS if passed[j] else (_FAIL if passed[j] is False else _BLUE)
-            outside = v > hi or v < lo
-            fill = "none" if outside else colour
-            out.append(f'<circle class="point" cx="{_n(X(v))}" cy="{_n(y + jitter)}" r="2.6" fill="{fill}" '
-                       f'stroke="{colour}" stroke-width="0.8" fill-opacity="0.75"/>')
+        out += _quartile_box([v for v in g["values"] if v is not None and math.isfinite(v)], X, y)
+        out += _strip_points(g, X, y, (lo, hi))
     out.append("</svg>")
     return "".join(out)
+
+
+def _quartile_box(vals: list[float], X: Callable[[float], float], y: float) -> list[str]:
+    """The box from the first to the third quartile, and the median (none without values)."""
+    if not vals:
+        return []
+    s = sorted(vals)
+
+    def q(p: float) -> float:
+        k = (len(s) - 1) * p
+        f = math.floor(k)
+        c = min(f + 1, len(s) - 1)
+        return s[f] + (s[c] - s[f]) * (k - f)
+
+    q1, q2, q3 = q(0.25), q(0.5), q(0.75)
+    return [f'<rect x="{_n(X(q1))}" y="{_n(y - 8)}" width="{_n(max(X(q3) - X(q1), 1))}" height="16" fill="none" stroke="{_LINE}"/>',
+            f'<line x1="{_n(X(q2))}" x2="{_n(X(q2))}" y1="{_n(y - 8)}" y2="{_n(y + 8)}" stroke="{_TEXT}" stroke-width="2"/>']
+
+
+def _strip_points(g: dict, X: Callable[[float], float], y: float, bounds: tuple[float, float]) -> list[str]:
+    """One jittered mark per value: green passed, red failed, open if outside ``bounds``."""
+    lo, hi = bounds
+    passed = list(g.get("passed") or [None] * len(g["values"]))
+    out = []
+    for j, v in enumerate(g["values"]):
+        if v is None or not math.isfinite(v):
+            continue
+        jitter = ((j * 7919) % 13 - 6) * 0.9
+        colour = _PASS if passed[j] else (_FAIL if passed[j] is False else _BLUE)
+        fill = "none" if (v > hi or v < lo) else colour
+        out.append(f'<circle class="point" cx="{_n(X(v))}" cy="{_n(y + jitter)}" r="2.6" fill="{fill}" '
+                   f'stroke="{colour}" stroke-width="0.8" fill-opacity="0.75"/>')
+    return out
 
 
 # --------------------------------------------------------------------------- the report
@@ -214,20 +244,48 @@ def _config_text(cfg: dict) -> str:
 
 def build_context(summary: dict, *, runs: dict, utility: dict, spec=None, configs_by_id: dict | None = None,
                   meta: dict | None = None) -> dict:
+    """Everything the report template shows: charts (SVG), tables, the narrowed list, sessions."""
     configs_by_id = configs_by_id or {}
     meta = meta or {}
-    min_acc = summary["min_acceptance"]
+    conf_rows = sorted(summary["configurations"], key=lambda r: (-(r["acceptance"] or -1), r["config_id"]))
+    util = summary.get("utility") or {}
+    configurations = [dict(r, config_text=_config_text(configs_by_id.get(r["config_id"], {})),
+                           iters_text=_iters_text(r)) for r in conf_rows]
+    return {
+        "s": summary, "meta": meta, "title": _title(spec), "fmt": _fmt,
+        "dim_charts": _dimension_charts(summary), "config_chart": _config_chart(conf_rows, summary),
+        "criteria_chart": _criteria_chart(summary, runs), "util_chart": _utility_chart(util.get("rows") or []),
+        "util": util, "detail": _utility_detail(util.get("rows") or [], utility),
+        "narrowed": [r for r in configurations if r["narrowed"]],
+        "configurations": configurations,
+        "sessions": meta.get("sessions", []),
+    }
 
-    dim_charts = []
+
+def _title(spec) -> str:
+    """The release title of the spec (``release.title``), or ''."""
+    if spec is None:
+        return ""
+    if isinstance(spec, dict):
+        return (spec.get("release") or {}).get("title", "")
+    return spec.release_title
+
+
+def _dimension_charts(summary: dict) -> list[dict]:
+    min_acc = summary["min_acceptance"]
+    charts = []
     for dim in summary["dimensions"]:
         rows = [{"label": _value_label(v["value"]), "value": v["acceptance"], "low": v["wilson_low"],
                  "high": v["wilson_high"], "note": f"{v['accepted']}/{v['runs']}"} for v in dim["values"]]
-        dim_charts.append({"name": dim["name"], "title": _dim_title(dim["name"]),
-                           "svg": interval_chart(rows, title=f"Acceptance by {_dim_title(dim['name'])}",
-                                                 line=min_acc, line_label=f"min {min_acc:g}")})
+        charts.append({"name": dim["name"], "title": _dim_title(dim["name"]),
+                       "svg": interval_chart(rows, title=f"Acceptance by {_dim_title(dim['name'])}",
+                                             line=min_acc, line_label=f"min {min_acc:g}")})
+    return charts
 
-    conf_rows = sorted(summary["configurations"], key=lambda r: (-(r["acceptance"] or -1), r["config_id"]))
-    config_chart = interval_chart(
+
+def _config_chart(conf_rows: list[dict], summary: dict) -> str:
+    min_acc = summary["min_acceptance"]
+    return interval_chart(
         [{"label": r["config_id"], "value": r["acceptance"], "low": r["wilson_low"], "high": r["wilson_high"],
           "note": f"{r['accepted']}/{r['runs']}" + ("?" if r.get("decision") == "undecided" else ""),
           "colour": _PASS if r["narrowed"] else _BLUE}
@@ -235,6 +293,9 @@ def build_context(summary: dict, *, runs: dict, utility: dict, spec=None, config
         title="Acceptance by configuration (green: in narrowed.yaml; ?: undecided)", line=min_acc,
         line_label=f"min {min_acc:g}")
 
+
+def _criteria_chart(summary: dict, runs: dict) -> str:
+    """Each criterion's DP value / threshold over the successful runs of the swept configurations."""
     sel = {r["config_id"] for r in summary["configurations"]}
     groups: dict[str, dict] = {}
     for (cid, _), rec in sorted(runs.items()):
@@ -245,43 +306,33 @@ def build_context(summary: dict, *, runs: dict, utility: dict, spec=None, config
             if cr.get("dp_value") is not None and cr.get("threshold"):
                 g["values"].append(cr["dp_value"] / cr["threshold"])
                 g["passed"].append(bool(cr["passed"]))
-    criteria_chart = strip_chart(list(groups.values()), title="Each criterion's DP value / threshold across runs")
+    return strip_chart(list(groups.values()), title="Each criterion's DP value / threshold across runs")
 
-    util = summary.get("utility") or {}
-    util_rows = util.get("rows") or []
-    util_chart = ""
-    if util_rows:
-        ratio_max = max([2.0] + [r["pmse_ratio"] for r in util_rows if r.get("pmse_ratio") is not None])
-        util_chart = interval_chart(
-            [{"label": r["config_id"], "value": r.get("pmse_ratio"), "low": None, "high": None,
-              "note": f"SPECKS {_fmt(r.get('specks'))}"} for r in util_rows[:60]],
-            title="pMSE ratio, first accepted candidate per configuration",
-            x_max=min(ratio_max * 1.05, 1e6), line=1.0, line_label="1 = indistinguishable",
-            value_label="pMSE ratio", note_width=110)
-    # detail of the first evaluated run: worst tables and group statistics
-    detail = None
-    if util_rows:
-        first = util_rows[0]
-        rec = utility.get((first["config_id"], first["rep"])) or {}
-        u = rec.get("utility") or {}
-        tables = sorted(u.get("tables", []), key=lambda t: -(t.get("tvd") or 0))[:10]
-        grows = [g for g in (u.get("groups") or {}).get("rows", []) if g["by"] is None or g["n_real"] > 0]
-        detail = {"config_id": first["config_id"], "rep": first["rep"], "tables": tables,
-                  "groups": grows[:80], "correlations": u.get("correlations"),
-                  "propensity": u.get("propensity"), "s_pmse": u.get("s_pmse"), "marginals": u.get("marginals")}
 
-    narrowed = [dict(r, config_text=_config_text(configs_by_id.get(r["config_id"], {})), iters_text=_iters_text(r))
-                for r in conf_rows if r["narrowed"]]
-    spec_raw = getattr(spec, "raw", spec) or {}
-    title = (spec_raw.get("release") or {}).get("title", "") if isinstance(spec_raw, dict) else ""
-    return {
-        "s": summary, "meta": meta, "title": title, "fmt": _fmt,
-        "dim_charts": dim_charts, "config_chart": config_chart, "criteria_chart": criteria_chart,
-        "util_chart": util_chart, "util": util, "detail": detail, "narrowed": narrowed,
-        "configurations": [dict(r, config_text=_config_text(configs_by_id.get(r["config_id"], {})),
-                                iters_text=_iters_text(r)) for r in conf_rows],
-        "sessions": meta.get("sessions", []),
-    }
+def _utility_chart(util_rows: list[dict]) -> str:
+    if not util_rows:
+        return ""
+    ratio_max = max([2.0] + [r["pmse_ratio"] for r in util_rows if r.get("pmse_ratio") is not None])
+    return interval_chart(
+        [{"label": r["config_id"], "value": r.get("pmse_ratio"), "low": None, "high": None,
+          "note": f"SPECKS {_fmt(r.get('specks'))}"} for r in util_rows[:60]],
+        title="pMSE ratio, first accepted candidate per configuration",
+        x_max=min(ratio_max * 1.05, 1e6), line=1.0, line_label="1 = indistinguishable",
+        value_label="pMSE ratio", note_width=110)
+
+
+def _utility_detail(util_rows: list[dict], utility: dict) -> dict | None:
+    """The detail of the first evaluated run: worst tables and group statistics."""
+    if not util_rows:
+        return None
+    first = util_rows[0]
+    rec = utility.get((first["config_id"], first["rep"])) or {}
+    u = rec.get("utility") or {}
+    tables = sorted(u.get("tables", []), key=lambda t: -(t.get("tvd") or 0))[:10]
+    grows = [g for g in (u.get("groups") or {}).get("rows", []) if g["by"] is None or g["n_real"] > 0]
+    return {"config_id": first["config_id"], "rep": first["rep"], "tables": tables,
+            "groups": grows[:80], "correlations": u.get("correlations"),
+            "propensity": u.get("propensity"), "s_pmse": u.get("s_pmse"), "marginals": u.get("marginals")}
 
 
 def render_html(context: dict) -> str:

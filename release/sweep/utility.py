@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -96,24 +96,34 @@ def fit_logistic(X, successes: np.ndarray, trials: np.ndarray, *, ridge: float =
     for _ in range(max_iter):
         eta = X @ beta
         prob = 1.0 / (1.0 + np.exp(-eta))
-        w = m * prob * (1.0 - prob)
         grad = XT @ (y - m * prob) - pen * beta
-        H = hessian(w)
-        try:
-            step = np.linalg.solve(H, grad)
-        except np.linalg.LinAlgError:
-            step = np.linalg.lstsq(H, grad, rcond=None)[0]
-        t = 1.0
-        while True:
-            cand = beta + t * step
-            new = objective(cand)
-            if new >= obj - 1e-12 * abs(obj) or t < 1e-8:
-                break
-            t *= 0.5
+        step = _solve(hessian(m * prob * (1.0 - prob)), grad)
+        cand, new, t = _halve_until_no_worse(objective, beta, step, obj)
         beta, gain, obj = cand, new - obj, new
         if np.max(np.abs(t * step)) < tol or abs(gain) < tol * max(1.0, abs(obj)) * 1e-3:
             break
     return beta
+
+
+def _solve(H: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """The Newton step H^-1 grad (least squares if H is singular)."""
+    try:
+        return np.linalg.solve(H, grad)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(H, grad, rcond=None)[0]
+
+
+def _halve_until_no_worse(objective: Callable[[np.ndarray], float], beta: np.ndarray, step: np.ndarray,
+                          obj: float) -> tuple[np.ndarray, float, float]:
+    """Step halving: the first ``beta + t * step`` (t = 1, 1/2, ...) whose objective is not
+    below ``obj`` (or t < 1e-8); returns (candidate, its objective, t)."""
+    t = 1.0
+    while True:
+        cand = beta + t * step
+        new = objective(cand)
+        if new >= obj - 1e-12 * abs(obj) or t < 1e-8:
+            return cand, new, t
+        t *= 0.5
 
 
 def _one_hot_types(codes: np.ndarray, domain: Sequence[int]):
@@ -182,12 +192,7 @@ def propensity_measures(real: np.ndarray, synth: np.ndarray, domain: Sequence[in
         return float(trials @ (prob - c) ** 2 / N), prob
 
     pmse, prob = pmse_of(y_c)
-    rng = np.random.Generator(np.random.PCG64(seed))
-    nulls = []
-    for _ in range(max(int(permutations), 0)):
-        # labels permuted over the N records: the synthetic count of each type is multivariate hypergeometric
-        perm_c = rng.multivariate_hypergeometric(trials.astype(np.int64), n_c).astype(np.float64)
-        nulls.append(pmse_of(perm_c)[0])
+    nulls = _permutation_nulls(lambda succ: pmse_of(succ)[0], trials, n_c, permutations, seed)
     k = X.shape[1]
     expected_snoke = (k - 1) * (1 - c) ** 2 * c / N
     expected_perm = (k - 1) * c * (1 - c) / N
@@ -204,6 +209,18 @@ def propensity_measures(real: np.ndarray, synth: np.ndarray, domain: Sequence[in
         "pmse_ratio_snoke": pmse / expected_snoke if expected_snoke > 0 else float("nan"),
         "specks": _weighted_ks(prob, y_t, y_c),
     }
+
+
+def _permutation_nulls(pmse_of: Callable[[np.ndarray], float], trials: np.ndarray, n_c: int,
+                       permutations: int, seed: int) -> list[float]:
+    """pMSE of ``permutations`` refits on randomly permuted labels (seeded with ``seed``)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    nulls = []
+    for _ in range(max(int(permutations), 0)):
+        # labels permuted over the N records: the synthetic count of each type is multivariate hypergeometric
+        perm_c = rng.multivariate_hypergeometric(trials.astype(np.int64), n_c).astype(np.float64)
+        nulls.append(pmse_of(perm_c))
+    return nulls
 
 
 # --------------------------------------------------------------------------- tables

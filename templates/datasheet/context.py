@@ -16,6 +16,7 @@ people follow :data:`~.numbers.PEOPLE_RULE`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -295,6 +296,84 @@ def _people(x: Any, std: Any, kind: str, unit: str, exact: bool = False) -> str:
     return with_unit(text, unit) if kind == "target" else text
 
 
+@dataclass(frozen=True)
+class _Family:
+    """What the words of a criterion's query family are made of."""
+
+    entry: dict             # the spec's acceptance entry
+    spec: dict
+    d: int                  # the number of released columns
+    columns: Sequence[Any]  # the released columns' codings (the 0/1 target's category)
+    kind: str               # value_kind
+    target: str             # the target column in words
+    t: str                  # the threshold for people (with its unit or in percentage points)
+    tn: str                 # the threshold as a bare number
+
+
+def _family_kway(q: _Family) -> str:
+    names = q.entry.get("columns")
+    k = int(q.entry.get("max_k") or (len(names) if names else q.d))
+    size = "1 column" if k == 1 else f"1 to {k} columns"
+    over = f"of the columns {_names(names)}" if names else "of the released columns"
+    return (f"Counts and shares of records in any cross-tabulation of {size} {over}, every combination of "
+            f"values included: the check asks that the share of each cell differ from the real share by "
+            f"less than {q.tn} ({q.t}).")
+
+
+def _family_ratio(q: _Family) -> str:
+    k = plain(q.entry.get("smoothing", 1))
+    return (f"The number of records with a given value of one column: the check asks that the real and "
+            f"synthetic counts differ by a factor of less than {q.tn} (after adding {k} to both).")
+
+
+def _family_conditional_means(q: _Family) -> str:
+    groups = "; ".join(_groups_text(b, q.spec) for b in q.entry.get("by") or [None])
+    if q.kind == "share":
+        share = _share_of(q.entry, q.spec, q.columns)
+        return (f"{share[0].upper()}{share[1:]}, "
+                f"by group: {groups}; the check asks for an error below {q.tn} ({q.t}) in every group.")
+    return f"The mean {q.target} by group: {groups}; the check asks for an error below {q.t} in every group."
+
+
+def _family_regression_coefficients(q: _Family) -> str:
+    return (f"A linear regression of {q.target} on {_features_text(q.entry, q.spec)}: the check asks that the "
+            f"coefficients be within an L1 distance of {q.tn} of the real ones.")
+
+
+def _family_regression_mae(q: _Family) -> str:
+    return (f"Predicting {q.target} from {_features_text(q.entry, q.spec)} with a linear regression fitted on these "
+            f"data: the check asks that its mean absolute error on the real data be within {q.t} of that of "
+            f"a regression fitted on the real data.")
+
+
+def _family_classification(q: _Family) -> str:
+    pos = q.entry.get("positive")
+    pos_text = " or ".join(str(p) for p in (pos if isinstance(pos, list) else [pos]))
+    what = f"whether {q.target} is {pos_text} from {_features_text(q.entry, q.spec)} with a logistic regression"
+    if q.entry.get("report", "coefficients") == "accuracy":
+        return (f"Predicting {what} fitted on these data: the check asks that its accuracy on the real data be "
+                f"within {q.tn} ({q.t}) of that of the model fitted with differential privacy on the real data.")
+    return (f"Predicting {what}: the check asks that the coefficients fitted on these data be within an L1 "
+            f"distance of {q.tn} of those fitted with differential privacy on the real data.")
+
+
+def _family_quantile(q: _Family) -> str:
+    levels = q.entry.get("quantiles") or [0.5]
+    names = ["median" if x == 0.5 else f"{plain(100 * x)}th percentile" for x in levels]
+    qkind = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    groups = "; ".join(_groups_text(b, q.spec) for b in (q.entry.get("by") or [None]))
+    return (f"The {qkind} of {q.target} by group: {groups}; the check asks for an error below {q.t} "
+            f"in every group.")
+
+
+_FAMILIES = {
+    "kway_marginals": _family_kway, "smoothed_ratio": _family_ratio,
+    "conditional_means": _family_conditional_means, "regression_coefficients": _family_regression_coefficients,
+    "regression_mae_difference": _family_regression_mae, "classification": _family_classification,
+    "quantile": _family_quantile,
+}
+
+
 def query_family(criterion: dict, entry: dict | None, spec: dict, d: int, units: dict | None = None,
                  columns: Sequence[Any] = ()) -> str | None:
     """Plain-words description of the family of queries a criterion checks, and what the check
@@ -307,51 +386,12 @@ def query_family(criterion: dict, entry: dict | None, spec: dict, d: int, units:
     kind = value_kind(criterion, entry, spec)
     t = _people(criterion["threshold"], None, kind, unit, exact=True)
     tn = plain(criterion["threshold"])
-    if typ == "kway_marginals":
-        names = entry.get("columns")
-        k = int(entry.get("max_k") or (len(names) if names else d))
-        size = "1 column" if k == 1 else f"1 to {k} columns"
-        over = f"of the columns {_names(names)}" if names else "of the released columns"
-        return (f"Counts and shares of records in any cross-tabulation of {size} {over}, every combination of "
-                f"values included: the check asks that the share of each cell differ from the real share by "
-                f"less than {tn} ({t}).")
-    if typ == "smoothed_ratio":
-        k = plain(entry.get("smoothing", 1))
-        return (f"The number of records with a given value of one column: the check asks that the real and "
-                f"synthetic counts differ by a factor of less than {tn} (after adding {k} to both).")
-    if typ == "conditional_means":
-        by = entry.get("by") or [None]
-        groups = "; ".join(_groups_text(b, spec) for b in by)
-        if kind == "share":
-            return (f"{_share_of(entry, spec, columns)[0].upper()}{_share_of(entry, spec, columns)[1:]}, "
-                    f"by group: {groups}; the check asks for an error below {tn} ({t}) in every group.")
-        return f"The mean {target} by group: {groups}; the check asks for an error below {t} in every group."
-    if typ == "regression_coefficients":
-        return (f"A linear regression of {target} on {_features_text(entry, spec)}: the check asks that the "
-                f"coefficients be within an L1 distance of {tn} of the real ones.")
-    if typ == "regression_mae_difference":
-        return (f"Predicting {target} from {_features_text(entry, spec)} with a linear regression fitted on these "
-                f"data: the check asks that its mean absolute error on the real data be within {t} of that of "
-                f"a regression fitted on the real data.")
-    if typ == "classification":
-        pos = entry.get("positive")
-        pos_text = " or ".join(str(p) for p in (pos if isinstance(pos, list) else [pos]))
-        what = f"whether {target} is {pos_text} from {_features_text(entry, spec)} with a logistic regression"
-        if entry.get("report", "coefficients") == "accuracy":
-            return (f"Predicting {what} fitted on these data: the check asks that its accuracy on the real data be "
-                    f"within {tn} ({t}) of that of the model fitted with differential privacy on the real data.")
-        return (f"Predicting {what}: the check asks that the coefficients fitted on these data be within an L1 "
-                f"distance of {tn} of those fitted with differential privacy on the real data.")
-    if typ == "quantile":
-        levels = entry.get("quantiles") or [0.5]
-        names = ["median" if q == 0.5 else f"{plain(100 * q)}th percentile" for q in levels]
-        qkind = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        groups = "; ".join(_groups_text(b, spec) for b in (entry.get("by") or [None]))
-        return (f"The {qkind} of {target} by group: {groups}; the check asks for an error below {t} "
-                f"in every group.")
     if typ == "faithfulness":
         return None
-    return f"{criterion.get('description', criterion['id'])} (the check asks for a value below {t})."
+    describe = _FAMILIES.get(typ)
+    if describe is None:
+        return f"{criterion.get('description', criterion['id'])} (the check asks for a value below {t})."
+    return describe(_Family(entry=entry, spec=spec, d=d, columns=columns, kind=kind, target=target, t=t, tn=tn))
 
 
 def faithfulness_rule_text(fspec: dict) -> str:
@@ -555,125 +595,48 @@ def _sections(has_motivation: bool) -> list[dict]:
     return out
 
 
-def build_context(public: PublicFiles) -> dict:
-    """Everything the template needs, as plain strings/lists (numbers already formatted), from
-    the bundle's public files only (:class:`PublicFiles`)."""
-    spec, configuration, configuration_id = public.spec, public.configuration, public.configuration_id
-    columns, codes, metrics, budget = public.columns, public.codes, public.metrics, public.budget
-    meta = public.meta
-    created, dpbundle_version, fingerprint = meta.created, meta.dpbundle_version, meta.fingerprint
-    public_key_pem, commitment, files, extra = meta.public_key_pem, meta.commitment, meta.files, meta.extra
-    publication = publication_facts(public)
-    from .snippets import reading_snippets
+# --------------------------------------------------------------------------- the context, by section
+#
+# build_context composes one function per part of the datasheet; each key of the template's
+# context (each statement of the datasheet) is computed in exactly one of them.
 
-    snippets = reading_snippets(columns)
+@dataclass(frozen=True)
+class _Facts:
+    """What several sections use, read or estimated once from the public files."""
+
+    public: PublicFiles
+    release: dict               # spec.release
+    source: dict                # source_words(release.source_kind)
+    acceptance: dict            # spec.acceptance's entries by id
+    records: dict               # budget.json's records (default: the count published exactly)
+    publication: dict           # publication_facts(public)
+    noise_estimates: dict       # value_noise.estimate: the noise of fitted values
+    evidence_estimates: dict    # and of choices: the evidence of every check (evidence.py)
+
+
+def _facts(public: PublicFiles) -> _Facts:
+    spec, columns, codes, metrics = public.spec, public.columns, public.codes, public.metrics
+    publication = publication_facts(public)
     noise_estimates = value_noise.estimate(spec, columns, codes, metrics)
     # the evidence of every check (evidence.py): fits' and choices' noise simulated on the released data
-    evidence_estimates = dict(noise_estimates, **value_noise.choice_estimates(spec, configuration, columns,
+    evidence_estimates = dict(noise_estimates, **value_noise.choice_estimates(spec, public.configuration, columns,
                                                                               codes, metrics))
     release = spec.get("release") or {}
-    n, d = codes.shape
     acceptance = {a.get("id"): a for a in spec.get("acceptance") or [] if isinstance(a, dict)}
-    source = source_words(release.get("source_kind"))
-    records = budget.get("records") or {"policy": "declared_public", "epsilon": 0,
-                                        "statement": "the number of records is published exactly"}
-    policy = records["policy"]
-    n_fmt = f"{n:,}"
+    records = public.budget.get("records") or {"policy": "declared_public", "epsilon": 0,
+                                               "statement": "the number of records is published exactly"}
+    return _Facts(public=public, release=release, source=source_words(release.get("source_kind")),
+                  acceptance=acceptance, records=records, publication=publication,
+                  noise_estimates=noise_estimates, evidence_estimates=evidence_estimates)
 
-    # ---- columns
-    ratio_rows = [m for m in metrics if m.get("type") == "smoothed_ratio"]
-    ratio = None
-    if ratio_rows:
-        r0 = ratio_rows[0]
-        r_entry = acceptance.get(r0["id"]) or {}
-        ratio = {"id": r0["id"], "threshold": float(r0["threshold"]),
-                 "smoothing": float(r_entry.get("smoothing", 1) or 1)}
-    cols = []
-    for j, col in enumerate(columns):
-        labels = [str(x) for x in col.labels]
-        counts = np.bincount(codes[:, j], minlength=len(labels))[: len(labels)].tolist()
-        entry = _spec_column(spec, col.name) or {}
-        description = public.descriptions.get(col.name) or entry.get("description") or ""
-        unit = public.units.get(col.name) or ""
-        alt = None
-        cfg_cols = configuration.get("columns") if isinstance(configuration.get("columns"), dict) else None
-        if cfg_cols and col.name in cfg_cols:
-            alt = cfg_cols[col.name]
-        if isinstance(alt, dict):
-            alt = alt.get("id") or ", ".join(f"{k}={v}" for k, v in alt.items())
-        title = f"{col.name}: records per value" + (f" ({unit})" if unit else "")
-        cols.append({
-            "name": col.name,
-            "description": description,
-            "unit": unit,
-            "labels": labels,
-            "n_values": len(labels),
-            "source": provenance_text(spec, configuration, col.name, unit),
-            "alternative": alt,
-            "chart": charts.distribution_chart(labels, counts, title=title, ratio_band=ratio),
-        })
 
-    # ---- criteria
-    vnoise = value_noise.value_noise_rows(metrics, noise_estimates)
-    crit_rows, uses = [], []
-    for m in metrics:
-        entry = acceptance.get(m["id"])
-        fam = query_family(m, entry, spec, d, public.units, columns)
-        vn = vnoise[m["id"]]
-        vstd = vn["value_noise_std"]
-        margin = float(m["threshold"]) - float(m["dp_value"])
-        # a DP value within 2 noise standard deviations of its threshold: the real value may lie on the other side
-        close = vstd is not None and vstd > 0 and abs(margin) < 2 * vstd
-        nums = _criterion_numbers(m, entry, spec, public, vn, evidence_estimates.get(m["id"]))
-        row = dict(nums, id=m["id"], type=m["type"], description=m.get("description", ""),
-                   stakeholder_threshold=plain(m.get("stakeholder_threshold")),
-                   threshold_inputs=_flatten(m.get("threshold_inputs")) if m.get("threshold_inputs") else [],
-                   noise_std=std_text(m["noise_std"]), noise_scale=plain(m["noise_scale"], sig=3),
-                   epsilon=plain(m["epsilon"]), sensitivity=plain(m["sensitivity"], sig=3),
-                   mechanism=m["mechanism"], passed=bool(m["passed"]), noise_on=vn["noise_on"],
-                   noise_draws=(noise_estimates.get(m["id"]) or {}).get("draws"), close=close,
-                   text=fam or "")
-        crit_rows.append(row)
-        if fam:
-            uses.append(row)
-    chart_rows = [dict(m, value_noise_std=vnoise[m["id"]]["value_noise_std"]) for m in metrics]
-    glance_rows = [dict(id=m["id"], passed=bool(m["passed"]), dp_value=float(m["dp_value"]),
-                        threshold=float(m["threshold"]), floor=ev.metric_floor(m["type"]),
-                        ruled_out=ev.evidence(m, evidence_estimates.get(m["id"])).ruled_out, weak=r["weak"])
-                   for m, r in zip(metrics, crit_rows)]
-    all_passed = all(m["passed"] for m in metrics)
-    weak_rows = [r for r in crit_rows if r["weak"]]
-    negative_rows = [r for r in crit_rows if r["negative"]]
-    faith = [r for r in crit_rows if r["type"] == "faithfulness"]
-    faithfulness = None
-    if faith:
-        f = faith[0]
-        fm = next(m for m in metrics if m["id"] == f["id"])
-        faithfulness = dict(f, share_pct=noisy(100 * (1 - float(fm["dp_value"])),
-                                               100 * float(fm["noise_std"])))
-    fspec = spec.get("faithfulness") or {}
-
-    # ---- face privacy, from the released data itself (public) and the configuration
-    min_count = _find_key(configuration, "min_count")
-    name_index = {c.name: j for j, c in enumerate(columns)}
-    qi_rows = [{"columns": ", ".join(c.name for c in columns), "min": _min_multiplicity(codes)}]
-    for qi in ((spec.get("face_privacy") or {}).get("quasi_identifiers") or []):
-        if all(q in name_index for q in qi):
-            qi_rows.append({"columns": ", ".join(qi), "min": _min_multiplicity(codes, [name_index[q] for q in qi])})
-
-    # ---- budget
-    gen, sel = budget["generation"], budget["selection"]
-    budget_rows, budget_segments = _budget_rows(budget, spec)
-    total = float(budget["total_epsilon"])
-    cap = float(budget["epsilon_cap"])
-    hyper = gen.get("hyperparameters") or {}
+def _section_about(f: _Facts) -> dict:
+    """The release as its spec describes it: title block, numbered sections, part 1's words
+    (motivation, maintenance, citation, feedback), the document language."""
+    release, budget = f.release, f.public.budget
     period = release.get("period") or {}
-    has_motivation = bool(release.get("motivation") or release.get("mandate"))
-    sections = _sections(has_motivation)
-    num = {s["id"]: s["num"] for s in sections}
-    thresholds_by = str(release.get("thresholds_set_by") or "")
-    scale = epsilon_scale(total)
-    context = {
+    sections = _sections(bool(release.get("motivation") or release.get("mandate")))
+    return {
         # the document language (HTML lang, PDF /Lang): the spec's release.language when it has one
         "lang": str(release.get("language") or "en"),
         "title": release.get("title") or "Differentially private synthetic data",
@@ -688,23 +651,120 @@ def build_context(public: PublicFiles) -> dict:
         "mandate": str(release.get("mandate") or ""),
         "maintenance": str(release.get("maintenance") or ""),
         "citation": str(release.get("citation") or ""),
-        "thresholds_set_by": thresholds_by,
-        "source": source,
+        "thresholds_set_by": str(release.get("thresholds_set_by") or ""),
+        "source": f.source,
         "sections": sections,
-        "num": num,
+        "num": {s["id"]: s["num"] for s in sections},
         "unit_of_privacy": budget.get("unit_of_privacy") or release.get("unit_of_privacy") or "one record",
         "feedback": release.get("feedback") or (f"Contact {release.get('contact')}." if release.get("contact") else ""),
+        "number_rule": PEOPLE_RULE,
+    }
+
+
+def _section_records(f: _Facts) -> dict:
+    """What the data is: the number of records and columns, and how the count was released."""
+    n, d = f.public.codes.shape
+    records = f.records
+    return {
         "n": n,
-        "n_fmt": n_fmt,
+        "n_fmt": f"{n:,}",
         "d": d,
+        "records_policy": records["policy"],
+        "records_statement": records["statement"],
+        "records_epsilon": plain(records["epsilon"]),
+        # the count's noise: discrete Laplace of scale 1/eps, std sqrt(2)/eps (mean absolute error 1/eps)
+        "records_error": (f"{round(math.sqrt(2) * float(records['noise_scale'])):,}"
+                          if records.get("noise_scale") else ""),
+    }
+
+
+def _ratio(f: _Facts) -> dict | None:
+    """The first smoothed-ratio criterion (its band is drawn on the distributions), or None."""
+    ratio_rows = [m for m in f.public.metrics if m.get("type") == "smoothed_ratio"]
+    if not ratio_rows:
+        return None
+    r0 = ratio_rows[0]
+    r_entry = f.acceptance.get(r0["id"]) or {}
+    return {"id": r0["id"], "threshold": float(r0["threshold"]), "smoothing": float(r_entry.get("smoothing", 1) or 1)}
+
+
+def _column_row(public: PublicFiles, j: int, col: Any, ratio: dict | None) -> dict:
+    """One released column: its description, unit, values, provenance and distribution chart."""
+    spec, configuration = public.spec, public.configuration
+    labels = [str(x) for x in col.labels]
+    counts = np.bincount(public.codes[:, j], minlength=len(labels))[: len(labels)].tolist()
+    entry = _spec_column(spec, col.name) or {}
+    unit = public.units.get(col.name) or ""
+    alt = None
+    cfg_cols = configuration.get("columns") if isinstance(configuration.get("columns"), dict) else None
+    if cfg_cols and col.name in cfg_cols:
+        alt = cfg_cols[col.name]
+    if isinstance(alt, dict):
+        alt = alt.get("id") or ", ".join(f"{k}={v}" for k, v in alt.items())
+    title = f"{col.name}: records per value" + (f" ({unit})" if unit else "")
+    return {
+        "name": col.name,
+        "description": public.descriptions.get(col.name) or entry.get("description") or "",
+        "unit": unit,
+        "labels": labels,
+        "n_values": len(labels),
+        "source": provenance_text(spec, configuration, col.name, unit),
+        "alternative": alt,
+        "chart": charts.distribution_chart(labels, counts, title=title, ratio_band=ratio),
+    }
+
+
+def _section_columns(f: _Facts) -> dict:
+    """The columns and their values (part 1) and their distributions (part 2)."""
+    public = f.public
+    ratio = _ratio(f)
+    cols = [_column_row(public, j, col, ratio) for j, col in enumerate(public.columns)]
+    return {
         "columns": cols,
         "any_unit": any(c["unit"] for c in cols),
-        "label_examples": _label_examples(columns),
-        "pattern_example": _pattern_example(spec, columns),
+        "label_examples": _label_examples(public.columns),
+        "pattern_example": _pattern_example(public.spec, public.columns),
+        "ratio": ({"id": ratio["id"], "threshold": plain(ratio["threshold"]), "smoothing": plain(ratio["smoothing"])}
+                  if ratio else None),
+    }
+
+
+def _criterion_row(f: _Facts, m: dict, vn: dict) -> dict:
+    """A criterion's row of the quality table (also a use of part 1 when it checks a query family)."""
+    public = f.public
+    entry = f.acceptance.get(m["id"])
+    fam = query_family(m, entry, public.spec, public.codes.shape[1], public.units, public.columns)
+    vstd = vn["value_noise_std"]
+    margin = float(m["threshold"]) - float(m["dp_value"])
+    # a DP value within 2 noise standard deviations of its threshold: the real value may lie on the other side
+    close = vstd is not None and vstd > 0 and abs(margin) < 2 * vstd
+    nums = _criterion_numbers(m, entry, public.spec, public, vn, f.evidence_estimates.get(m["id"]))
+    return dict(nums, id=m["id"], type=m["type"], description=m.get("description", ""),
+                stakeholder_threshold=plain(m.get("stakeholder_threshold")),
+                threshold_inputs=_flatten(m.get("threshold_inputs")) if m.get("threshold_inputs") else [],
+                noise_std=std_text(m["noise_std"]), noise_scale=plain(m["noise_scale"], sig=3),
+                epsilon=plain(m["epsilon"]), sensitivity=plain(m["sensitivity"], sig=3),
+                mechanism=m["mechanism"], passed=bool(m["passed"]), noise_on=vn["noise_on"],
+                noise_draws=(f.noise_estimates.get(m["id"]) or {}).get("draws"), close=close,
+                text=fam or "")
+
+
+def _section_quality(f: _Facts) -> dict:
+    """The acceptance criteria: the quality table and charts (part 2), the intended uses (part 1)."""
+    metrics = f.public.metrics
+    vnoise = value_noise.value_noise_rows(metrics, f.noise_estimates)
+    crit_rows = [_criterion_row(f, m, vnoise[m["id"]]) for m in metrics]
+    uses = [row for row in crit_rows if row["text"]]
+    chart_rows = [dict(m, value_noise_std=vnoise[m["id"]]["value_noise_std"]) for m in metrics]
+    glance_rows = [dict(id=m["id"], passed=bool(m["passed"]), dp_value=float(m["dp_value"]),
+                        threshold=float(m["threshold"]), floor=ev.metric_floor(m["type"]),
+                        ruled_out=ev.evidence(m, f.evidence_estimates.get(m["id"])).ruled_out, weak=r["weak"])
+                   for m, r in zip(metrics, crit_rows)]
+    return {
         "criteria": crit_rows,
-        "all_passed": all_passed,
-        "weak_criteria": weak_rows,
-        "negative_criteria": negative_rows,
+        "all_passed": all(m["passed"] for m in metrics),
+        "weak_criteria": [r for r in crit_rows if r["weak"]],
+        "negative_criteria": [r for r in crit_rows if r["negative"]],
         "uses": uses,
         "criteria_chart": charts.criteria_chart(chart_rows),
         "glance_chart": charts.glance_chart(glance_rows),
@@ -714,12 +774,41 @@ def build_context(public: PublicFiles) -> dict:
         "noise_z": plain(charts.NOISE_Z),
         "power_pct": plain(100 * ev.POWER),
         "weak_share": "half",
-        "faithfulness": faithfulness,
-        "faithfulness_rule": faithfulness_rule_text(fspec),
-        "ratio": ({"id": ratio["id"], "threshold": plain(ratio["threshold"]), "smoothing": plain(ratio["smoothing"])}
-                  if ratio else None),
-        "min_count": min_count,
-        "qi_rows": qi_rows,
+    }
+
+
+def _section_faithfulness(f: _Facts, crit_rows: list[dict]) -> dict:
+    """The faithfulness criterion (its row with the share of faithful records) and the rule in words."""
+    faith = [r for r in crit_rows if r["type"] == "faithfulness"]
+    faithfulness = None
+    if faith:
+        row = faith[0]
+        fm = next(m for m in f.public.metrics if m["id"] == row["id"])
+        faithfulness = dict(row, share_pct=noisy(100 * (1 - float(fm["dp_value"])), 100 * float(fm["noise_std"])))
+    return {"faithfulness": faithfulness, "faithfulness_rule": faithfulness_rule_text(f.public.spec.get("faithfulness") or {})}
+
+
+def _section_face(f: _Facts) -> dict:
+    """Face privacy, from the released data itself (public) and the configuration."""
+    public = f.public
+    columns, codes = public.columns, public.codes
+    name_index = {c.name: j for j, c in enumerate(columns)}
+    qi_rows = [{"columns": ", ".join(c.name for c in columns), "min": _min_multiplicity(codes)}]
+    for qi in ((public.spec.get("face_privacy") or {}).get("quasi_identifiers") or []):
+        if all(q in name_index for q in qi):
+            qi_rows.append({"columns": ", ".join(qi), "min": _min_multiplicity(codes, [name_index[q] for q in qi])})
+    return {"min_count": _find_key(public.configuration, "min_count"), "qi_rows": qi_rows}
+
+
+def _section_budget(f: _Facts) -> dict:
+    """The privacy budget: how the total composes, the cap, the weak-guarantee warning and the
+    reading aid of part 1 (e^epsilon, published releases)."""
+    spec, budget = f.public.spec, f.public.budget
+    budget_rows, budget_segments = _budget_rows(budget, spec)
+    total = float(budget["total_epsilon"])
+    cap = float(budget["epsilon_cap"])
+    scale = epsilon_scale(total)
+    return {
         "budget_rows": budget_rows,
         "budget_chart": charts.budget_chart(budget_segments, total=total, cap=cap,
                                             weak=float(WEAK_GUARANTEE_EPSILON)),
@@ -734,14 +823,18 @@ def build_context(public: PublicFiles) -> dict:
         "epsilon_cap": plain(cap),
         "total_epsilon_opendp": plain(budget.get("total_epsilon_opendp")),
         "neighbouring": budget["neighbouring"],
-        "records_policy": policy,
-        "records_statement": records["statement"],
-        "records_epsilon": plain(records["epsilon"]),
-        # the count's noise: discrete Laplace of scale 1/eps, std sqrt(2)/eps (mean absolute error 1/eps)
-        "records_error": (f"{round(math.sqrt(2) * float(records['noise_scale'])):,}"
-                          if records.get("noise_scale") else ""),
         "input_metric": budget["input_metric"],
         "opendp_version": budget["opendp_version"],
+    }
+
+
+def _section_process(f: _Facts) -> dict:
+    """The production process: selection, generator, the selected configuration, the constraints."""
+    public = f.public
+    spec, budget = public.spec, public.budget
+    gen, sel = budget["generation"], budget["selection"]
+    hyper = gen.get("hyperparameters") or {}
+    return {
         "selection_method": sel["method"],
         "selection_factor": plain(sel["factor"]),
         "stop_probability": plain(sel["stop_probability"]),
@@ -751,27 +844,59 @@ def build_context(public: PublicFiles) -> dict:
         "evaluation_epsilon": plain(budget["evaluation"]["epsilon"]),
         "per_iteration_epsilon": plain(budget["per_iteration_epsilon"]),
         "pre_selection": [{"purpose": p["purpose"], "epsilon": plain(p["epsilon"])} for p in budget.get("pre_selection") or []],
-        "configuration_id": configuration_id,
-        "configuration_rows": _flatten(configuration),
+        "configuration_id": public.configuration_id,
+        "configuration_rows": _flatten(public.configuration),
         "raw_constraints": [c.get("name", "") for c in spec.get("raw_constraints") or []],
         "synthetic_constraints": [c.get("name", "") for c in spec.get("synthetic_constraints") or []],
-        "created": created,
-        "created_year": str(created)[:4],
-        "dpbundle_version": dpbundle_version,
-        "fingerprint": fingerprint,
-        "public_key_pem": public_key_pem.strip(),
-        "commitment": commitment,
+    }
+
+
+def _section_reading(f: _Facts) -> dict:
+    """Reading the data in R and Stata."""
+    from .snippets import reading_snippets
+
+    snippets = reading_snippets(f.public.columns)
+    return {"reading_r": snippets["r"], "reading_stata": snippets["stata"]}
+
+
+def _section_verify(f: _Facts) -> dict:
+    """How to verify the release: the manifest's facts, the commands, what each audit proves,
+    pre-registration and the published model."""
+    meta, publication = f.public.meta, f.publication
+    return {
+        "created": meta.created,
+        "created_year": str(meta.created)[:4],
+        "dpbundle_version": meta.dpbundle_version,
+        "fingerprint": meta.fingerprint,
+        "public_key_pem": meta.public_key_pem.strip(),
+        "commitment": meta.commitment,
         "openssl_command": openssl_verify_command("KEY.pub"),
         "audit_command": ("dpbundle audit BUNDLE --pubkey KEY.pub"
                           + (" --preregistration REC --beacon VALUE" if publication.get("beacon") else "")),
-        "verification": verification_claims(publication, source),
-        "files": list(files),
-        "reading_r": snippets["r"],
-        "reading_stata": snippets["stata"],
+        "verification": verification_claims(publication, f.source),
+        "files": list(meta.files),
         # pre-registration and published model: {"model": bool, "beacon": {...},
         # "record_created": str, "spec_sha256": str} or None
         "publication": publication or {},
-        "number_rule": PEOPLE_RULE,
-        "extra_rows": _flatten(extra) if extra else [],
+        "extra_rows": _flatten(meta.extra) if meta.extra else [],
     }
-    return context
+
+
+def build_context(public: PublicFiles) -> dict:
+    """Everything the template needs, as plain strings/lists (numbers already formatted), from
+    the bundle's public files only (:class:`PublicFiles`): the parts of the datasheet, each
+    built by its own function."""
+    f = _facts(public)
+    quality = _section_quality(f)
+    return {
+        **_section_about(f),
+        **_section_records(f),
+        **_section_columns(f),
+        **quality,
+        **_section_faithfulness(f, quality["criteria"]),
+        **_section_face(f),
+        **_section_budget(f),
+        **_section_process(f),
+        **_section_reading(f),
+        **_section_verify(f),
+    }

@@ -89,9 +89,15 @@ class Preregistration:
     """A loaded record: its bytes (as signed), parsed document, signature and path."""
 
     path: Path
-    raw: bytes
+    record_bytes: bytes
     doc: dict
     signature: bytes
+
+    @property
+    def raw(self) -> bytes:
+        """The record's bytes: the old name of ``record_bytes`` (outside the spec package no
+        module reads an attribute named raw, the name of the spec's document)."""
+        return self.record_bytes
 
     @property
     def commitment(self) -> str:
@@ -148,7 +154,7 @@ def write_preregistration(spec: Any, private_key: Any, out: Path, *, beacon_sour
         "dpbundle_version": version or __version__,
         "spec_sha256": spec_sha256(spec),
         "configs_sha256": file_sha256(configs) if configs is not None else None,
-        "title": (spec.raw.get("release") or {}).get("title") or "",
+        "title": spec.model.release.title or "",
         "privacy": {"epsilon_cap": spec.epsilon_cap},
         "public_key": {"algorithm": "Ed25519", "pem": keys.public_key_pem(pub),
                        "fingerprint": keys.public_key_fingerprint(pub)},

@@ -1,0 +1,210 @@
+"""The first stage of a release: :func:`plan` makes every check that needs no privacy budget and
+returns a :class:`Plan`, what the later stages need. No budget is spent before it returns."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from dpbundle.release.errors import literal
+from dpbundle.release.pipeline import output
+from dpbundle.release.pipeline.checks import (check_input_file, check_list_size, check_out, check_private_outputs,
+                                              inside, preflight_after_prepare, rows_for_room, spec_text_problem)
+from dpbundle.release.pipeline.output import fail, say, unusable
+from dpbundle.release.pipeline.request import ReleaseRequest
+from dpbundle.release.pipeline.state import Run
+
+__all__ = ["Plan", "plan", "load_key"]
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A release that passed every check made before its spend: the request (with the example's
+    spec, data, key, ledger and list filled in), the loaded spec and key, the prepared data,
+    where the transcript goes, the ledger, the configurations and seeds the selection draws from,
+    its stop plan, and the public files the bundle will carry besides its own."""
+
+    request: ReleaseRequest
+    spec: Any
+    private_key: Any
+    transcript_path: Path
+    ledger: Any
+    prepared: Any
+    configs: Optional[list]
+    binding: Any
+    stop: Any
+    public_files: dict
+
+    @property
+    def out(self) -> Path:
+        return self.request.out
+
+
+def plan(request: ReleaseRequest, run: Run) -> Plan:
+    """Check, in this order: the output location and the transcript's, the ledger's path, the
+    spec, the key, the --configs list, the pre-registration, the stop probability, the
+    generators; then prepare the data and check the list's size, room for a kept result (reserved
+    in ``run``), room for the bundle, the ledger, the renderer and the public files. Every
+    refusal says that nothing was spent; no budget is spent before this returns."""
+    transcript_path, ledger = _outputs(request)
+    spec = _load_spec(request)
+    private_key = load_key(request.key, request.passphrase_file)
+    choice = _selection_inputs(request, spec, private_key)
+    prepared = _prepare(request, spec)
+    if request.configs is not None:
+        check_list_size(request.configs, choice.measured, prepared, spec, request.allow_other_size,
+                        request.is_example)
+    _room(request, spec, prepared, ledger, run)
+    try:   # the public files the bundle will carry, checked now as write_bundle will check them
+        from dpbundle.release.bundle.write import BundleError, check_public_files
+
+        check_public_files(choice.public_files)
+    except (BundleError, ValueError) as exc:
+        unusable(f"{literal(exc)}; nothing was spent")
+    return Plan(request=request, spec=spec, private_key=private_key, transcript_path=transcript_path,
+                ledger=ledger, prepared=prepared, configs=choice.configs, binding=choice.binding,
+                stop=choice.stop, public_files=choice.public_files)
+
+
+@dataclass(frozen=True, eq=False)
+class _Choice:
+    """What the selection draws from: the list's configurations and size, the seeds, the stop."""
+
+    configs: Optional[list]
+    measured: Optional[dict]
+    binding: Any
+    public_files: dict
+    stop: Any
+
+
+def _outputs(request: ReleaseRequest):
+    """(transcript path, Ledger): the bundle's place, the transcript's (absolute, private, not
+    inside the bundle), the zip's, and the ledger's path."""
+    from dpbundle.release.bundle.preflight import writable_dir_problem
+    from dpbundle.release.bundle.write import default_transcript_path
+    from dpbundle.release.scheme.ledger import Ledger
+
+    out = request.out
+    check_out(out, request.force)
+    transcript_path = (request.transcript or default_transcript_path(out)).absolute()
+    if inside(transcript_path, out):
+        fail(f"the transcript {transcript_path} must not be inside the bundle {out}: it is private")
+    if not transcript_path.parent.is_dir():
+        fail(f"{transcript_path.parent}: no such directory (for the transcript {transcript_path})")
+    problem = writable_dir_problem(transcript_path.parent, "the private transcript")
+    if problem:
+        fail(f"{problem}; nothing was spent")
+    check_private_outputs(out, transcript_path, request.make_zip, request.force)
+    ledger = Ledger(request.ledger or Ledger.default_path())   # an absolute path from here on
+    problem = ledger.path_problem()
+    if problem:
+        unusable(f"{problem}; nothing was read or spent")
+    return transcript_path, ledger
+
+
+def _load_spec(request: ReleaseRequest):
+    """The spec and data files are regular files; the validated spec, its every string writable
+    as UTF-8."""
+    from dpbundle.release.spec.load import MAX_SPEC_BYTES, SpecError, load_spec
+
+    check_input_file(request.spec, "spec", MAX_SPEC_BYTES)
+    check_input_file(request.data, "data file", None)
+    try:
+        spec = load_spec(request.spec)
+    except SpecError as exc:
+        unusable(str(exc))
+    problem = spec_text_problem(spec.document())
+    if problem:
+        unusable(f"{request.spec}: {problem}; nothing was read or spent")
+    return spec
+
+
+def load_key(key_path: Path, passphrase_file: Optional[Path]):
+    """The Ed25519 private key (its passphrase from the file or the environment)."""
+    from dpbundle.release.bundle.keys import KeyFileError, load_private_key, read_passphrase
+    from dpbundle.release.common.safe_io import KEY_BYTES, PASSPHRASE_BYTES
+
+    check_input_file(key_path, "signing key", KEY_BYTES)
+    if passphrase_file is not None:
+        check_input_file(passphrase_file, "passphrase file", PASSPHRASE_BYTES)
+    try:
+        return load_private_key(key_path, read_passphrase(passphrase_file))
+    except KeyFileError as exc:
+        unusable(f"cannot load the signing key: {exc}")
+
+
+def _selection_inputs(request: ReleaseRequest, spec, private_key) -> _Choice:
+    """The --configs list, the pre-registration, the list as a public file, the stop
+    probability; every generator they use available here."""
+    from dpbundle.release.bundle.write import BundleError
+    from dpbundle.release.common.safe_io import LIST_BYTES
+    from dpbundle.release.pipeline.selection_inputs import bind_preregistration, choose_stop, load_configs
+    from dpbundle.release.scheme.space import check_config
+
+    configs, estimates, measured, configs_path = None, None, None, request.configs
+    if configs_path is not None:
+        check_input_file(configs_path, "configuration list", LIST_BYTES)
+        configs, estimates, measured = load_configs(configs_path, spec, check_config, request.allow_other_spec)
+    binding, public_files = bind_preregistration(request, spec, private_key)
+    if configs_path is not None:     # the list the selection draws from is published verbatim
+        from dpbundle.release.bundle.write import configurations_file
+
+        try:
+            public_files = public_files | configurations_file(configs_path)
+        except BundleError as exc:
+            unusable(f"{literal(exc)}; nothing was spent")
+    stop = choose_stop(spec, request.stop_probability, estimates)
+    from dpbundle.mechanisms.generators import generator_types
+
+    available = generator_types()
+    used = {c["generator"]["type"] for c in configs} if configs else set(spec.generator_types)
+    for gtype in sorted(used):
+        if not available[gtype]["available"]:
+            fail(f"generator {gtype!r} is not available here: {available[gtype]['reason']}")
+    return _Choice(configs=configs, measured=measured, binding=binding, public_files=public_files, stop=stop)
+
+
+def _prepare(request: ReleaseRequest, spec):
+    """The private data, read and validated (errors name file, line, column and rule, never a
+    cell's value)."""
+    from dpbundle.release.data.prepare import InputError, prepare
+
+    with output.console.status("reading and validating the data"):
+        try:
+            prepared = prepare(request.data, spec, show_values=False)
+        except InputError as exc:
+            unusable(f"{exc}\n  (cell values are not shown here; run `dpbundle spec validate SPEC --data DATA` "
+                     "inside the enclave to see them)")
+    shown = request.data.name if request.is_example else request.data
+    if spec.records_policy == "declared_public":
+        say(f"prepared {shown}: n = {prepared.n:,} plausible records (declared public by the spec's "
+            "records policy)")
+    else:
+        say(f"prepared {shown}: the number of plausible records will be released as a DP count "
+            f"(epsilon {spec.epsilon_count:g})")
+    return prepared
+
+
+def _room(request: ReleaseRequest, spec, prepared, ledger, run: Run) -> None:
+    """Room for a kept result in the private directory (reserved in ``run``, before the bundle's
+    room is measured), then room for the bundle, a writable ledger and a working renderer."""
+    from dpbundle.release.bundle.write import private_dir
+
+    try:
+        from dpbundle.release.bundle.pending import reserve
+
+        run.reservation = reserve(private_dir(), request.out, _pending_room(prepared, spec))
+    except OSError as exc:
+        fail(f"{private_dir()}: cannot reserve room there to keep the selected result should its "
+             f"bundle fail to be written ({exc.strerror or exc}); nothing was spent (checked before "
+             "the ledger entry)")
+    preflight_after_prepare(request.out, spec, rows_for_room(prepared, spec), request.make_zip, ledger.path)
+
+
+def _pending_room(prepared, spec) -> int:
+    """Room to reserve, before the spend, for a kept result: the codes (8 bytes a cell, an upper
+    bound of their compressed size), the spec, and 16 MiB for the transcript and public files;
+    grown after the selection if the transcript is larger."""
+    rows = rows_for_room(prepared, spec)
+    return rows * len(spec.released_columns) * 8 + 2 * len(json.dumps(spec.document(), default=str)) + (16 << 20)

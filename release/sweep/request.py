@@ -1,0 +1,127 @@
+"""What a sweep is asked to do (:class:`SweepRequest`) and what it returns (:class:`SweepResult`).
+
+The command line (``dpbundle sweep``) and Python (:func:`dpbundle.release.api.sweep`) both build
+a :class:`SweepRequest`; :func:`dpbundle.release.sweep.run.run_sweep` carries it through the
+stages plan -> execute -> summarise -> report.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BOOTSTRAP_MESSAGE",
+    "DEFAULT_MAX_REPS",
+    "DEFAULT_MIN_ACCEPTANCE",
+    "DEFAULT_REPS",
+    "UTILITY_POLICIES",
+    "SweepError",
+    "SweepRequest",
+    "SweepResult",
+]
+
+DEFAULT_REPS = 3
+DEFAULT_MAX_REPS = 40
+DEFAULT_MIN_ACCEPTANCE = 0.10
+UTILITY_POLICIES = ("first", "all", "none")
+_PATHS = ("spec_path", "data_path", "out")
+
+BOOTSTRAP_MESSAGE = (
+    "{call} was called while a worker process was starting: the script that calls it is being "
+    "re-run by Python's multiprocessing (spawn), because the call is not under "
+    "`if __name__ == \"__main__\":`. Nothing was run in this worker; put the call under that guard.")
+
+
+class SweepError(Exception):
+    """Unusable input or output directory (exit code 2); the message says what and why."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """Every option of one sweep; ``None`` means "the recorded value when resuming, else the default".
+
+    ``reps`` (first batch, default 3), ``max_reps`` (cap of the adaptive repetitions, default
+    40; ``== reps``: a fixed design), ``batch`` (later batches, default ``reps``), ``sample``
+    (K configurations drawn with ``seed``; default the whole space), ``configs`` (a narrowed list
+    to re-measure instead; ``allow_other_spec`` accepts one written for another spec),
+    ``min_acceptance`` (the cut-off, default 0.10). ``workers`` (local processes) or
+    ``scheduler`` (a Dask address); ``mp_context`` the local pool's start method. ``utility``:
+    granular utility of accepted runs, ``first`` / ``all`` / ``none`` (``utility_options``
+    are passed to the measures). ``iteration`` and ``prepare`` replace the real iteration and
+    data preparation (e.g. in tests); ``on_run(record)`` is called after each saved run.
+    ``progress`` shows a progress bar on ``console`` (default: stderr); ``report`` writes
+    report.html / report.pdf.
+    """
+
+    spec_path: Path
+    data_path: Path
+    out: Path
+    reps: int | None = None
+    max_reps: int | None = None
+    batch: int | None = None
+    sample: int | None = None
+    seed: int | None = None
+    configs: Path | None = None
+    allow_other_spec: bool = False
+    min_acceptance: float | None = None
+    workers: int | None = None
+    scheduler: str | None = None
+    mp_context: str = "spawn"
+    utility: str = "first"
+    utility_options: dict | None = field(default=None, compare=False)
+    iteration: Callable | None = None
+    prepare: Callable | None = None
+    progress: bool = True
+    report: bool = True
+    console: Any = field(default=None, compare=False)
+    on_run: Callable[[dict], None] | None = None
+
+    def __post_init__(self) -> None:
+        for name in _PATHS:
+            object.__setattr__(self, name, Path(getattr(self, name)))
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The names of the options (every field but the three paths), sorted."""
+        return sorted(f.name for f in dataclasses.fields(cls) if f.name not in _PATHS)
+
+    @classmethod
+    def from_options(cls, spec_path, data_path, out, **options: Any) -> SweepRequest:
+        """A request from keyword options; TypeError naming any unknown option."""
+        _reject_unknown(options)
+        return cls(spec_path, data_path, out, **options)
+
+    def with_options(self, **options: Any) -> SweepRequest:
+        """A copy with some options replaced; TypeError naming any unknown option."""
+        _reject_unknown(options, allowed=_PATHS)
+        return dataclasses.replace(self, **options)
+
+
+def _reject_unknown(options: dict, allowed: tuple[str, ...] = ()) -> None:
+    unknown = sorted(set(options) - set(SweepRequest.option_names()) - set(allowed))
+    if unknown:
+        raise TypeError(f"unknown sweep option(s) {', '.join(unknown)}; known: "
+                        f"{', '.join(SweepRequest.option_names())}")
+
+
+@dataclass
+class SweepResult:
+    """A finished sweep: its directory, summary (``summary.json``), the runs of this session
+    (``new_runs`` in ``seconds`` on ``backend`` with ``workers``) and the files written."""
+
+    out: Path
+    summary: dict
+    new_runs: int
+    seconds: float
+    backend: str
+    workers: int
+    files: dict = field(default_factory=dict)
+
+    @property
+    def runs_per_minute(self) -> float | None:
+        return self.new_runs / self.seconds * 60.0 if self.new_runs and self.seconds > 0 else None
