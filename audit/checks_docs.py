@@ -17,12 +17,15 @@ from __future__ import annotations
 import html as html_mod
 import io
 import re
+import sys
 
 from .bundle_io import BundleFileError
 from .context import AuditContext, Missing
+from .pdf_helper import PdfHelper
+from .pdf_extract import shared_fonts, stack_depth
 from .report import CheckResult
 
-__all__ = ["check_documentation", "number_forms", "pdf_text", "pdf_pages"]
+__all__ = ["check_documentation", "number_forms", "pdf_text", "pdf_pages", "start_pdf_helper"]
 
 MAX_PAGES = 200
 MAX_PDF_TEXT_CHARS = 8_000_000   # the text of README.pdf (a datasheet has about 50,000 characters)
@@ -126,8 +129,11 @@ def _legacy_numbers(ctx: AuditContext, r: CheckResult) -> CheckResult:
     return r
 
 
-def pdf_pages(data: bytes) -> list[str]:
-    """The extracted text of every page of a PDF (ValueError if encrypted or too long)."""
+def pdf_pages(data: bytes, helper: PdfHelper | None = None) -> list[str]:
+    """The extracted text of every page of a PDF (ValueError if encrypted or too long).
+
+    ``helper``: a :class:`.pdf_helper.PdfHelper` started on the same bytes; a page it has
+    already extracted is taken from it (the same text, and an error as the same error)."""
     import logging
 
     from pypdf import PdfReader
@@ -138,15 +144,44 @@ def pdf_pages(data: bytes) -> list[str]:
         raise ValueError("the PDF is encrypted")
     if len(reader.pages) > MAX_PAGES:
         raise ValueError(f"{len(reader.pages)} pages, more than {MAX_PAGES}")
+    with shared_fonts():
+        return _page_texts(reader.pages, helper)
+
+
+def _page_texts(pages, helper: PdfHelper | None) -> list[str]:
+    """Each page's text, from the helper when it has the page, else extracted here."""
+    if helper is not None:    # the helper extracts under this frame's headroom
+        helper.go(sys.getrecursionlimit() - stack_depth())
     out, total = [], 0
-    for page in reader.pages:       # pypdf caps each stream's decompression (75 MB in 7.x)
-        text = page.extract_text() or ""
+    for i, page in enumerate(pages):   # pypdf caps each stream's decompression (75 MB in 7.x)
+        text = _helper_text(helper.page(i)) if helper is not None else None
+        if text is None:
+            text = page.extract_text() or ""
         total += len(text)
         if total > MAX_PDF_TEXT_CHARS:
             raise ValueError(f"more than {MAX_PDF_TEXT_CHARS:,} characters of text (a datasheet has "
                              "well under a million)")
         out.append(text)
     return out
+
+
+def _helper_text(done: tuple | None) -> str | None:
+    """A page the helper extracted: its text, or its error raised again (the same type name
+    and message), its pypdf log records emitted again first; None if it has not (yet)."""
+    import logging
+
+    if done is None:
+        return None
+    if done[0] == "error":
+        try:
+            error = type(done[1], (Exception,), {})(done[2])
+        except (TypeError, ValueError):   # not a class name: the page is extracted here
+            return None
+    for name, level, message in done[-1]:
+        logging.getLogger(name).log(level, message)
+    if done[0] == "text":
+        return done[1]
+    raise error
 
 
 def _made_before_02(ctx: AuditContext) -> bool:
@@ -160,18 +195,25 @@ def _made_before_02(ctx: AuditContext) -> bool:
 
 def check_documentation(ctx: AuditContext) -> CheckResult:
     r = CheckResult("documentation")
-    if not ctx.bundle.has("codebook.csv") and _made_before_02(ctx):
+    if _legacy(ctx):
         r.warn("a bundle made before dpbundle 0.2: its datasheet was not rendered from its public "
                "files, so only its numbers are checked")
         return _legacy_numbers(ctx, r)
+    helper, ctx.pdf_helper = ctx.pdf_helper, None
+    if helper is None:
+        helper = _start_helper(ctx)
     try:
-        _check_codebook(ctx, r)
-        want = _rendered(ctx)
-    except Missing as e:
-        r.fail(str(e))
-        return r
-    _check_html(ctx, r, want)
-    _check_pdf(ctx, r, want)
+        try:
+            _check_codebook(ctx, r)
+            want = _rendered(ctx)
+        except Missing as e:
+            r.fail(str(e))
+            return r
+        _check_html(ctx, r, want)
+        _check_pdf(ctx, r, want, helper)
+    finally:
+        if helper is not None:
+            helper.close()
     rows = None
     try:
         rows = ctx.json("metrics.json").get("criteria")
@@ -258,14 +300,38 @@ def _quote(sentence: str, limit: int = 240) -> str:
     return "\u201c" + (sentence if len(sentence) <= limit else sentence[:limit] + "\u2026") + "\u201d"
 
 
-def _check_pdf(ctx: AuditContext, r: CheckResult, want: str) -> None:
+def start_pdf_helper(ctx: AuditContext) -> None:
+    """Start README.pdf's helper process early (the runner, once the integrity check passed):
+    it reads the PDF and waits until the documentation check starts on the pages. Not for a
+    bundle whose datasheet is only searched for numbers (before dpbundle 0.2)."""
+    if ctx.pdf_helper is None and not _legacy(ctx):
+        ctx.pdf_helper = _start_helper(ctx)
+
+
+def _legacy(ctx: AuditContext) -> bool:
+    return not ctx.bundle.has("codebook.csv") and _made_before_02(ctx)
+
+
+def _start_helper(ctx: AuditContext) -> PdfHelper | None:
+    """A second process extracting README.pdf's pages (:mod:`.pdf_helper`); None when there is
+    no readable README.pdf (or no gain)."""
+    if not ctx.bundle.has("README.pdf"):
+        return None
+    try:
+        data = ctx.bundle.read_bytes("README.pdf")
+    except BundleFileError:
+        return None
+    return PdfHelper.start(data, MAX_PAGES, MAX_PDF_TEXT_CHARS)
+
+
+def _check_pdf(ctx: AuditContext, r: CheckResult, want: str, helper: PdfHelper | None = None) -> None:
     from dpbundle.templates.datasheet.words import compare_pdf_words
 
     if not ctx.bundle.has("README.pdf"):
         r.fail("README.pdf: missing from the bundle")
         return
     try:
-        pages = pdf_pages(ctx.bundle.read_bytes("README.pdf"))
+        pages = pdf_pages(ctx.bundle.read_bytes("README.pdf"), helper)
     except BundleFileError as e:
         r.fail(f"README.pdf: {e}")
         return

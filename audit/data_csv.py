@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from .labels import SpecView
 __all__ = ["DataTable", "read_data_csv", "read_header_and_labels"]
 
 MAX_REPORTED = 20
+FIELD_LIMIT = 1 << 20     # the csv module's limit on one field (its reader raises beyond it)
 
 
 @dataclass
@@ -71,7 +73,7 @@ def record_limit(view: SpecView) -> int:
 
 def _iter_rows(bundle: Bundle, name: str, limit: int = MAX_RECORD_CHARS):
     f = bundle.open_text(name)
-    csv.field_size_limit(1 << 20)
+    csv.field_size_limit(FIELD_LIMIT)
     lines = _Lines(f, limit)
     reader = csv.reader(lines, strict=True)
     return f, reader, lines
@@ -104,10 +106,109 @@ def read_header_and_labels(bundle: Bundle, name: str = "data.csv", max_rows: int
 
 
 def read_data_csv(bundle: Bundle, view: SpecView, name: str = "data.csv") -> DataTable:
-    """Parse ``name`` against the labels of ``view``; problems are collected, not raised."""
-    problems: list[str] = []
+    """Parse ``name`` against the labels of ``view``; problems are collected, not raised.
+
+    A clean file (the common case) is read by :func:`_read_clean`, without the csv module; any
+    departure from the plain form it accepts makes it give up, and the file is read again by
+    :func:`_read_checked`, which says what is wrong, with row and column."""
     expected = view.names
     lookups = [{lab: k for k, lab in enumerate(c.labels)} for c in view.columns]
+    try:
+        clean = _read_clean(bundle, name, expected, lookups, record_limit(view))
+    except (BundleFileError, UnicodeDecodeError, OSError, ValueError):
+        clean = None
+    if clean is not None:
+        codes, rows = clean
+        return DataTable(header=list(expected), codes=codes, rows=rows)
+    return _read_checked(bundle, view, name, expected, lookups)
+
+
+# The characters that make csv.reader do more than split a line at its commas: a quote, a line
+# end other than "\n", NUL (which it refuses). A chunk with any of them is left to the csv module.
+_SPECIAL = ('"', "\r", "\x00")
+CLEAN_CHUNK_CHARS = 1 << 20    # characters read at a time: its cells as strings take ~10 times as much
+
+
+def _special(text: str) -> bool:
+    return any(ch in text for ch in _SPECIAL)
+
+
+def _plain_labels(names: list[str], lookups: list[dict]) -> bool:
+    """Whether every column name and label can only be written as plain text between commas
+    (non-empty, no comma, quote, line end or NUL, within the csv module's field limit)."""
+    for text in [*names, *(lab for lk in lookups for lab in lk)]:
+        if not text or len(text) > FIELD_LIMIT or "," in text or "\n" in text or _special(text):
+            return False
+    return True
+
+
+def _read_clean(bundle: Bundle, name: str, expected: list[str], lookups: list[dict],
+                limit: int) -> tuple[np.ndarray, int] | None:
+    """(codes, rows) of a data.csv in plain form, or None: the header line is exactly the
+    released columns joined by commas, and every other line, ending in a line feed (the last one
+    may not), holds one declared label per column; no quote, carriage return or NUL anywhere, no
+    line longer than ``limit`` characters. csv.reader reads such a file as these lines split at their commas,
+    so the codes and row count are the ones :func:`_read_checked` finds, with no problem."""
+    if not _plain_labels(expected, lookups):
+        return None
+    chunks: list[np.ndarray] = []
+    header: str | None = None
+    carry = ""
+    with bundle.open_text(name) as f:
+        while True:
+            block = f.read(CLEAN_CHUNK_CHARS)
+            text = carry + block
+            cut = text.rfind("\n") + 1 if block else len(text)   # at the end: the last line
+            region, carry = text[:cut], text[cut:]
+            if len(carry) >= limit or _special(region):
+                return None
+            if region:     # whole lines: each ends in a line feed, except a last line at the end
+                lines = region[:-1] if region.endswith("\n") else region
+                if header is None:
+                    header, more, lines = lines.partition("\n")
+                    if header != ",".join(expected) or len(header) + 1 > limit:
+                        return None
+                    if not more:
+                        lines = None
+                if lines is not None:
+                    codes = _clean_codes(lines, lookups, limit)
+                    if codes is None:
+                        return None
+                    chunks.append(codes)
+            if not block:
+                break
+    if header is None:
+        return None
+    codes = np.concatenate(chunks) if chunks else np.zeros((0, len(expected)), dtype=np.int64)
+    return codes, len(codes)
+
+
+def _clean_codes(text: str, lookups: list[dict], limit: int) -> np.ndarray | None:
+    """The codes of the lines of ``text`` (separated by line feeds; each must be d declared
+    labels joined by commas, else None). A released table repeats its rows (face privacy): each
+    distinct line is split and looked up once."""
+    d = len(lookups)
+    lines = text.split("\n")
+    distinct = list(dict.fromkeys(lines))
+    if max(map(len, distinct)) + 1 > limit or set(map(str.count, distinct, repeat(","))) != {d - 1}:
+        return None
+    cells = ",".join(distinct).split(",")
+    table = np.empty((len(distinct), d), dtype=np.int64)
+    for j, lookup in enumerate(lookups):
+        codes = list(map(lookup.get, cells[j::d]))
+        if None in codes:
+            return None
+        table[:, j] = codes
+    if len(distinct) == len(lines):
+        return table
+    where = dict(zip(distinct, range(len(distinct))))
+    return table[np.fromiter(map(where.__getitem__, lines), dtype=np.intp, count=len(lines))]
+
+
+def _read_checked(bundle: Bundle, view: SpecView, name: str, expected: list[str],
+                  lookups: list[dict]) -> DataTable:
+    """The csv module's reading of ``name``, every problem reported with its row and column."""
+    problems: list[str] = []
     d = len(expected)
     try:
         f, reader, lines = _iter_rows(bundle, name, record_limit(view))

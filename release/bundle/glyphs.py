@@ -84,10 +84,10 @@ def _fc_list_ranges() -> list[tuple[int, int]] | None:
         return None
     if proc.returncode != 0:
         return None
-    ranges = []
-    for line in proc.stdout.splitlines():
-        ranges += _parse_ranges(line)
-    return ranges or None
+    ranges: set[tuple[int, int]] = set()
+    for line in set(proc.stdout.splitlines()):   # many fonts share a character set (the styles of a family)
+        ranges.update(_parse_ranges(line))
+    return list(ranges) or None
 
 
 def _font_files() -> list[Path]:

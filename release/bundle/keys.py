@@ -27,6 +27,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+# the variable's name is also in the command line's help: a module of its own, without cryptography
+from dpbundle.release.bundle.passphrase_env import PASSPHRASE_ENV
+
 __all__ = [
     "PASSPHRASE_ENV",
     "KeyFileError",
@@ -41,7 +44,6 @@ __all__ = [
     "verify",
 ]
 
-PASSPHRASE_ENV = "DPBUNDLE_KEY_PASSPHRASE"
 SIGNATURE_SIZE = 64
 
 PublicKeyLike = Union[Ed25519PublicKey, Ed25519PrivateKey, bytes, str]

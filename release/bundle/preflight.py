@@ -6,8 +6,9 @@ untouched; the same problem found after the selection would waste the whole budg
   lists exactly its files and their hashes verify); its folder writable with room for the
   bundle (estimated from n and the longest labels, plus the datasheet);
 * the private locations: the transcript's and the ledger's folders writable;
-* the datasheet: templates present and WeasyPrint able to render a page with a font, and an
-  installed font for every character of the spec's texts and labels (else empty boxes);
+* the datasheet: templates present, WeasyPrint loading with its libraries and fontconfig listing a
+  font (no page is rendered: the check is cheap), and an installed font for every character of the
+  spec's texts and labels (else empty boxes);
 * leftovers of killed runs: hidden ``.OUT.tmp-PID-*`` folders of dead processes are removed.
 """
 from __future__ import annotations
@@ -21,10 +22,11 @@ import shutil
 from pathlib import Path
 
 __all__ = ["replaceable_bundle_problem", "writable_dir_problem", "room_problem",
-           "renderer_problem", "clean_stale", "estimate_bundle_bytes", "MAX_MANIFEST_BYTES"]
+           "renderer_problem", "renderer_note", "clean_stale", "estimate_bundle_bytes", "MAX_MANIFEST_BYTES"]
 
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 DATASHEET_BYTES = 8 * 1024 * 1024      # README.pdf + README.html + JSON files, generously
+_last_status = None                    # the renderer's status found by the last renderer_problem()
 _BUNDLE_FORMAT = "dpbundle-bundle/1"
 
 
@@ -112,29 +114,23 @@ def room_problem(directory: Path, need: int, what: str) -> str | None:
 
 
 def renderer_problem(spec: dict | None = None) -> str | None:
-    """None when the datasheet templates load and WeasyPrint renders a page with text, and (given
-    the release ``spec``) some installed font has every character of the spec's texts and labels
-    and of the datasheet template."""
+    """None when the datasheet templates load, WeasyPrint loads with its libraries and fontconfig
+    lists a font (:func:`datasheet.check_renderer`: a cheap check, no page is rendered; the
+    background renderer's answer during a release), and (given the release ``spec``) some
+    installed font has every character of the spec's texts and labels and of the datasheet
+    template."""
+    global _last_status
+    _last_status = None
     try:
         from dpbundle.release.bundle import datasheet
 
         datasheet.check_templates()
-        pdf = datasheet.render_pdf_bytes("<html lang=\"en\"><head><title>check</title></head><body><p>dpbundle renderer check 0123</p></body></html>")
+        status = datasheet.check_renderer()
     except Exception as exc:  # noqa: BLE001 - any failure means the bundle could not be written
         return f"the datasheet cannot be rendered here: {type(exc).__name__}: {exc}"
-    try:
-        import io
-
-        import pypdf
-
-        page = pypdf.PdfReader(io.BytesIO(pdf)).pages[0]
-        fonts = (page.get("/Resources") or {}).get("/Font")
-        text = page.extract_text() or ""
-    except Exception as exc:  # noqa: BLE001
-        return f"the datasheet cannot be rendered here: the test page is not a readable PDF ({exc})"
-    if not fonts or "renderer check" not in text:
-        return ("the datasheet cannot be rendered here: WeasyPrint produced a page without text "
-                "(install fonts, e.g. the Debian package fonts-dejavu-core)")
+    _last_status = status
+    if status.problem:
+        return status.problem
     if spec is not None:
         from dpbundle.release.bundle.glyphs import glyph_problem, spec_texts
 
@@ -144,6 +140,15 @@ def renderer_problem(spec: dict | None = None) -> str | None:
         if problem:
             return f"the datasheet cannot be rendered here: {problem}"
     return None
+
+
+def renderer_note() -> str | None:
+    """After :func:`renderer_problem`: a note when the datasheet's fonts will be subset slowly
+    (fontTools, no HarfBuzz-Subset here), else None."""
+    from dpbundle.release.bundle.weasy import SUBSET_HINT
+
+    status = _last_status
+    return SUBSET_HINT if status is not None and status.problem is None and not status.fast_subsetting else None
 
 
 _TMP = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-")

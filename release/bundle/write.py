@@ -30,6 +30,7 @@ import copy
 import csv
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import io
 import json
@@ -53,7 +54,7 @@ from dpbundle.mechanisms.coding import ColumnCoding
 from dpbundle.templates.datasheet import Meta, datasheet_html, read_public_files
 from dpbundle.templates.datasheet.codebook import codebook_bytes
 
-from dpbundle.release.bundle import datasheet
+from dpbundle.release.bundle import datasheet, timings
 from dpbundle.release.common import jsonschemas
 from dpbundle.release.bundle import keys
 from dpbundle.templates.datasheet import value_noise
@@ -169,9 +170,10 @@ def _write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
         os.fsync(fh.fileno())
 
 
-def _write_json(directory: Path, name: str, obj: Any, schema: str) -> None:
+def _checked_json(obj: Any, schema: str, name: str) -> bytes:
+    """``obj`` as the bundle's JSON bytes, after checking it against ``schema``."""
     jsonschemas.validate(obj, schema, document=name)
-    _write_bytes(directory / name, _json_bytes(obj))
+    return _json_bytes(obj)
 
 
 def file_digest(path: Path) -> tuple[str, int]:
@@ -326,7 +328,14 @@ def configurations_file(path: Path | None) -> dict[str, bytes]:
 
 
 def _check_yaml(name: str, content: bytes, schema: str) -> None:
-    """A public YAML file parses (the release's hardened reader) and matches its schema."""
+    """A public YAML file parses (the release's hardened reader) and matches its schema. The
+    answer for the same name, bytes and schema is remembered (a release checks its list when it
+    loads it, before the spend, and when it writes the bundle)."""
+    _checked_yaml(name, bytes(content), schema)
+
+
+@functools.lru_cache(maxsize=8)
+def _checked_yaml(name: str, content: bytes, schema: str) -> None:
     from dpbundle.release.spec.yaml_text import SpecTextError, load_yaml
 
     try:
@@ -850,9 +859,10 @@ def write_bundle(out: Path, content: BundleContent | None = None, *, transcript_
     """
     content = content_from(content, fields)
     out, transcript_path = Path(out), Path(transcript_path)
-    _check_target(out, content, transcript_path, private_key, force, make_zip)
-    docs = _documents(content)
-    stamp = _stamp(docs, private_key)
+    with timings.stage("write.documents"):
+        _check_target(out, content, transcript_path, private_key, force, make_zip)
+        docs = _documents(content)
+        stamp = _stamp(docs, private_key)
     _write_and_place(out, docs, stamp, private_key, transcript_path, make_zip)
     print(f"warning: the randomness transcript {transcript_path} is PRIVATE: it must stay inside the enclave "
           f"(the bundle publishes only its commitment {stamp.commitment[:16]}...)", file=sys.stderr)
@@ -978,10 +988,9 @@ def _write_and_place(out: Path, docs: _Documents, stamp: _Stamp, private_key: An
     transcript_tmp = transcript_path.with_name(f".{transcript_path.name}.tmp-{secrets.token_hex(6)}")
     try:
         os.chmod(tmp, 0o755)
-        _write_files(tmp, docs, stamp, private_key)
+        _write_files(tmp, docs, stamp, private_key, transcript_tmp)
         if make_zip:
             write_zip(tmp, zip_tmp, root=out.name)
-        write_transcript(transcript_tmp, docs.transcript, stamp.salt)
         if out.exists():
             os.rename(out, old)
         os.rename(tmp, out)
@@ -998,57 +1007,61 @@ def _write_and_place(out: Path, docs: _Documents, stamp: _Stamp, private_key: An
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _write_files(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any) -> None:
-    """Every file of the bundle, in order: the tables and JSON documents, datapackage.json, the
-    optional files and the registry entry, the datasheet, SHA256SUMS, the signed manifest."""
-    _write_bytes(tmp / "data.csv", _data_csv_bytes(docs.columns, docs.codes))
-    _write_codebook(tmp, docs)
-    _write_metrics(tmp, docs)
-    _write_json(tmp, "budget.json", docs.budget, "budget")
-    _write_json(tmp, "spec.json", docs.spec_doc, "spec-json")
-    _write_datapackage(tmp, docs, stamp)
-    for name, content in docs.optional.items():
-        _write_bytes(tmp / name, content)
-    _write_bytes(tmp / REGISTRY_ENTRY, stamp.entry_bytes)
-    _write_datasheet(tmp, docs, stamp)
-    _write_bytes(tmp / SHA256SUMS, sha256sums_bytes(tmp, stamp.files))
-    _write_manifest(tmp, docs, stamp, private_key)
+def _write_files(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any, transcript_tmp: Path) -> None:
+    """Every file of the bundle: the tables, the JSON documents, the optional files and the
+    registry entry, and README.html are built (and checked) in memory; README.pdf then starts
+    rendering in the background renderer, if there is one, while they are written (each
+    fsynced) with the private transcript (to ``transcript_tmp``, outside the bundle); then
+    README.pdf, SHA256SUMS and the signed manifest."""
+    with timings.stage("write.files"):
+        files = _public_files(docs, stamp)
+    with timings.stage("write.html"):
+        html = _datasheet_html(files, docs, stamp)
+        datasheet.prefetch_pdf(html)
+        files["README.html"] = html.encode("utf-8")
+    with timings.stage("write.disk"):
+        for name, content in files.items():
+            _write_bytes(tmp / name, content)
+    with timings.stage("write.transcript"):
+        write_transcript(transcript_tmp, docs.transcript, stamp.salt)
+    with timings.stage("write.pdf"):
+        datasheet.render_pdf(html, tmp / "README.pdf")
+        os.chmod(tmp / "README.pdf", 0o644)
+    with timings.stage("write.manifest"):
+        _write_bytes(tmp / SHA256SUMS, sha256sums_bytes(tmp, stamp.files))
+        _write_manifest(tmp, docs, stamp, private_key)
 
 
-def _write_codebook(tmp: Path, docs: _Documents) -> None:
-    """codebook.csv: every column's values, in order, with bounds, number, unit, description."""
+def _public_files(docs: _Documents, stamp: _Stamp) -> dict[str, bytes]:
+    """The files the datasheet is made from, by name, in the order the bundle lists them: the
+    tables, the JSON documents (each checked against its schema), datapackage.json (declaring
+    the tables' hashes and sizes), the optional files and the registry entry."""
     codings = [_as_coding(c) for c in docs.columns]
     units = {c.get("name"): str(c.get("unit") or "") for c in docs.spec.get("columns") or []}
-    _write_bytes(tmp / "codebook.csv", codebook_bytes(codings, units, docs.descriptions))
-
-
-def _write_metrics(tmp: Path, docs: _Documents) -> None:
-    """metrics.csv (with the estimated noise of the reported values) and metrics.json."""
     value_noise_est = value_noise.estimate(docs.spec, docs.columns, docs.codes, docs.criteria)
-    _write_bytes(tmp / "metrics.csv", metrics_csv_bytes(docs.criteria, value_noise_est))
-    _write_json(tmp, "metrics.json", docs.metrics, "metrics")
-
-
-def _write_datapackage(tmp: Path, docs: _Documents, stamp: _Stamp) -> None:
-    """datapackage.json, declaring the three tables already written (their hashes and sizes)."""
-    digests = {f: file_digest(tmp / f) for f in ("data.csv", "codebook.csv", "metrics.csv")}
+    files = {"data.csv": _data_csv_bytes(docs.columns, docs.codes),
+             "codebook.csv": codebook_bytes(codings, units, docs.descriptions),
+             "metrics.csv": metrics_csv_bytes(docs.criteria, value_noise_est),
+             "metrics.json": _checked_json(docs.metrics, "metrics", "metrics.json"),
+             "budget.json": _checked_json(docs.budget, "budget", "budget.json"),
+             "spec.json": _checked_json(docs.spec_doc, "spec-json", "spec.json")}
+    digests = {f: (hashlib.sha256(files[f]).hexdigest(), len(files[f])) for f in ("data.csv", "codebook.csv",
+                                                                                   "metrics.csv")}
     package = _datapackage(docs.spec, docs.columns, docs.descriptions, digests, stamp.created,
                            docs.spec_doc["configuration_id"])
-    _write_json(tmp, "datapackage.json", package, "datapackage")
+    files["datapackage.json"] = _checked_json(package, "datapackage", "datapackage.json")
+    files.update(docs.optional)
+    files[REGISTRY_ENTRY] = stamp.entry_bytes
+    return files
 
 
-def _write_datasheet(tmp: Path, docs: _Documents, stamp: _Stamp) -> None:
-    """README.html and README.pdf, from the public files just written (what the audit renders
-    again)."""
+def _datasheet_html(files: dict[str, bytes], docs: _Documents, stamp: _Stamp) -> str:
+    """README.html, from the public files (what the audit renders again from the bundle)."""
     meta = Meta(created=stamp.created, dpbundle_version=stamp.version, fingerprint=stamp.fingerprint,
                 public_key_pem=stamp.public_pem, commitment=stamp.commitment, files=(*stamp.files, SHA256SUMS),
                 extra=json.loads(_json_bytes(docs.extra)) if docs.extra else None)
-    public = read_public_files(lambda name: (tmp / name).read_bytes(), lambda name: (tmp / name).is_file(),
-                               meta, codes=docs.codes)
-    html = datasheet_html(public)
-    _write_bytes(tmp / "README.html", html.encode("utf-8"))
-    datasheet.render_pdf(html, tmp / "README.pdf")
-    os.chmod(tmp / "README.pdf", 0o644)
+    public = read_public_files(files.__getitem__, files.__contains__, meta, codes=docs.codes)
+    return datasheet_html(public)
 
 
 def _write_manifest(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any) -> None:

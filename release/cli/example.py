@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Optional
+
 import typer
-from dpbundle.release.data.example_errors import ExampleError  # noqa: F401  (also importable from here)
-from dpbundle.release.data.example import EXAMPLES, YEAR, example_defaults, write_example
+
+from dpbundle.release.data.example_errors import ExampleError  # also importable from here
 
 
 def cli_example(
@@ -28,6 +29,8 @@ def cli_example(
 
         dpbundle example births --out births.csv --rows 167000 --seed 2014
     """
+    from dpbundle.release.data.example import EXAMPLES, YEAR, example_defaults, write_example
+
     if name not in EXAMPLES:
         typer.echo(f"example: unknown example {name!r}; choices: {', '.join(EXAMPLES)}", err=True)
         raise typer.Exit(2)

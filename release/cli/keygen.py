@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Optional
+
 import typer
-from dpbundle.release.bundle.keys import KeyFileError, PASSPHRASE_ENV, _make_key_directory, load_public_key, public_key_fingerprint, read_passphrase, write_keypair
+
+from dpbundle.release.bundle.passphrase_env import PASSPHRASE_ENV
 
 
 def cli_keygen(
@@ -26,6 +28,9 @@ def cli_keygen(
 
         dpbundle keygen --out keys/births-2024 --passphrase-file births.pass
     """
+    from dpbundle.release.bundle.keys import (KeyFileError, _make_key_directory, load_public_key,
+                                              public_key_fingerprint, read_passphrase, write_keypair)
+
     try:
         passphrase = read_passphrase(passphrase_file)
         created = _make_key_directory(Path(out).parent)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Optional
+
 import typer
-from dpbundle.mechanisms import exact
-from dpbundle.release.scheme.ledger import Ledger, LedgerError, NEVER_RELEASED, UNFINISHED, _ledger_path
+
+from dpbundle.release.scheme.ledger_status import NEVER_RELEASED, UNFINISHED
 
 
 def cli_ledger_list(
@@ -26,7 +27,9 @@ def cli_ledger_list(
     from rich.table import Table
     from rich.text import Text
 
+    from dpbundle.mechanisms import exact
     from dpbundle.release.errors import literal
+    from dpbundle.release.scheme.ledger import Ledger, LedgerError, _ledger_path
 
     console = Console()
     try:
@@ -64,8 +67,9 @@ def cli_ledger_mark(
     from rich.console import Console
     from rich.text import Text
 
-    from dpbundle.release.errors import literal
     from dpbundle.release.common.safe_io import text_problem
+    from dpbundle.release.errors import literal
+    from dpbundle.release.scheme.ledger import Ledger, LedgerError, _ledger_path
 
     console = Console()
     problem = text_problem(status, "--status")

@@ -76,7 +76,7 @@ def _register() -> None:
     from dpbundle.release.cli.example import cli_example
 
     add_command(app, "example", cli_example)
-    from dpbundle.release.selftest import cli_selftest
+    from dpbundle.release.cli.selftest import cli_selftest
 
     add_command(app, "selftest", cli_selftest)
 

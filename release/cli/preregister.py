@@ -8,9 +8,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpbundle.release.bundle import keys
-from dpbundle.release.preregistration import (  # noqa: F401
-    PREREG_FORMAT, Preregistration, PreregistrationError, default_secret_path, write_preregistration)
+# names of the record's module still importable from here, looked up when asked for (the module
+# imports cryptography and jsonschema: never to print help)
+_REEXPORTED = ("PREREG_FORMAT", "Preregistration", "PreregistrationError", "default_secret_path",
+               "write_preregistration")
+
+
+def __getattr__(name: str):
+    if name in _REEXPORTED:
+        from dpbundle.release import preregistration
+
+        return getattr(preregistration, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def cli_preregister(
     spec: Annotated[Path, typer.Argument(help="The release spec to fix before the private run.")],
@@ -37,9 +47,10 @@ def cli_preregister(
         dpbundle preregister spec.yaml --key steward.key --out births.prereg.json \\
             --beacon-source "drand quicknet, first round after 2027-01-15 12:00 UTC"
     """
+    from dpbundle.release.bundle import keys
     from dpbundle.release.cli.common import fail_input, load_spec_or_exit
-
     from dpbundle.release.common.safe_io import KEY_BYTES, PASSPHRASE_BYTES, regular_file_problem, text_problem
+    from dpbundle.release.preregistration import PreregistrationError, write_preregistration
 
     for value, what in ((beacon_source, "--beacon-source"), (out, "--out"), (secret_out, "--secret-out")):
         problem = text_problem(value, what) if value is not None else None

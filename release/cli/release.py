@@ -6,12 +6,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.text import Text
 
-from dpbundle.release.cli.common import err_console
-from dpbundle.release.errors import DpbundleError, DpbundleInterrupt, literal, signal_note
-from dpbundle.release.pipeline import run_release
-from dpbundle.release.pipeline.request import MAX_EXAMPLE_ROWS, MIN_EXAMPLE_ROWS, ReleaseRequest
+# the --example-rows bounds (in the option's help); pipeline.request is light: the pipeline
+# package imports its stages' heavy dependencies only when a release runs
+from dpbundle.release.pipeline.request import MAX_EXAMPLE_ROWS, MIN_EXAMPLE_ROWS
 
 __all__ = ["cli_release"]
 
@@ -63,6 +61,13 @@ def cli_release(
         dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key \\
             --configs sweep/narrowed.yaml --stop-probability 0.05
     """
+    from rich.text import Text
+
+    from dpbundle.release.cli.common import err_console
+    from dpbundle.release.errors import DpbundleError, DpbundleInterrupt, literal, signal_note
+    from dpbundle.release.pipeline import run_release
+    from dpbundle.release.pipeline.request import ReleaseRequest
+
     request = ReleaseRequest(out=out, spec=spec, data=data, example=example, example_rows=example_rows,
                              key=key, passphrase_file=passphrase_file, transcript=transcript, ledger=ledger,
                              configs=configs, allow_additional_spend=allow_additional_spend, force=force,

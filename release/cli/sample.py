@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
+
+if TYPE_CHECKING:  # numpy is imported when rows are drawn, never to print help
+    import numpy as np
 
 __all__ = ["cli_sample", "sample_bundle", "sample_to_file", "SampleError", "MAX_ROWS"]
 
@@ -23,6 +25,8 @@ class SampleError(ValueError):
 
 def _rng_for(seed: int):
     """purpose -> Generator(PCG64(SHA-256(seed | purpose | k))): reproducible from the seed."""
+    import numpy as np
+
     uses: dict[str, int] = {}
 
     def rng_for(purpose: str) -> np.random.Generator:
@@ -64,6 +68,8 @@ def _check_rows(rows: int, columns: int) -> None:
 
 def _draw(bundle: Path, rows: int, seed: int, raw: bool):
     """(view, codes) of ``rows`` rows drawn from ``bundle``'s model (see :func:`sample_bundle`)."""
+    import numpy as np
+
     from dpbundle.audit.bounds import clip, max_drawn, model_problems
     from dpbundle.audit.bundle_io import BundleError, open_bundle
     from dpbundle.audit.checks_integrity import check_integrity

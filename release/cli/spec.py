@@ -12,7 +12,6 @@ from rich.text import Text
 
 from dpbundle.release.cli.common import console, fail_input, load_spec_or_exit
 from dpbundle.release.cli.style import StyledCommand, add_command
-from dpbundle.release.spec.explain import explain_overview, explain_spec, explain_type, known_types
 
 spec_app = typer.Typer(help="Check a release spec and inspect its configuration space.\n\n"
                        "Example:\n\n    dpbundle spec validate examples/births.yaml",
@@ -202,6 +201,8 @@ def cli_spec_explain(
         dpbundle spec explain examples/births.yaml
         dpbundle spec explain --type conditional_means
     """
+    from dpbundle.release.spec.explain import explain_overview, explain_spec, explain_type, known_types
+
     console = Console()
     if type_ is not None and type_ not in known_types():
         from dpbundle.release.cli.common import fail_input

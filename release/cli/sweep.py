@@ -9,14 +9,12 @@ input, 130 interrupted (the finished runs are kept for resume).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from dpbundle.release.sweep import run as sweep_run
-from dpbundle.release.sweep.execute import UNDECIDED
-from dpbundle.release.sweep.request import SweepError, SweepRequest, SweepResult
-from dpbundle.release.sweep.store import RUNS
+if TYPE_CHECKING:  # the sweep's modules are imported when the command runs
+    from dpbundle.release.sweep.request import SweepRequest, SweepResult
 
 __all__ = ["cli_sweep"]
 
@@ -29,6 +27,8 @@ def _iters_text(lo: float | None, mid: float | None, hi: float | None) -> str:
 
 def _print_result(res: SweepResult, console) -> None:
     """The session's speed, the acceptance table, and what the summary says."""
+    from dpbundle.release.sweep.store import RUNS
+
     if res.new_runs:
         console.print(f"{res.new_runs} run(s) in {res.seconds:.1f} s on {res.backend} "
                       f"({res.workers} worker(s)): [bold]{res.runs_per_minute:.1f} runs/min[/]")
@@ -46,6 +46,8 @@ def _acceptance_table(s: dict):
     """The 15 configurations with the highest acceptance: interval, decision, expected iterations."""
     from rich import box
     from rich.table import Table
+
+    from dpbundle.release.sweep.execute import UNDECIDED
 
     ad = s["adaptive"]
     table = Table(title=f"Acceptance on public data ({s['configurations_swept']} configuration(s), "
@@ -163,6 +165,8 @@ def cli_sweep(
     """
     from rich.console import Console
 
+    from dpbundle.release.sweep.request import SweepRequest
+
     console = Console(stderr=True)
     request = SweepRequest(spec, public_data, out, reps=reps, max_reps=max_reps, batch=batch, sample=sample,
                            seed=seed, configs=configs, allow_other_spec=allow_other_spec,
@@ -177,6 +181,10 @@ def cli_sweep(
 def _run_or_exit(request: SweepRequest, console) -> SweepResult:
     """Run the request (through ``sweep.run.run_sweep``, looked up at call time); an unusable
     input prints its message and exits 2, an interrupt says where the finished runs are (130)."""
+    from dpbundle.release.sweep import run as sweep_run
+    from dpbundle.release.sweep.request import SweepError
+    from dpbundle.release.sweep.store import RUNS
+
     try:
         return sweep_run.run_sweep(request)
     except SweepError as exc:

@@ -110,17 +110,21 @@ def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | N
             "birth_weight": weight, "month": month.astype(np.int64)}
 
 
+def _integer_text(col: np.ndarray) -> np.ndarray:
+    """Decimal texts of an integer column, by lookup in the texts of its range (object array)."""
+    col = np.asarray(col, dtype=np.int64)
+    lo, hi = int(col.min()), int(col.max())
+    return np.array([str(i) for i in range(lo, hi + 1)], dtype=object)[col - lo]
+
+
 def _csv_bytes(cols: dict[str, np.ndarray]) -> bytes:
     """The input-format CSV (header, True/False booleans, YYYY-MM-15 dates, '\\n' line ends)."""
-    months = np.array([f"{YEAR}-{mo:02d}-15" for mo in range(1, 13)])
-    sex = np.array(["False", "True"])
-    parts = [cols["mother_age"].astype(str), cols["parity"].astype(str),
-             cols["gestation_week"].astype(str), sex[cols["is_female"].astype(np.int64)],
-             cols["birth_weight"].astype(str), months[cols["month"] - 1]]
-    body = parts[0]
-    for p in parts[1:]:
-        body = np.char.add(np.char.add(body, ","), p)
-    return (",".join(COLUMNS) + "\n" + "\n".join(body.tolist()) + "\n").encode("ascii")
+    months = np.array([f"{YEAR}-{mo:02d}-15" for mo in range(1, 13)], dtype=object)
+    sex = np.array(["False", "True"], dtype=object)
+    parts = [_integer_text(cols["mother_age"]), _integer_text(cols["parity"]),
+             _integer_text(cols["gestation_week"]), sex[cols["is_female"].astype(np.int64)],
+             _integer_text(cols["birth_weight"]), months[cols["month"] - 1]]
+    return (",".join(COLUMNS) + "\n" + "\n".join(map(",".join, zip(*parts))) + "\n").encode("ascii")
 
 
 def example_defaults(name: str) -> tuple[int, int]:

@@ -157,7 +157,9 @@ def rows_for_room(prepared, spec) -> int:
 
 def preflight_after_prepare(out: Path, spec, n: int, make_zip: bool, ledger_path: Path) -> None:
     """Room for the bundle, a writable ledger, a working PDF renderer: before the ledger entry."""
-    from dpbundle.release.bundle.preflight import estimate_bundle_bytes, renderer_problem, room_problem, writable_dir_problem
+    from dpbundle.release.bundle import timings
+    from dpbundle.release.bundle.preflight import (estimate_bundle_bytes, renderer_note, renderer_problem, room_problem,
+                                                   writable_dir_problem)
     from dpbundle.release.data.transform import column_coding
 
     longest = []
@@ -170,8 +172,11 @@ def preflight_after_prepare(out: Path, spec, n: int, make_zip: bool, ledger_path
                 writable_dir_problem(ledger_path.parent, "the ledger")]
     if ledger_path.exists() and not os.access(ledger_path, os.W_OK):
         problems.append(f"{ledger_path}: the ledger is not writable")
-    with output.console.status("checking the datasheet renderer"):
+    with output.console.status("checking the datasheet renderer"), timings.stage("plan.renderer_check"):
         problems.append(renderer_problem(spec.document()))
     problems = [p for p in problems if p]
     if problems:
         fail("; ".join(problems) + "\nnothing was spent (checked before the ledger entry)")
+    note = renderer_note()
+    if note:
+        say(note, "note: ", "yellow")

@@ -7,6 +7,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
+from dpbundle.release.bundle import timings
 from dpbundle.release.pipeline import output
 from dpbundle.release.pipeline.checks import check_out, check_text_inputs
 from dpbundle.release.pipeline.output import fail, unusable
@@ -39,6 +40,8 @@ def run_release(request: ReleaseRequest) -> None:
 
 def _dispatch(request: ReleaseRequest, run: Run) -> None:
     """The options that go together, then --resume, --example, or SPEC and DATA."""
+    from dpbundle.release.bundle.datasheet import background_renderer
+
     if (request.preregistration is None) != (request.beacon is None):
         unusable("--preregistration and --beacon go together: the record fixes the release, the "
                  "beacon value (public, taken after the record was published) binds its seeds")
@@ -49,16 +52,20 @@ def _dispatch(request: ReleaseRequest, run: Run) -> None:
         if isinstance(rows, bool) or not isinstance(rows, int) or not MIN_EXAMPLE_ROWS <= rows <= MAX_EXAMPLE_ROWS:
             unusable(f"--example-rows must be a whole number from {MIN_EXAMPLE_ROWS:,} to "
                      f"{MAX_EXAMPLE_ROWS:,}, not {rows!r}; nothing was spent")
-    if request.resume is not None:
-        _resume(request, run)
-    elif request.example is not None:
-        _release_example(request, run)
-    else:
+    if request.resume is None and request.example is None:
         if request.spec is None or request.data is None:
             unusable("give SPEC and DATA (or --example births); see `dpbundle release --help`")
         if request.key is None:
             unusable("--key is required to sign the bundle; create one with `dpbundle keygen --out steward`")
-        release_stages(request, run)
+    # The datasheet's renderer starts now in a child process, which imports WeasyPrint and checks
+    # the renderer and fonts while this one reads and selects; it only ever receives README.html.
+    with background_renderer():
+        if request.resume is not None:
+            _resume(request, run)
+        elif request.example is not None:
+            _release_example(request, run)
+        else:
+            release_stages(request, run)
 
 
 def _resume(request: ReleaseRequest, run: Run) -> None:
@@ -118,6 +125,11 @@ def release_stages(request: ReleaseRequest, run: Run) -> Path:
     from dpbundle.release.pipeline.writing import write
 
     run.key = request.key
-    planned = plan(request, run)
-    spent = spend(planned, run)
-    return write(planned, spent, select(planned, spent, run), run)
+    with timings.stage("plan"):
+        planned = plan(request, run)
+    with timings.stage("spend"):
+        spent = spend(planned, run)
+    with timings.stage("select"):       # PRIVATE: the selection's duration (timings.py)
+        selected = select(planned, spent, run)
+    with timings.stage("write"):
+        return write(planned, spent, selected, run)

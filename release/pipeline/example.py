@@ -8,6 +8,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Iterator, Optional
 
+from dpbundle.release.bundle import timings
 from dpbundle.release.pipeline.checks import SIZE_FACTOR
 from dpbundle.release.pipeline.output import fail, say, unusable
 from dpbundle.release.pipeline.request import EXAMPLES
@@ -27,7 +28,8 @@ def example_inputs(name: str, rows: int | None) -> Iterator[tuple[Path, Path, Pa
     with tempfile.TemporaryDirectory(prefix="dpbundle-example-") as tmp:
         data = Path(tmp) / f"{name}-simulated.csv"
         try:
-            write_example(data, rows=rows, name=name)
+            with timings.stage("example.simulate"):
+                write_example(data, rows=rows, name=name)
         except ExampleError as exc:
             unusable(f"--example {name}: {exc}; nothing was spent")
         except MemoryError:

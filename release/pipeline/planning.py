@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from dpbundle.release.bundle import timings
 from dpbundle.release.errors import literal
 from dpbundle.release.pipeline import output
 from dpbundle.release.pipeline.checks import (check_input_file, check_list_size, check_out, check_private_outputs,
@@ -48,10 +49,13 @@ def plan(request: ReleaseRequest, run: Run) -> Plan:
     in ``run``), room for the bundle, the ledger, the renderer and the public files. Every
     refusal says that nothing was spent; no budget is spent before this returns."""
     transcript_path, ledger = _outputs(request)
-    spec = _load_spec(request)
+    with timings.stage("plan.spec"):
+        spec = _load_spec(request)
     private_key = load_key(request.key, request.passphrase_file)
-    choice = _selection_inputs(request, spec, private_key)
-    prepared = _prepare(request, spec)
+    with timings.stage("plan.configs"):
+        choice = _selection_inputs(request, spec, private_key)
+    with timings.stage("plan.prepare"):
+        prepared = _prepare(request, spec)
     if request.configs is not None:
         check_list_size(request.configs, choice.measured, prepared, spec, request.allow_other_size,
                         request.is_example)

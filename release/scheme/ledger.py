@@ -56,6 +56,8 @@ from dpbundle.release.common import filelock
 from dpbundle.release.data.fingerprint import table_fingerprint
 from dpbundle.release.data.fingerprint import file_sha256
 from dpbundle.release.spec.load import canonical_json
+# the statuses the command line names live in a module of their own (cheap to import for help)
+from dpbundle.release.scheme.ledger_status import NEVER_RELEASED, UNFINISHED
 
 __all__ = ["Ledger", "LedgerError", "LedgerLocked", "LedgerRefusal", "data_fingerprint",
            "spec_fingerprint", "fingerprint", "table_fingerprint"]
@@ -519,10 +521,6 @@ class Ledger:
             raise LedgerError(f"{self.path}: {'no' if not hits else 'more than one'} spend with an "
                               f"id starting {prefix!r}")
         return hits[0]
-
-
-UNFINISHED = "started"
-NEVER_RELEASED = "spent, never released"
 
 
 def unfinished_note(entries: list[dict]) -> str | None:

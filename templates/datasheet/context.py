@@ -472,8 +472,29 @@ def _min_multiplicity(codes: np.ndarray, cols: Sequence[int] | None = None) -> i
     sub = codes if cols is None else codes[:, list(cols)]
     if len(sub) == 0:
         return 0
-    _, counts = np.unique(sub, axis=0, return_counts=True)
+    keys = _row_keys(sub)
+    if keys is None:
+        _, counts = np.unique(sub, axis=0, return_counts=True)
+    else:   # one integer per distinct row: the same counts, without sorting rows
+        _, counts = np.unique(keys, return_counts=True)
     return int(counts.min())
+
+
+def _row_keys(sub: np.ndarray) -> np.ndarray | None:
+    """One int64 per row, equal for equal rows only (the codes read as digits of a mixed-radix
+    number), or None when the codes are not non-negative integers or the keys would not fit."""
+    if sub.ndim != 2 or sub.shape[1] == 0 or not np.issubdtype(sub.dtype, np.integer):
+        return None
+    if int(sub.min()) < 0:
+        return None
+    radices = [int(m) + 1 for m in sub.max(axis=0)]
+    if math.prod(radices) >= 2 ** 62:
+        return None
+    keys = np.zeros(len(sub), dtype=np.int64)
+    for j, radix in enumerate(radices):
+        keys *= radix
+        keys += sub[:, j].astype(np.int64, copy=False)
+    return keys
 
 
 def _label_examples(columns: Sequence[Any]) -> list[dict]:
