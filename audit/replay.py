@@ -17,7 +17,10 @@ The steps mirror ``release/scheme/iteration.py`` (read, not imported) in order a
     S  <- sample rounds k = 0..7: m = max(ceil(1.1 * need / max(rate, 0.05)), 16) rows with
           rand.rng("sample round k") (a raking model, ``accepts_keep``, gets the audit's
           constraint filter as ``keep``), drop rows matching a synthetic constraint (the audit's
-          own evaluation), until n rows are kept; keep the first n
+          own evaluation), until n rows are kept; keep the first n (sampler version 1). An
+          attempt with a "sampler" mark (version 2, before its first sampling seed) is sampled
+          with ``dpbundle.mechanisms.sampling.sample_types`` instead: counts of record types,
+          the constraint filter (the audit's own) on the distinct types
     C  <- project(S, min_count, rand.rng("projection"))
     every acceptance criterion in spec order: make_criterion(entry).evaluate(ctx, rand)
     mark "iteration end" (index, passed)
@@ -215,7 +218,7 @@ def _check_first_passing(records: list[dict], budget_stop: float | None = None) 
     failed one followed by its stop draw (stop probability > 0), then one 'selected' mark for it
     as the last record (anything else is cherry-picking or a second run). ``budget_stop``: the
     stop probability budget.json publishes, which the 'selection' mark must record."""
-    marks = [r for r in records if r.get("kind") == "mark"]
+    marks = [r for r in records if r.get("kind") == "mark" and r.get("mark") != "sampler"]
     gamma, marks = _selection_marks(marks)
     if gamma is not None and budget_stop is not None and gamma != budget_stop:
         raise TranscriptError("the stop probability in the transcript differs from budget.json's")
@@ -301,9 +304,13 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     params = {k: v for k, v in gen.items() if k not in ("type", "flavour")}
     generator = make_generator(gen["type"], float(spec["privacy"]["epsilon_generation"]), **params)
     model = generator.fit(real.codes, real.domain, rand)
+    version = _sampler_version(records)
+    if version != 1:   # the count sampler's mark, right before its first seed
+        rand.mark("sampler", version=version)
+    _set_sampler(model, version)
     if fitted is not None:
         fitted.append(model)
-    cand = real.with_codes(sample_and_project(model, real.n, config, view, rand.rng))
+    cand = real.with_codes(sample_and_project(model, real.n, config, view, rand.rng, sampler=version))
     ctx = EvalContext(real=real, synth=cand, spec=spec, alternatives={c.name: c.alternative for c in view.columns})
     results = [make_criterion(entry).evaluate(ctx, rand) for entry in spec["acceptance"]]
     rand.mark("iteration end", index=index, passed=all(r.passed for r in results))
@@ -312,7 +319,7 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
 
 
 def sample_and_project(model, n: int, config: dict, view, rng_for,
-                       max_rows: int | None = None) -> np.ndarray:
+                       max_rows: int | None = None, sampler: int | None = None) -> np.ndarray:
     """The post-processing of a fitted model, as ``release/scheme/iteration.py`` does it (read, not
     imported): sample rounds k = 0..7 of m = max(ceil(1.1 * need / max(rate, 0.05)), 16) rows
     with ``rng_for("sample round k")`` (a raking model, ``accepts_keep``, gets the constraint
@@ -320,16 +327,24 @@ def sample_and_project(model, n: int, config: dict, view, rng_for,
     ``project(S, min_count, rng_for("projection"))``. Shared by the enclave replay (seeds from
     the transcript) and the public re-derivation (seeds from the published secret and beacon).
 
+    ``sampler``: the sampler version (the transcript's "sampler" mark; default: the one a
+    published model records, ``"sampler"`` of model.json, else 1). Version 2 samples counts of
+    record types with ``dpbundle.mechanisms.sampling.sample_types`` (the constraint filter is
+    the audit's own, on the distinct types) and projects them with ``project_counts``.
+
     The rounds draw at most ``max_rows`` rows in all (default ``bounds.max_drawn(n)`` = 4 n +
     128): a round that would draw more raises :class:`DrawLimit` before it draws (a model whose
     samples mostly fail the constraints would otherwise draw up to 22 n rows a round).
     """
     from dpbundle.mechanisms.projection import project
+    from dpbundle.mechanisms.sampling import model_sampler
 
     from .bounds import max_drawn
 
     limit = max_drawn(n) if max_rows is None else int(max_rows)
     constraints = view.spec.get("synthetic_constraints", []) or []
+    if (model_sampler(model) if sampler is None else sampler) == 2:
+        return _sample_counts_and_project(model, n, config, view, rng_for, limit, constraints)
     kept, have, rate, drawn = [], 0, 1.0, 0
     sampled = None
     for k in range(MAX_SAMPLE_ROUNDS):
@@ -354,6 +369,41 @@ def sample_and_project(model, n: int, config: dict, view, rng_for,
     if sampled is None:
         raise TranscriptError("the sampling could not keep n rows (the recorded run would have failed)")
     return project(sampled, int(config["projection"]["min_count"]), rng_for("projection"))
+
+
+def _sample_counts_and_project(model, n: int, config: dict, view, rng_for, limit: int,
+                               constraints: list) -> np.ndarray:
+    """Sampler version 2 (:func:`sample_and_project`): counts of record types, then the
+    projection of the types, the same draws as the release's."""
+    from dpbundle.mechanisms.projection import project_counts
+    from dpbundle.mechanisms.sampling import ConstraintShortfall, DrawBoundExceeded, sample_types
+
+    implausible = (lambda rows, _cells: _violations(constraints, rows, view)) if constraints else None
+    try:
+        rows, counts, _ = sample_types(model, n, [len(c.labels) for c in view.columns], implausible,
+                                       rng_for, limit)
+    except DrawBoundExceeded:
+        raise DrawLimit(limit) from None
+    except ConstraintShortfall:
+        raise TranscriptError("the sampling could not keep n rows (the recorded run would have failed)") from None
+    return project_counts(rows, counts, int(config["projection"]["min_count"]), rng_for("projection"))
+
+
+def _sampler_version(records: list[dict]) -> int:
+    """The sampler version of the iteration's records (its "sampler" mark; none: 1)."""
+    from dpbundle.mechanisms.sampling import sampler_of_records
+
+    try:
+        return sampler_of_records(records)
+    except ValueError as e:
+        raise TranscriptError(str(e)) from None
+
+
+def _set_sampler(model, version: int) -> None:
+    """Record the version on the replayed model (model.json of a count-sampled bundle says it)."""
+    from dpbundle.mechanisms.sampling import set_model_sampler
+
+    set_model_sampler(model, version)
 
 
 def _first_differing_line(a: bytes, b: bytes) -> int:

@@ -1,7 +1,7 @@
-"""Benchmark one iteration of the scheme (issues 4 and 13): per-phase time and peak memory.
+"""Benchmark one iteration of the scheme (issues 4, 13 and 24): per-phase time and peak memory.
 
     python benchmarks/bench_iteration.py [--data PATH] [--repeats 7] [--scale-rows 3600000]
-                                         [--scale-repeats 3] [--profile 25]
+                                         [--scale-repeats 3] [--profile 25] [--sampler 1|2]
 
 Runs the births spec's iteration (PrivBayes theta=30, epsilon_split=0.25, min_count 2, the
 first binning alternative of every column, all eight criteria) on the 160k NVSS sample, then on
@@ -13,7 +13,10 @@ median and largest wall time, the median CPU time of the process (less sensitive
 on the machine) and the peak resident memory reached during the phase (Linux: VmHWM, reset at
 each phase; '-' elsewhere). ``--profile N`` adds the N functions with the most own time
 (cProfile) over one more iteration at each size. Goals on the 2-core machine (issue 13): one
-iteration <= 0.25 s at 160k rows, <= 3 s and <= 1 GB peak at 3.6M rows.
+iteration <= 0.25 s at 160k rows, <= 3 s and <= 1 GB peak at 3.6M rows; issue 24: the one at
+3.6M rows <= 6 x the one at 160k rows. ``--sampler`` picks the sampler version
+(``mechanisms/sampling.py``: 2 = counts of record types, the default of new releases; 1 = rows,
+the sampler of earlier bundles); the last line compares the two sizes.
 """
 from __future__ import annotations
 
@@ -76,6 +79,8 @@ def _reset_hwm() -> None:
 class PhaseMeter:
     """run_iteration's ``phase`` callback: wall and CPU time and peak memory of every phase."""
 
+    sampler: int | None = None   # the sampler version (None: the iteration's default)
+
     def __init__(self) -> None:
         self.rows: dict[str, tuple[float, float, float | None]] = {}
         self._name: str | None = None
@@ -94,7 +99,8 @@ class PhaseMeter:
     def run(self, prepared, spec) -> tuple[dict, tuple[float, float], bool]:
         """One iteration -> (per-phase rows, whole (wall, CPU) time, passed)."""
         t0, c0 = time.perf_counter(), time.process_time()
-        result = run_iteration(prepared, spec, CONFIG, Randomness(Transcript()), phase=self)
+        result = run_iteration(prepared, spec, CONFIG, Randomness(Transcript()), phase=self,
+                               sampler=self.sampler)
         self._close()
         return self.rows, (time.perf_counter() - t0, time.process_time() - c0), bool(result.passed)
 
@@ -136,17 +142,35 @@ def profile(prepared, spec, top: int) -> None:
     """cProfile of one iteration: the ``top`` functions with the most own time."""
     prof = cProfile.Profile()
     prof.enable()
-    run_iteration(prepared, spec, CONFIG, Randomness(Transcript()))
+    run_iteration(prepared, spec, CONFIG, Randomness(Transcript()), sampler=PhaseMeter.sampler)
     prof.disable()
     pstats.Stats(prof).sort_stats("tottime").print_stats(top)
 
 
-def run_size(title: str, prepared, spec, repeats: int, top: int) -> None:
+def time_rows(prepared, spec) -> None:
+    """The rows of one more iteration's C (its final shuffle): with the count sampler they are
+    written only for the released candidate, when data.csv is written, so they are not part of
+    an iteration; shown here once."""
+    result = run_iteration(prepared, spec, CONFIG, Randomness(Transcript()), sampler=PhaseMeter.sampler)
+    if result.candidate is None or getattr(result.candidate, "written", True):
+        return
+    _reset_hwm()
+    t0, c0 = time.perf_counter(), time.process_time()
+    rows = result.candidate.codes
+    wall, cpu, peak = time.perf_counter() - t0, time.process_time() - c0, _hwm_mb()
+    print(f"{'rows of C (released only)':<28}{wall:>10.3f}{'':>10}{cpu:>10.3f}"
+          f"{'' if peak is None else f'{peak:>10,.0f}'}   ({rows.shape[0]:,} rows, once per release)")
+
+
+def run_size(title: str, prepared, spec, repeats: int, top: int) -> tuple[float, float]:
+    """Report one size; returns the median whole iteration (wall, CPU)."""
     phases, totals, passed, first, first_total = time_iterations(prepared, spec, repeats)
     report(f"{title} ({repeats} runs after the first; {passed} passed)", phases, totals, first, first_total)
+    time_rows(prepared, spec)
     print(f"peak resident memory of the process so far: {peak_rss_mb():,.0f} MB")
     if top:
         profile(prepared, spec, top)
+    return statistics.median(w for w, _ in totals), statistics.median(c for _, c in totals)
 
 
 def main() -> None:
@@ -158,19 +182,25 @@ def main() -> None:
     parser.add_argument("--scale-repeats", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="print the N functions with the most own time (cProfile) at each size")
+    parser.add_argument("--sampler", type=int, choices=(1, 2), default=None,
+                        help="sampler version (default: the iteration's, 2 = counts)")
     args = parser.parse_args()
+    PhaseMeter.sampler = args.sampler
 
     spec = load_spec(args.spec)
     t0 = time.perf_counter()
     prepared = prepare(args.data, spec)
     print(f"data: {args.data} -> n = {prepared.n:,} (preparation {time.perf_counter() - t0:.2f} s)")
-    run_size(f"one iteration at n = {prepared.n:,}", prepared, spec, args.repeats, args.profile)
+    small = run_size(f"one iteration at n = {prepared.n:,}", prepared, spec, args.repeats, args.profile)
 
     if args.scale_rows:
         rng = np.random.Generator(np.random.PCG64(20241122))
         big = prepared.subset(rng.integers(0, prepared.n, size=args.scale_rows))
         del prepared
-        run_size(f"one iteration at n = {big.n:,} (resampled)", big, spec, args.scale_repeats, args.profile)
+        large = run_size(f"one iteration at n = {big.n:,} (resampled)", big, spec, args.scale_repeats,
+                         args.profile)
+        print(f"\n{big.n:,} rows / small sample: {large[0] / small[0]:.1f} x wall, "
+              f"{large[1] / small[1]:.1f} x CPU (issue 24: <= 6 x)")
 
 
 if __name__ == "__main__":

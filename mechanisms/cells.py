@@ -132,6 +132,6 @@ def types_of(coded: Coded) -> RecordTypes:
 def known_types(codes: np.ndarray) -> RecordTypes | None:
     """The remembered record types of the table whose ``codes`` array this is, if any."""
     for coded, types in list(_MEMO.items()):
-        if coded.codes is codes:
+        if coded.__dict__.get("codes") is codes:   # (not ``coded.codes``: rows not yet written stay so)
             return types
     return None

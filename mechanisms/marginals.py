@@ -132,6 +132,15 @@ def _sample_cells(p: np.ndarray, domain: tuple[int, ...], m: int,
     return mixed_radix_decode(idx, domain)
 
 
+def _cell_counts(p: np.ndarray, domain: tuple[int, ...], m: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """multinomial(m, p / sum p) over the flat cells: (rows of the cells drawn, their counts)."""
+    from .sampling import counts_from_distribution
+
+    p = np.asarray(p, dtype=np.float64)
+    return counts_from_distribution(p / p.sum(), domain, m, rng)
+
+
 def _to_distribution(noisy: np.ndarray) -> np.ndarray:
     """Clip negative noisy counts to 0 and normalise (uniform if nothing is left)."""
     p = np.clip(np.asarray(noisy, dtype=np.float64).reshape(-1), 0.0, None)
@@ -154,6 +163,10 @@ class CrossTabModel:
     def sample(self, m: int, rng: np.random.Generator) -> np.ndarray:
         """m records drawn i.i.d. from ``p`` (post-processing)."""
         return _sample_cells(self.p, self.domain, m, rng)
+
+    def sample_counts(self, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The counts of m i.i.d. records per cell, multinomial(m, p) (the count sampler)."""
+        return _cell_counts(self.p, self.domain, m, rng)
 
 
 class NoisyCrossTab:
@@ -348,6 +361,10 @@ class MarginalsModel:
     def sample(self, m: int, rng: np.random.Generator) -> np.ndarray:
         """m records drawn i.i.d. from the IPF distribution (post-processing)."""
         return _sample_cells(self.p, self.domain, m, rng)
+
+    def sample_counts(self, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The counts of m i.i.d. records per cell, multinomial(m, p) (the count sampler)."""
+        return _cell_counts(self.p, self.domain, m, rng)
 
 
 class NoisyMarginals:

@@ -413,6 +413,37 @@ class PrivBayesModel:
             out[:, node.attribute] = x
         return out
 
+    def sample_counts(self, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The counts of ``m`` ancestral samples per record type, drawn without drawing rows
+        (the count sampler, ``mechanisms/sampling.py``): the first attribute's values get
+        multinomial(m, P_1); then, attribute by attribute in network order, every partial type
+        (values of the attributes so far) with count c splits by one multinomial(c, P(X | its
+        parents)). Returns (distinct rows (types, d) int64, counts int64 > 0 summing to m), the
+        types in the order of the splits. The law is multinomial(m, p) over the cells (proof:
+        ``mechanisms/sampling.py``, point 3); the cost grows with the partial types, at most
+        min(m, cells) per attribute, not with m."""
+        from .sampling import split_counts
+
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
+            raise ValueError(f"m must be an integer >= 0, got {m!r}")
+        rows = np.zeros((1 if m else 0, len(self.domain)), dtype=np.int64)
+        counts = np.full(rows.shape[0], int(m), dtype=np.int64)
+        for node, probs in zip(self.network, self._probabilities()):
+            cfg = _parent_index(rows, node.parents, self.domain)
+            t, x, c = split_counts(counts, probs, cfg, rng)
+            rows = rows[t]
+            rows[:, node.attribute] = x
+            counts = c
+        return rows, counts
+
+    def _probabilities(self) -> list[np.ndarray]:
+        """The conditional tables with every row divided by its sum (computed once)."""
+        probs = self.__dict__.get("_probs")
+        if probs is None:
+            probs = [c / c.sum(axis=1, keepdims=True) for c in self.conditionals]
+            self.__dict__["_probs"] = probs
+        return probs
+
 
 # --------------------------------------------------------------------------------------------
 # generator
@@ -652,11 +683,13 @@ class PrivBayes:
             raise ValueError(f"PrivBayes.fit: need at least one row and one column, got {codes.shape}")
         if any(k < 1 for k in domain):
             raise ValueError(f"PrivBayes.fit: domain sizes must be >= 1, got {domain}")
-        if codes.min(initial=0) < 0 or np.any(codes.max(axis=0) >= np.asarray(domain)):
+        known = _known_types(codes, domain)   # the record types of a cached T: no pass over n rows
+        rows = codes if known is None else known[0]
+        if rows.min(initial=0) < 0 or np.any(rows.max(axis=0, initial=0) >= np.asarray(domain)):
             raise ValueError("PrivBayes.fit: codes outside the (public) domain")
 
         # Compress to distinct records with multiplicities (exact: integer weights < 2^53).
-        data, weights = _compress(codes, domain)
+        data, weights = _compress(codes, domain) if known is None else known
         columns = _Columns(data, domain)
         score_sens = r_score_sensitivity(n)
         score_of = r_of_table if self.score == "R" else mi_of_table
@@ -800,6 +833,22 @@ def _compress(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, np.
             rest //= domain[j]
         return rows, counts.astype(np.float64)
     return codes, np.ones(codes.shape[0], dtype=np.float64)
+
+
+def _known_types(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """What :func:`_compress` returns for ``codes``, from the record types remembered for this
+    very array (``cells.known_types``: the cached transformation hands them over), or None.
+    The same arrays: the distinct rows ascending in mixed radix, their counts as float64; so
+    the scores, the tables and every DP draw are those computed from the rows."""
+    from .cells import known_types
+
+    if math.prod(domain) >= (1 << 62):
+        return None
+    types = known_types(codes)
+    if types is None or types.cells is None or types.n != codes.shape[0] \
+            or tuple(types.table.domain) != tuple(domain):
+        return None
+    return np.ascontiguousarray(types.table.codes, dtype=np.int64), types.counts.astype(np.float64)
 
 
 def _normalise(noisy: np.ndarray) -> np.ndarray:

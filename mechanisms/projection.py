@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cells import RecordTypes
+from .cells import RecordTypes, remember
+from .coding import Coded
 from .failures import AttemptFailure
 
-__all__ = ["ProjectionError", "project", "record_types", "project_types", "arrange"]
+__all__ = ["ProjectionError", "project", "record_types", "project_types", "arrange", "project_counts",
+           "ArrangedCoded", "arranged"]
 
 
 class ProjectionError(ValueError):
@@ -128,10 +130,13 @@ def project(codes: np.ndarray, min_count: int, rng: np.random.Generator) -> np.n
 
 def _shuffled(types: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """np.repeat(types, counts, axis=0)[rng.permutation(n)], gathering rows of the small types
-    table once (the same array, the same single draw)."""
+    table once (the same array, the same single draw): ``rng.permutation(n)`` is
+    ``rng.shuffle(np.arange(n))``, and shuffling the type indices in place makes the same swaps
+    (the same draws), so it gives ``which[rng.permutation(n)]`` without the n-long permutation."""
     k = types.shape[0]
     which = np.repeat(np.arange(k, dtype=np.int32 if k < 2**31 else np.int64), counts)
-    return np.take(types, which[rng.permutation(which.size)], axis=0)
+    rng.shuffle(which)
+    return np.take(types, which, axis=0)
 
 
 def project_types(types: RecordTypes, min_count: int, rng: np.random.Generator) -> RecordTypes:
@@ -154,3 +159,60 @@ def arrange(types: RecordTypes, rng: np.random.Generator) -> np.ndarray:
     """The records of ``types`` in a uniformly random order (int64 (n, d)): the last step of
     :func:`project`, continuing the same ``rng``."""
     return _shuffled(types.table.codes, types.counts, rng)
+
+
+def project_counts(rows: np.ndarray, counts: np.ndarray, min_count: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """:func:`project` of the records given by their types: ``rows`` (distinct, sorted as
+    :func:`record_types` gives them) occurring ``counts`` (>= 1) times. Returns the shuffled int64
+    (n, d) output, drawing from ``rng`` as ``arrange(project_types(...), rng)`` does (the
+    enclave replay and the public re-derivation of a count-sampled bundle)."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    if rows.ndim != 2 or counts.shape != (rows.shape[0],) or (counts < 1).any():
+        raise ProjectionError("project: the record types and their (positive) counts do not match")
+    if isinstance(min_count, bool) or int(min_count) != min_count or min_count < 1:
+        raise ProjectionError(f"project: min_count must be an integer >= 1, got {min_count!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise ProjectionError("project: rng must be a numpy Generator (seeded by the caller)")
+    m, n = int(min_count), int(counts.sum())
+    if n < m:
+        raise TooFewRecords(
+            f"project: impossible: {n} records cannot all appear at least min_count={m} times")
+    return _shuffled(rows, _out_counts(counts, m, rng), rng)
+
+
+class ArrangedCoded(Coded):
+    """A projected table C held as its record types: its rows, the records of the types in a
+    uniformly random order (:func:`arrange` with the projection's generator), are written the
+    first time ``codes`` is read, and only then. Everything computed from the record types (the
+    criteria, ``n``, the columns) never writes them: an attempt that is not released never
+    does, the released one when data.csv is written. The rows do not depend on when they are
+    written: the generator is the projection's own, used by nothing else."""
+
+    @property
+    def codes(self) -> np.ndarray:   # type: ignore[override]
+        rows = self.__dict__.get("codes")
+        if rows is None:
+            rows = arrange(self.__dict__["_types"], self.__dict__.pop("_rng"))
+            self.__dict__["codes"] = rows
+        return rows
+
+    @property
+    def n(self) -> int:
+        return self.__dict__["_types"].n
+
+    @property
+    def written(self) -> bool:
+        """Whether the rows have been written."""
+        return "codes" in self.__dict__
+
+
+def arranged(types: RecordTypes, rng: np.random.Generator) -> Coded:
+    """C = ``arrange(types, rng)`` as an :class:`ArrangedCoded` (rows written on first use), with
+    its record types remembered (``cells.types_of``)."""
+    obj = ArrangedCoded.__new__(ArrangedCoded)
+    object.__setattr__(obj, "columns", tuple(types.table.columns))
+    obj.__dict__["_types"] = types
+    obj.__dict__["_rng"] = rng
+    return remember(obj, types)

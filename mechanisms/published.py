@@ -26,6 +26,10 @@ node in order, ``u = rng.random(m)`` and the first value whose cumulative probab
 significant}``), ``selected``, ``gum_rounds``, ``gum_alpha``; sampling is the Gradually Update
 Method of ``mechanisms/privsyn.py`` (``gum``) with the rng passed in.
 
+``sampler`` (optional, top level): the sampler version the released sample was drawn with
+(``mechanisms/sampling.py``): 2 draws the counts of record types (``sample_counts`` of a model
+kind that has it; the others sample rows as in version 1); absent means 1.
+
 ``raked`` (PrivBayes with ``oneway``): a ``base`` model (a kind above) whose samples are raked
 to published one-way ``shares`` (one list per column, or null for a column not raked) with
 ``method`` and ``rounds`` (``mechanisms/oneway.py``: ``RakedModel.sample``, with the synthetic
@@ -36,6 +40,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from .sampling import ROW_SAMPLER, SAMPLERS, model_sampler, set_model_sampler
 
 __all__ = ["MODEL_FORMAT", "PublishError", "model_document", "model_from_document",
            "publishable", "register_kind"]
@@ -80,8 +86,12 @@ def model_document(model: Any, *, generator: dict, epsilon: float,
     if kind is None:
         raise PublishError(f"a model of type {type(model).__name__} cannot be published")
     body = _KINDS[kind][0](model)
-    return {"format": MODEL_FORMAT, "kind": kind, "generator": dict(generator),
-            "epsilon_generation": float(epsilon), "columns": list(columns), **body}
+    doc = {"format": MODEL_FORMAT, "kind": kind, "generator": dict(generator),
+           "epsilon_generation": float(epsilon), "columns": list(columns), **body}
+    version = model_sampler(model)
+    if version != ROW_SAMPLER:   # absent: version 1, as in documents made before version 2
+        doc["sampler"] = version
+    return doc
 
 
 def model_from_document(doc: dict) -> Any:
@@ -91,8 +101,11 @@ def model_from_document(doc: dict) -> Any:
     kind = doc.get("kind")
     if kind not in _KINDS:
         raise PublishError(f"unknown model kind {kind!r}; known: {sorted(_KINDS)}")
+    version = doc.get("sampler", ROW_SAMPLER)
+    if version not in SAMPLERS or isinstance(version, bool):
+        raise PublishError(f"unknown sampler version {_show(version)}; known: {list(SAMPLERS)}")
     try:
-        return _KINDS[kind][1](doc)
+        return set_model_sampler(_KINDS[kind][1](doc), version)
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise PublishError(f"model document of kind {kind!r} is unusable: {e}") from None
 

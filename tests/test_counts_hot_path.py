@@ -510,12 +510,13 @@ def test_cache_is_per_table_private_and_goes_with_it(births_spec, small_prepared
 
 
 def test_iteration_replays_on_the_row_path(births_spec, small_prepared):
-    """run_iteration (counts) against a row-wise replay of its transcript: same C, same values."""
+    """run_iteration (counts) with the row sampler (version 1) against a row-wise replay of its
+    transcript: same C, same values. (Version 2: tests/test_count_sampler.py.)"""
     config = dict(CONFIGS[0], generator={"type": "privbayes", "flavour": "theta",
                                          "epsilon_split": 0.25, "theta": 30},
                   projection={"min_count": 2})
     rec = Randomness(Transcript())
-    result = it.run_iteration(small_prepared, births_spec, config, rec)
+    result = it.run_iteration(small_prepared, births_spec, config, rec, sampler=1)
     rep = Randomness.replay(rec.transcript)
     real = tr.transform(small_prepared, births_spec, config)   # a new object: types from rows
     model = it.make_config_generator(births_spec, config).fit(real.codes, real.domain, rep)

@@ -69,7 +69,7 @@ class EvalContext:
     @property
     def n(self) -> int:
         """Public number of records (taken from C; T has the same size)."""
-        return int(self.synth.codes.shape[0])
+        return int(self.synth.n)   # (C's n: no need of its rows)
 
 
 @dataclass
@@ -257,9 +257,10 @@ class Criterion:
         return f"criterion {self.id}"
 
     def _check(self, ctx: EvalContext) -> None:
-        if ctx.real.codes.shape != ctx.synth.codes.shape:
-            raise ValueError(f"{self.where}: T has shape {ctx.real.codes.shape}, C has "
-                             f"{ctx.synth.codes.shape}; they must have the same n and columns")
+        real, synth = (ctx.real.n, len(ctx.real.columns)), (ctx.synth.n, len(ctx.synth.columns))
+        if real != synth:
+            raise ValueError(f"{self.where}: T has shape {real}, C has {synth}; they must have "
+                             "the same n and columns")
         if tuple(c.name for c in ctx.real.columns) != tuple(c.name for c in ctx.synth.columns):
             raise ValueError(f"{self.where}: T and C have different columns")
 

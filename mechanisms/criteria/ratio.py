@@ -72,9 +72,15 @@ def smoothed_ratio_exact(real: np.ndarray, synth: np.ndarray, domain: tuple[int,
                          clip: float, smoothing: float = 1.0) -> Fraction:
     """:func:`smoothed_ratio_value` exactly: max over columns and values of
     min(c, max((r+k)/(s+k), (s+k)/(r+k))) as a rational."""
+    return _ratio_of_counts(_counts(real, domain), _counts(synth, domain), clip, smoothing)
+
+
+def _ratio_of_counts(real: list[np.ndarray], synth: list[np.ndarray], clip: float,
+                     smoothing: float) -> Fraction:
+    """:func:`smoothed_ratio_exact` from the 1-way counts of T and C."""
     c, k = exact(clip), exact(smoothing)
     best = Fraction(1)
-    for r, s in zip(_counts(real, domain), _counts(synth, domain)):
+    for r, s in zip(real, synth):
         for a, b in set(zip(np.asarray(r).tolist(), np.asarray(s).tolist())):
             x, y = int(a) + k, int(b) + k
             rho = min(c, max(x / y, y / x))
@@ -90,6 +96,12 @@ def _counts(codes: np.ndarray, domain: tuple[int, ...]) -> list[np.ndarray]:
     if types is not None:
         return [types.column_counts(j) for j in range(len(domain))]
     return [np.bincount(codes[:, j], minlength=domain[j]) for j in range(len(domain))]
+
+
+def _coded_counts(coded) -> list[np.ndarray]:
+    """1-way counts of every column of a table, from its record types (never its rows)."""
+    types = types_of(coded)
+    return [types.column_counts(j) for j in range(len(coded.columns))]
 
 
 def smoothed_ratio_value(real: np.ndarray, synth: np.ndarray, domain: tuple[int, ...],
@@ -141,17 +153,16 @@ class SmoothedRatio(Criterion):
 
     def value(self, ctx: EvalContext) -> float:
         self._check(ctx)
-        types_of(ctx.real), types_of(ctx.synth)  # so that _counts reads the record types
-        f = smoothed_ratio_exact(ctx.real.codes, ctx.synth.codes, ctx.synth.domain, self.clip,
-                                 self.smoothing)
-        low = min(int(c.min()) for c in _counts(ctx.synth.codes, ctx.synth.domain))  # public
+        synth = _coded_counts(ctx.synth)   # from the record types of T and C
+        f = _ratio_of_counts(_coded_counts(ctx.real), synth, self.clip, self.smoothing)
+        low = min(int(c.min()) for c in synth)  # public
         delta = ratio_sensitivity_exact(low + exact(self.smoothing), self.clip)
         declared = ratio_sensitivity(low + self.smoothing, self.clip)  # as sensitivity() has it
         return lipschitz_float(f, delta, declared, self.clip)
 
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
         """Delta from s' = min smoothed synthetic count over the full domain (C only)."""
-        counts = _counts(ctx.synth.codes, ctx.synth.domain)
+        counts = _coded_counts(ctx.synth)
         mins = [int(c.min()) for c in counts]
         j = int(np.argmin(mins))
         v = int(np.argmin(counts[j]))

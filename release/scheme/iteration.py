@@ -3,21 +3,25 @@ randomness) returning the candidate, its DP metrics and (through ``rand``) its t
 
     T       <- transform(original, config)            clip + bin with public edges
     model   <- generator.fit(T, eps_gen)               pure DP
-    S       <- sample ~1.1 n rows, drop rows failing the synthetic constraints, keep n
+    S       <- n records of the model that satisfy the synthetic constraints, as record
+               types (sampler version 2: counts; version 1: ~1.1 n rows a round, first n kept)
     C       <- face-privacy projection of S            post-processing
     metrics <- every acceptance criterion on (T, C)    Laplace, sum of epsilons = eps_eval
     passed  <- every DP metric < its threshold
 
-The order of randomness requests is fixed (fit, "sample round k", "projection", then the
-criteria in spec order) so that an enclave auditor can replay an iteration from its transcript.
+The order of randomness requests is fixed (fit, the "sampler" mark of version 2, "sample round
+k", "projection", then the criteria in spec order) so that an enclave auditor can replay an
+iteration from its transcript.
 
 Counts, not rows: T is binned once per prepared table and binning and kept in memory
-(``transform.cached_transform``); sampled rows are reduced to their cells (mixed-radix indices)
-and the synthetic constraints looked up in a table over the cells; the projection works on the
-record types (one ``np.bincount``) and only its final shuffle writes n rows; every criterion
-reads the record types of T and C (``dpbundle.mechanisms.cells``). The outputs and the draws are
-those of the row-wise steps (``sample_constrained``, ``projection.project``), which the enclave
-replay (audit/replay.py) still runs.
+(``transform.cached_transform``), with its record types, from which PrivBayes fits; the count
+sampler (``dpbundle.mechanisms.sampling``, version 2, the default :data:`DEFAULT_SAMPLER`)
+draws the counts of each record type and applies the synthetic constraints to the distinct
+types; the projection works on the record types and only its final shuffle writes n rows (the
+rows of data.csv); every criterion reads the record types of T and C
+(``dpbundle.mechanisms.cells``). The row sampler (version 1, ``sample_constrained``,
+``sample_cells``) stays for bundles made with it: ``run_iteration(..., sampler=1)``; the enclave
+replay (audit/replay.py) reads the version from the transcript and runs the same code.
 """
 from __future__ import annotations
 
@@ -28,13 +32,17 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from dpbundle.mechanisms.cells import DENSE_CELLS, domain_cells, remember, types_from_cells
+from dpbundle.mechanisms.cells import DENSE_CELLS, RecordTypes, domain_cells, remember, types_from_cells
 from dpbundle.mechanisms.coding import Coded
 from dpbundle.mechanisms.criteria import CriterionResult, EvalContext, make_criterion
-from dpbundle.mechanisms.failures import AttemptFailure
 from dpbundle.mechanisms.generators import Generator, make_generator
 from dpbundle.mechanisms.noise import Randomness
-from dpbundle.mechanisms.projection import arrange, project, project_types
+from dpbundle.mechanisms.projection import arrange, arranged, project, project_types
+# the bound, the round sizes and the failure are the sampling module's (re-exported here)
+from dpbundle.mechanisms.sampling import (COUNT_SAMPLER, DRAWN_EXTRA, DRAWN_FACTOR,  # noqa: F401
+                                          MAX_SAMPLE_ROUNDS, OVERSAMPLE, SAMPLER_MARK,
+                                          SAMPLERS, ConstraintShortfall, DrawBoundExceeded,
+                                          max_drawn, sample_types, set_model_sampler)
 
 from dpbundle.release.data.constraints import synthetic_violations, violation_table
 from dpbundle.release.data.prepare import Prepared
@@ -43,20 +51,8 @@ from dpbundle.release.spec.load import Spec
 from dpbundle.release.spec.typed import Constraint
 from dpbundle.release.data.transform import cached_transform
 
-OVERSAMPLE = 1.1
-MAX_SAMPLE_ROUNDS = 8
-DRAWN_FACTOR, DRAWN_EXTRA = 4, 16 * 8   # at most 4 n + 128 rows drawn in all (the audit's bound)
-
-
-def max_drawn(n: int) -> int:
-    """The most rows an attempt draws from its model over all sampling rounds: 4 n + 128. The
-    public audit re-derives data.csv under the same bound (audit/bounds.py), so a release never
-    draws more than its audit allows; an attempt that would is a failed attempt."""
-    return DRAWN_FACTOR * int(n) + DRAWN_EXTRA
-
-
-class ConstraintShortfall(AttemptFailure):
-    """The model's samples fail the synthetic constraints too often to keep n rows."""
+#: The sampler of new releases: 2 = counts of record types (``mechanisms/sampling.py``); 1 = rows.
+DEFAULT_SAMPLER = COUNT_SAMPLER
 
 
 @dataclass
@@ -100,9 +96,9 @@ def _sample_rounds(model, n: int, rand: Randomness, keep: Callable[[np.ndarray],
         need = n - have
         m = max(int(math.ceil(OVERSAMPLE * need / max(rate, 0.05))), 16)
         if drawn + m > max_drawn(n):
-            raise ConstraintShortfall(
+            raise DrawBoundExceeded(
                 f"round {k} would draw {m} more rows, beyond {max_drawn(n)} in all (4 n + 128): the "
-                "model's samples fail the synthetic constraints too often")
+                "model's samples fail the synthetic constraints too often", max_drawn(n))
         drawn += m
         rng = rand.rng(f"sample round {k}")
         if plausible is not None and getattr(model, "accepts_keep", False):
@@ -158,6 +154,35 @@ def sample_cells(model, n: int, constraints: Sequence[Constraint | Mapping], col
     return _sample_rounds(model, n, rand, keep, _plausible(constraints, columns))
 
 
+def _implausible(constraints: Sequence[Constraint | Mapping], columns):
+    """(rows, cells) -> mask of the records a synthetic constraint rules out (None without
+    constraints): a lookup in the table over the domain's cells when it is small, else the
+    constraints evaluated on the rows."""
+    if not constraints:
+        return None
+    size = domain_cells(tuple(c.size for c in columns))
+    if size is not None and size <= DENSE_CELLS:
+        table = violation_table(constraints, columns)
+        return lambda rows, cells: table[cells]
+    return lambda rows, cells: synthetic_violations(constraints, Coded(rows, columns))
+
+
+def sample_counted(model, n: int, constraints: Sequence[Constraint | Mapping], columns,
+                   rand: Randomness) -> RecordTypes:
+    """Sampler version 2: the record types of n records of ``model`` that satisfy the synthetic
+    constraints (``mechanisms.sampling.sample_types``, seeds "sample round k")."""
+    rows, counts, cells = sample_types(model, n, tuple(c.size for c in columns),
+                                       _implausible(constraints, columns), rand.rng)
+    return RecordTypes(Coded.unchecked(rows, tuple(columns)), counts, cells)
+
+
+def project_counted(types: RecordTypes, min_count: int, rng: np.random.Generator) -> Coded:
+    """C = the projection of the sampled record types, as its record types: its n rows (the
+    final shuffle, ``projection.arranged``; the draws of ``projection.project_counts``) are
+    written when first read (data.csv of the released candidate), never for the others."""
+    return arranged(project_types(types, min_count, rng), rng)
+
+
 def project_cells(cells: np.ndarray, columns, min_count: int, rng: np.random.Generator) -> Coded:
     """C = project(rows of ``cells``, min_count, rng) exactly, computed on record types (one
     bincount of the cells); C's record types are remembered for the criteria."""
@@ -166,8 +191,14 @@ def project_cells(cells: np.ndarray, columns, min_count: int, rng: np.random.Gen
 
 
 def run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness,
-                  phase: Callable[[str], None] | None = None) -> IterationResult:
-    """Run one iteration. ``phase`` (optional) is told each step's name, for progress displays."""
+                  phase: Callable[[str], None] | None = None,
+                  sampler: int | None = None) -> IterationResult:
+    """Run one iteration. ``phase`` (optional) is told each step's name, for progress displays.
+    ``sampler``: the sampler version (``mechanisms/sampling.py``; default :data:`DEFAULT_SAMPLER`);
+    version 2 is recorded in the transcript (a "sampler" mark) and on the fitted model."""
+    version = DEFAULT_SAMPLER if sampler is None else sampler
+    if version not in SAMPLERS:
+        raise ValueError(f"unknown sampler version {version!r}; known: {SAMPLERS}")
     timings: dict[str, float] = {}
     say = phase or (lambda _name: None)
 
@@ -182,18 +213,12 @@ def run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness
     generator = make_config_generator(spec, config)
     model = step("fit", generator.fit, real.codes, real.domain, rand)
     cid = config_id(config)
-    constraints = spec.model.all_synthetic_constraints
-    by_cells = domain_cells(real.domain) is not None  # else rows (a domain of >= 2^62 cells)
+    min_count = int(config["projection"]["min_count"])
     try:
-        sampled = step("sample", sample_cells if by_cells else sample_constrained, model, real.n,
-                       constraints, real.columns, rand)
+        candidate = _sample_and_project(step, model, real, spec.model.all_synthetic_constraints,
+                                        min_count, rand, version)
     except ConstraintShortfall as exc:
         return IterationResult(config, cid, real, None, [], False, generator, timings, note=str(exc))
-    min_count = int(config["projection"]["min_count"])
-    if by_cells:
-        candidate = step("project", project_cells, sampled, real.columns, min_count, rand.rng("projection"))
-    else:
-        candidate = real.with_codes(step("project", project, sampled, min_count, rand.rng("projection")))
     ctx = EvalContext(real=real, synth=candidate, spec=spec.evaluation_document, alternatives=dict(config["columns"]))
     results = []
     for crit in spec.model.acceptance:
@@ -201,3 +226,20 @@ def run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness
     passed = all(r.passed for r in results)
     return IterationResult(config, cid, real, candidate, results, passed, generator, timings,
                            model=model)
+
+
+def _sample_and_project(step: Callable, model, real: Coded, constraints, min_count: int,
+                        rand: Randomness, version: int) -> Coded:
+    """S and C of an iteration, with the sampler ``version`` (2 falls back to 1, unrecorded, for
+    a domain of >= 2^62 cells: no int64 cell index)."""
+    by_cells = domain_cells(real.domain) is not None
+    if version == COUNT_SAMPLER and by_cells:
+        rand.mark(SAMPLER_MARK, version=COUNT_SAMPLER)
+        set_model_sampler(model, COUNT_SAMPLER)
+        types = step("sample", sample_counted, model, real.n, constraints, real.columns, rand)
+        return step("project", project_counted, types, min_count, rand.rng("projection"))
+    sampled = step("sample", sample_cells if by_cells else sample_constrained, model, real.n,
+                   constraints, real.columns, rand)
+    if by_cells:
+        return step("project", project_cells, sampled, real.columns, min_count, rand.rng("projection"))
+    return real.with_codes(step("project", project, sampled, min_count, rand.rng("projection")))

@@ -1,0 +1,338 @@
+"""Sampling a fitted model under the synthetic constraints: n records, as record types.
+
+Post-processing of the DP model (no privacy cost). Every random draw comes from the recorded
+generators ``rng_for(purpose)`` (``Randomness.rng`` in a release, the transcript's seeds in the
+enclave replay, the beacon-bound seeds in the public re-derivation); the purposes are those of
+every version: ``"sample round k"``, k = 0, 1, ...
+
+Two samplers, both kept so that every bundle replays byte for byte with the one it was made with:
+
+* **version 1, rows** (bundles made before the count sampler; ``release/scheme/iteration.py``
+  ``sample_constrained``/``sample_cells`` and ``audit/replay.py``): each round draws m rows with
+  ``model.sample(m, rng)``, drops those a synthetic constraint rules out, and the first n kept
+  rows are the sample.
+* **version 2, counts** (:func:`sample_types`): each round draws the *counts* of m records per
+  record type with ``model.sample_counts(m, rng)`` (a model that has it: PrivBayes and pure MST,
+  ``mechanisms/privbayes.py``; the cross-tabulation and marginals models,
+  ``mechanisms/marginals.py``), drops the types a constraint rules out, and thins the last
+  round's counts to the number still needed with one multivariate hypergeometric draw from the
+  same round's generator. A model without ``sample_counts`` (PrivSyn, a raked model, AIM/MST
+  through private-pgm) is sampled as in version 1 and its kept rows are tabulated: for it both
+  versions give the same sample from the same seeds (below the round cap). The round sizes are
+  those of version 1: m = max(ceil(1.1 need / max(rate, 0.05)), 16) (rate = the previous
+  round's keep rate), at most :data:`MAX_SAMPLE_ROUNDS` rounds and :func:`max_drawn` records
+  drawn in all (and at most :data:`MAX_ROUND` records a round, the most numpy's thinning takes:
+  binding from n ~ 9 x 10^8 on).
+
+Where a transcript says which: an attempt sampled with version 2 has a mark ``"sampler"``
+(``version: 2``) right before its first sampling seed; without it, version 1. A published model
+(model.json) sampled with version 2 says ``"sampler": 2`` (:func:`model_sampler`).
+
+Why version 2 has the distribution of version 1. Let p be the model's distribution over the
+cells (record types), A the cells no constraint rules out, p(A) > 0, and q = p restricted to A
+and renormalised: q_c = p_c / p(A) for c in A, 0 elsewhere.
+
+1. Version 1 keeps the first n of i.i.d. draws X_1, X_2, ... ~ p that fall in A (a round's size
+   depends only on earlier rounds, and its rows are fresh draws, so the concatenated rows are
+   i.i.d. p). The first kept draw Y_1 is c in A with probability
+   sum_{t >= 1} P(X_1, ..., X_{t-1} not in A) P(X_t = c) = sum_t (1 - p(A))^(t-1) p_c = q_c,
+   and since the draws after it are again i.i.d. p and independent of it, Y_1, ..., Y_n are
+   i.i.d. q. Their counts per cell are multinomial(n, q): the whole row sample up to its order,
+   which the projection then shuffles (``mechanisms/projection.py``).
+2. Version 2: a round's counts N ~ multinomial(m, p) are the counts of m i.i.d. draws. Given
+   the number K = sum_{c in A} N_c of them in A, the counts on A are multinomial(K, q) (each of
+   the K draws in A is, given that, a draw from q, independently). Given the totals of all
+   rounds, the rounds are independent multinomials with the same q. In the last round, a
+   multivariate hypergeometric draw of need = n - have of its K records is a uniformly random
+   need-subset of K i.i.d. q draws, i.e. need i.i.d. q draws: multinomial(need, q). The sum of
+   independent multinomials with the same q is multinomial(n, q), whatever the totals were, so
+   it is unconditionally. The totals K of the rounds are Binomial(m, p(A)) in both versions, so
+   a version fails (too many rounds, too many records drawn) exactly as often as the other.
+3. ``sample_counts`` draws multinomial(m, p) without drawing rows. For a Bayesian network
+   p(x) = prod_i P_i(x_i | pa_i(x)) (the columns in network order): the counts of the first
+   column's values are multinomial(m, P_1); then every partial record type t (values of the
+   first i columns) with count c_t is split by one multinomial(c_t, P_{i+1}( . | pa(t))). Given
+   the counts of the prefixes, the next values of the c_t draws with prefix t are i.i.d.
+   P_{i+1}( . | pa(t)), independently across t (they are different draws), so each split is
+   exactly the law of the counts of ancestral samples, and the final counts are those of m
+   i.i.d. draws from p: multinomial(m, p). A model with its distribution p over all cells
+   draws ``rng.multinomial(m, p)`` directly.
+
+The cost is that of the record types, not of the records: a split touches each partial type
+once (at most min(m, cells) of them per column) and a round's constraint filter and thinning
+work on its distinct types; the projection works on the types too, and only its final shuffle
+writes n rows, when the released candidate's data.csv is written
+(``projection.ArrangedCoded``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .cells import DENSE_CELLS, domain_cells
+from .failures import AttemptFailure
+
+__all__ = ["ROW_SAMPLER", "COUNT_SAMPLER", "SAMPLERS", "SAMPLER_MARK", "OVERSAMPLE",
+           "MAX_SAMPLE_ROUNDS", "max_drawn", "round_size", "ConstraintShortfall", "DrawBoundExceeded",
+           "counts_capable", "sample_types", "model_sampler", "set_model_sampler",
+           "sampler_of_records", "split_counts", "counts_from_distribution"]
+
+ROW_SAMPLER, COUNT_SAMPLER = 1, 2
+SAMPLERS = (ROW_SAMPLER, COUNT_SAMPLER)
+#: The transcript mark of an attempt sampled with version 2 (none: version 1).
+SAMPLER_MARK = "sampler"
+
+OVERSAMPLE = 1.1
+MAX_SAMPLE_ROUNDS = 8
+DRAWN_FACTOR, DRAWN_EXTRA = 4, 16 * 8   # at most 4 n + 128 records drawn in all (the audit's bound)
+
+#: Cells of one block of multinomial splits (a (types, values) block of probabilities and counts).
+SPLIT_BLOCK = 1 << 18
+#: Most records one round of version 2 draws: numpy's multivariate hypergeometric ("marginals")
+#: thins fewer than 10^9 records. Binding only for n above about 9 x 10^8 (then more rounds).
+MAX_ROUND = 10**9 - 1
+
+_ATTRIBUTE = "_dpbundle_sampler"
+
+Implausible = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def max_drawn(n: int) -> int:
+    """The most records an attempt draws from its model over all sampling rounds: 4 n + 128. The
+    public audit re-derives data.csv under the same bound (audit/bounds.py), so a release never
+    draws more than its audit allows; an attempt that would is a failed attempt."""
+    return DRAWN_FACTOR * int(n) + DRAWN_EXTRA
+
+
+def round_size(need: int, rate: float) -> int:
+    """Records drawn by a round that still needs ``need``: max(ceil(1.1 need / max(rate, 0.05)), 16)."""
+    return max(int(math.ceil(OVERSAMPLE * need / max(rate, 0.05))), 16)
+
+
+class ConstraintShortfall(AttemptFailure):
+    """The model's samples fail the synthetic constraints too often to keep n records."""
+
+
+class DrawBoundExceeded(ConstraintShortfall):
+    """The next round would draw more records in all than ``limit`` (:func:`max_drawn`)."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+def counts_capable(model: Any) -> bool:
+    """Whether ``model``'s class samples counts (``sample_counts``). Looked up on the class: a
+    wrapper that forwards unknown attributes (a raked model) does not inherit its base's."""
+    return callable(getattr(type(model), "sample_counts", None))
+
+
+# --------------------------------------------------------------------------- the version record
+
+
+def model_sampler(model: Any) -> int:
+    """The sampler version a fitted or published model was sampled with (1 unless set)."""
+    return getattr(model, "__dict__", {}).get(_ATTRIBUTE, ROW_SAMPLER)
+
+
+def set_model_sampler(model: Any, version: int) -> Any:
+    """Record on ``model`` (in its own attributes, never a wrapped model's) the sampler version
+    its sample was drawn with; returns it. model.json then says ``"sampler": version`` (2)."""
+    if version not in SAMPLERS:
+        raise ValueError(f"unknown sampler version {version!r}; known: {SAMPLERS}")
+    if version != ROW_SAMPLER or _ATTRIBUTE in getattr(model, "__dict__", {}):
+        object.__setattr__(model, _ATTRIBUTE, int(version))
+    return model
+
+
+def sampler_of_records(records: Sequence[dict]) -> int:
+    """The sampler version of one attempt's transcript records: the ``"sampler"`` mark's
+    version, else 1 (transcripts made before the count sampler have no such mark)."""
+    for rec in records:
+        if rec.get("kind") == "mark" and rec.get("mark") == SAMPLER_MARK:
+            version = rec.get("version")
+            if version not in SAMPLERS or isinstance(version, bool):
+                raise ValueError("the transcript's sampler mark names no known sampler version")
+            return int(version)
+    return ROW_SAMPLER
+
+
+# --------------------------------------------------------------------------- counts of a model
+
+
+def split_counts(counts: np.ndarray, probs: np.ndarray, rows: np.ndarray,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One multinomial split per partial type: type t (count ``counts[t]``) splits into
+    multinomial(counts[t], probs[rows[t]]) over the next column's values. Returns (type index,
+    value, count) of the positive parts, types ascending, values ascending within a type.
+    Drawn in blocks of :data:`SPLIT_BLOCK` cells, in order (the same draws as one call)."""
+    k = probs.shape[1]
+    step = max(1, SPLIT_BLOCK // k)
+    ts, xs, cs = [], [], []
+    for s in range(0, counts.shape[0], step):
+        out = rng.multinomial(counts[s:s + step], probs[rows[s:s + step]])
+        t, x = np.nonzero(out)
+        ts.append(t + s)
+        xs.append(x)
+        cs.append(out[t, x])
+    if not ts:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    return (np.concatenate(ts).astype(np.int64), np.concatenate(xs).astype(np.int64),
+            np.concatenate(cs).astype(np.int64))
+
+
+def counts_from_distribution(p: np.ndarray, domain: Sequence[int], m: int,
+                             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """multinomial(m, p) over the flat cells of ``domain`` (p sums to 1, C order): (distinct
+    cells' rows, their counts)."""
+    from .coding import mixed_radix_decode
+
+    m = _check_m(m)
+    counts = rng.multinomial(m, p)
+    cells = np.flatnonzero(counts)
+    return mixed_radix_decode(cells, domain), counts[cells].astype(np.int64)
+
+
+def _check_m(m: Any) -> int:
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
+        raise ValueError(f"the number of records to sample must be an integer >= 0, got {m!r}")
+    return int(m)
+
+
+# --------------------------------------------------------------------------- version 2
+
+
+class _Rounds:
+    """The rounds of one sample: sizes, the draw bound, what was kept so far."""
+
+    def __init__(self, n: int, limit: int) -> None:
+        self.n, self.limit = n, limit
+        self.have, self.rate, self.drawn = 0, 1.0, 0
+        self.cells: list[np.ndarray] = []
+        self.counts: list[np.ndarray] = []
+
+    def next_size(self, k: int) -> int:
+        m = min(round_size(self.n - self.have, self.rate), MAX_ROUND)
+        if self.drawn + m > self.limit:
+            raise DrawBoundExceeded(
+                f"round {k} would draw {m} more records, beyond {self.limit} in all (4 n + 128): "
+                "the model's samples fail the synthetic constraints too often", self.limit)
+        self.drawn += m
+        return m
+
+    def keep(self, m: int, got: int, cells: np.ndarray, counts: np.ndarray) -> None:
+        self.rate = max(got / m, 1e-6)
+        self.have += int(counts.sum())
+        self.cells.append(cells)
+        self.counts.append(counts)
+
+
+def sample_types(model: Any, n: int, domain: Sequence[int], implausible: Implausible | None,
+                 rng_for: Callable[[str], np.random.Generator],
+                 limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Version 2: n records of ``model`` that no synthetic constraint rules out, as record types
+    (see the module docstring): (rows (types, d) int64, counts int64, cells), ascending in cell.
+
+    ``implausible(rows, cells)``: mask of the distinct rows a constraint rules out (None: no
+    constraint). ``rng_for(purpose)``: the recorded generator of a purpose. ``limit``: records
+    drawn in all (default :func:`max_drawn`). Raises :class:`DrawBoundExceeded` before a round
+    that would draw beyond it, :class:`ConstraintShortfall` after :data:`MAX_SAMPLE_ROUNDS`."""
+    domain = tuple(int(s) for s in domain)
+    if domain_cells(domain) is None:
+        raise OverflowError("sample_types: the domain has too many cells for int64 cell indices")
+    rounds = _Rounds(int(n), max_drawn(n) if limit is None else int(limit))
+    by_counts = counts_capable(model)
+    for k in range(MAX_SAMPLE_ROUNDS):
+        m = rounds.next_size(k)
+        rng = rng_for(f"sample round {k}")
+        need = rounds.n - rounds.have
+        if by_counts:
+            got, cells, counts = _counts_round(model, m, need, domain, implausible, rng)
+        else:
+            got, cells, counts = _rows_round(model, m, need, domain, implausible, rng)
+        rounds.keep(m, got, cells, counts)
+        if rounds.have >= rounds.n:
+            return _merge(rounds.cells, rounds.counts, domain)
+    raise ConstraintShortfall(f"after {MAX_SAMPLE_ROUNDS} rounds only {rounds.have} of {n} sampled "
+                              "records satisfy the synthetic constraints")
+
+
+def _radix(domain: tuple[int, ...]) -> np.ndarray:
+    return np.asarray([math.prod(domain[j + 1:]) for j in range(len(domain))], dtype=np.int64)
+
+
+def _cells_of(rows: np.ndarray, domain: tuple[int, ...]) -> np.ndarray:
+    """Cells of sampled rows; ValueError if a code lies outside the domain."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if rows.ndim != 2 or rows.shape[1] != len(domain):
+        raise ValueError(f"the generator sampled an array of shape {rows.shape}, not (m, {len(domain)})")
+    if (rows.view(np.uint64) >= np.asarray(domain, dtype=np.uint64)).any():  # negative = huge unsigned
+        raise ValueError("the generator sampled codes outside the domain")
+    return rows @ _radix(domain)   # = mixed_radix_index(rows, domain), exact in int64
+
+
+def _counts_round(model: Any, m: int, need: int, domain: tuple[int, ...],
+                  implausible: Implausible | None, rng: np.random.Generator):
+    """One round of a counts model: (records kept before thinning, cells, counts) of the kept
+    types, ascending; the counts thinned to ``need`` if more were kept."""
+    rows, counts = model.sample_counts(m, rng)
+    counts = np.asarray(counts, dtype=np.int64)
+    cells = _cells_of(rows, domain)
+    if counts.shape != cells.shape or (counts < 0).any() or int(counts.sum()) != m:
+        raise ValueError("the generator's sample_counts did not return one count >= 0 per type, "
+                         "summing to the records asked for")
+    order = np.argsort(cells, kind="stable")
+    cells, counts, rows = cells[order], counts[order], rows[order]
+    if cells.size > 1 and not (cells[1:] > cells[:-1]).all():
+        raise ValueError("the generator's sample_counts returned a record type twice")
+    if implausible is not None and cells.size:
+        ok = ~np.asarray(implausible(rows, cells), dtype=bool)
+        cells, counts = cells[ok], counts[ok]
+    got = int(counts.sum())
+    if got > need:
+        counts = rng.multivariate_hypergeometric(counts, need, method="marginals").astype(np.int64)
+        keep = counts > 0
+        cells, counts = cells[keep], counts[keep]
+    return got, cells, counts
+
+
+def _rows_round(model: Any, m: int, need: int, domain: tuple[int, ...],
+                implausible: Implausible | None, rng: np.random.Generator):
+    """One round of a rows model, as version 1 draws it: (rows kept, cells of the first ``need``
+    kept rows in order, ones)."""
+    if implausible is not None and getattr(model, "accepts_keep", False):  # a raking model
+        def plausible(rows: np.ndarray) -> np.ndarray:
+            rows = np.asarray(rows, dtype=np.int64)
+            return ~np.asarray(implausible(rows, _cells_of(rows, domain)), dtype=bool)
+
+        rows = model.sample(m, rng, keep=plausible)
+    else:
+        rows = model.sample(m, rng)
+    cells = _cells_of(rows, domain)
+    if implausible is not None and cells.size:
+        cells = cells[~np.asarray(implausible(np.asarray(rows, np.int64), cells), dtype=bool)]
+    got = int(cells.size)
+    cells = cells[:need]
+    return got, cells, np.ones(cells.size, dtype=np.int64)
+
+
+def _merge(cells: list[np.ndarray], counts: list[np.ndarray], domain: tuple[int, ...]):
+    """(rows, counts, cells) of the rounds' kept types added up, ascending in cell."""
+    from .coding import mixed_radix_decode
+
+    c, w = np.concatenate(cells), np.concatenate(counts)
+    size = math.prod(domain)
+    if size <= DENSE_CELLS and size <= 16 * c.size + 65536:
+        total = np.bincount(c, weights=w, minlength=size)
+        uniq = np.flatnonzero(total)
+        tot = total[uniq]
+    else:
+        uniq, inverse = np.unique(c, return_inverse=True)
+        tot = np.bincount(inverse.reshape(-1), weights=w, minlength=uniq.size)
+    tot = np.rint(tot).astype(np.int64)   # integer sums < 2^53: exact in float64
+    keep = tot > 0
+    uniq, tot = uniq[keep].astype(np.int64), tot[keep]
+    return mixed_radix_decode(uniq, domain), tot, uniq
