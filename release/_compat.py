@@ -13,7 +13,7 @@ import importlib.util
 import sys
 import warnings
 
-__all__ = ["MOVED", "install"]
+__all__ = ["MOVED", "forward_attributes", "install"]
 
 MOVED: dict[str, str] = {
     "spec_criteria": "spec.criteria_checks", "spec_docs": "spec.explain",
@@ -70,3 +70,23 @@ def install() -> None:
     """Put the old-name finder on ``sys.meta_path`` (once)."""
     if not any(isinstance(f, _OldNames) for f in sys.meta_path):
         sys.meta_path.append(_OldNames())
+
+
+def forward_attributes(package: str, module: str):
+    """A module ``__getattr__`` for ``package`` (once a module, now a package): a name not found
+    in the package is one of its modules not imported yet, or else a name of ``module`` (the old
+    module's new home), e.g. ``from dpbundle.release.bundle import write_bundle``."""
+    def __getattr__(name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:  # a module of this package not imported yet
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{package}.{name}":
+                raise
+        try:
+            return getattr(importlib.import_module(f"{package}.{module}"), name)
+        except AttributeError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    return __getattr__

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpbundle.mechanisms.coding import ColumnCoding
+from dpbundle.release.bundle.preflight import _alive
 
 if TYPE_CHECKING:
     from dpbundle.release.bundle.write import BundleContent
@@ -240,18 +241,6 @@ def clean_stale_reservations(directory: Path) -> list[str]:
         except OSError:
             pass
     return removed
-
-
-def _alive(pid: int) -> bool:
-    if os.name == "nt":
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def pending_bound(codes: np.ndarray, transcript_jsonl: bytes, spec: dict,

@@ -7,17 +7,6 @@ works: attributes not found here are looked up in :mod:`dpbundle.release.spec.lo
 """
 
 
-def __getattr__(name: str):
-    import importlib
+from dpbundle.release._compat import forward_attributes
 
-    if name.startswith("__"):
-        raise AttributeError(name)
-    try:  # a module of this package not imported yet
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{name}":
-            raise
-    try:
-        return getattr(importlib.import_module(f"{__name__}.load"), name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = forward_attributes(__name__, "load")
