@@ -159,3 +159,37 @@ def test_the_background_renderer_receives_readme_html_only(released):
 
 def test_a_release_prints_no_timing_unless_asked(released):
     assert "dpbundle timing" not in released["output"]
+
+
+def test_the_worker_never_imports_a_dpbundle_folder_of_the_current_directory(tmp_path, monkeypatch):
+    """The renderer child is started with ``python -P -m``: a ``dpbundle/`` folder (say, a source
+    checkout) in the folder the release runs from is not imported in place of the installed code."""
+    poisoned = tmp_path / "dpbundle" / "release"
+    poisoned.mkdir(parents=True)
+    (poisoned / "__init__.py").write_text("raise SystemExit('another dpbundle was imported')\n", "utf-8")
+    monkeypatch.chdir(tmp_path)
+    worker = pdf_worker.PdfWorker.start()
+    assert worker is not None
+    try:
+        assert isinstance(worker.status(), dict)     # WorkerGone if the poisoned package ran
+    finally:
+        worker.close()
+
+
+def test_stage_timings_only_for_a_built_in_example(monkeypatch, capsys):
+    """DPBUNDLE_TIMINGS prints private durations: a release on real data ignores it, with a warning."""
+    monkeypatch.setenv(timings.ENV, "1")
+    try:
+        timings.allow(False)
+        assert not timings.enabled()
+        with timings.stage("select"):
+            pass
+        err = capsys.readouterr().err
+        assert "is ignored" in err and "dpbundle timing" not in err
+        timings.allow(True)
+        assert timings.enabled()
+        with timings.stage("select"):
+            pass
+        assert "dpbundle timing: select" in capsys.readouterr().err
+    finally:
+        timings.allow(True)

@@ -88,7 +88,8 @@ class PdfWorker:
         if not sys.executable:
             return None
         try:
-            proc = subprocess.Popen([sys.executable, "-m", _MODULE], stdin=subprocess.PIPE,
+            # -P: the current folder is not put on the import path (never a dpbundle/ found there)
+            proc = subprocess.Popen([sys.executable, "-P", "-m", _MODULE], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=worker_env(),
                                     close_fds=True)
         except OSError:

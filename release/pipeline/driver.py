@@ -27,6 +27,7 @@ def run_release(request: ReleaseRequest) -> None:
     if bootstrapping():    # never a second release from a worker that re-runs the caller's script
         fail(BOOTSTRAP_MESSAGE.format(call="release()") + " Nothing was read or spent here.")
     check_text_inputs(request)
+    timings.allow(request.is_example)
     run = Run(out=Path(request.out), resume_from=request.resume, key=request.key)
     with Signals() as signals:
         run.signals = signals
