@@ -115,6 +115,7 @@ def test_the_worker_protocol():
 
 
 def test_timings_are_printed_only_when_asked_for(monkeypatch, capsys):
+    monkeypatch.setattr(timings, "_allowed", True)   # as in a release of a built-in example
     monkeypatch.delenv(timings.ENV, raising=False)
     with timings.stage("plan"):
         pass
@@ -179,6 +180,7 @@ def test_the_worker_never_imports_a_dpbundle_folder_of_the_current_directory(tmp
 def test_stage_timings_only_for_a_built_in_example(monkeypatch, capsys):
     """DPBUNDLE_TIMINGS prints private durations: a release on real data ignores it, with a warning."""
     monkeypatch.setenv(timings.ENV, "1")
+    monkeypatch.setattr(timings, "_allowed", True)
     try:
         timings.allow(False)
         assert not timings.enabled()
