@@ -51,9 +51,13 @@ def open_bundle(path: str | os.PathLike) -> "ReleasedBundle":
         raise
 
 
-@dataclass
+@dataclass(repr=False)
 class ReleasedBundle:
-    """A released bundle, opened for reading (use as a context manager, or call :meth:`close`)."""
+    """A released bundle, opened for reading (use as a context manager, or call :meth:`close`).
+
+    ``repr(bundle)`` is one short line (title, size, epsilon, criteria); in a notebook the
+    bundle shows its title, size, columns, metrics table and budget (all from public files,
+    unverified until :meth:`verify`)."""
 
     path: Path
     _bundle: Bundle
@@ -175,6 +179,76 @@ class ReleasedBundle:
         if not target.exists():
             target.write_bytes(self._bundle.read_bytes(name))
         return target
+
+    # -- notebook views ----------------------------------------------------------------
+    def _summary(self) -> dict[str, Any]:
+        """What the views show, read defensively: a missing or malformed file gives no value,
+        never an error (a repr must not raise)."""
+        out: dict[str, Any] = {}
+        for key, read in (("title", lambda: self.datapackage.get("title")),
+                          ("fields", lambda: [f.get("name") for f in self.fields]),
+                          ("metrics", lambda: self._json("metrics.json")),
+                          ("budget", lambda: self.budget)):
+            try:
+                out[key] = read()
+            except Exception:  # noqa: BLE001 -- a view of a hostile or closed bundle
+                out[key] = None
+        metrics = out["metrics"] if isinstance(out["metrics"], dict) else {}
+        crit = metrics.get("criteria")
+        out["criteria"] = [c for c in crit if isinstance(c, dict)] if isinstance(crit, list) else []
+        out["n"] = metrics.get("n")
+        out["budget"] = out["budget"] if isinstance(out["budget"], dict) else {}
+        out["fields"] = out["fields"] if isinstance(out["fields"], list) else None
+        return out
+
+    def __repr__(self) -> str:
+        from dpbundle.templates.notebook import count, number, short
+
+        s = self._summary()
+        title = short(s["title"] if s["title"] is not None else self.path.name)
+        parts = []
+        if s["n"] is not None:
+            parts.append(f"{count(s['n'])} rows")
+        if s["fields"] is not None:
+            parts.append(f"{len(s['fields']):,} columns")
+        size = " x ".join(parts)
+        facts = [size] if size else []
+        if s["budget"].get("total_epsilon") is not None:
+            facts.append(f"epsilon {number(s['budget']['total_epsilon'])}")
+        if s["criteria"]:
+            passed = sum(1 for c in s["criteria"] if c.get("passed") is True)
+            total = len(s["criteria"])
+            facts.append(f"{total:,} criteria passed" if passed == total
+                         else f"{passed:,} of {total:,} criteria passed")
+        return f"<ReleasedBundle {title!r} {', '.join(facts) or 'unreadable'}>"
+
+    def _repr_html_(self) -> str:
+        from dpbundle.templates.notebook import count, esc, number, table
+
+        s = self._summary()
+        title = s["title"] if s["title"] is not None else self.path.name
+        fields = s["fields"] or []
+        shown = ", ".join(str(f) for f in fields[:40]) + (f", ... ({len(fields) - 40} more)"
+                                                          if len(fields) > 40 else "")
+        rows = [(c.get("id"), number(c.get("dp_value"), 4), number(c.get("threshold"), 4),
+                 "pass" if c.get("passed") is True else "FAIL") for c in s["criteria"][:100]]
+        more = len(s["criteria"]) - len(rows)
+        b = s["budget"]
+        budget = [(k, number(b.get(k), 4)) for k in ("total_epsilon", "epsilon_cap",
+                                                     "per_iteration_epsilon") if b.get(k) is not None]
+        for part in ("generation", "evaluation"):
+            if isinstance(b.get(part), dict) and b[part].get("epsilon") is not None:
+                budget.append((f"{part} epsilon (per iteration)", number(b[part]["epsilon"], 4)))
+        return (
+            "<div class=\"dpbundle-bundle\">"
+            f"<strong>{esc(title)}</strong> <small>({esc(self.path)}; not verified: call verify())</small>"
+            f"<p>{esc(count(s['n']) if s['n'] is not None else '?')} rows, {len(fields):,} columns: "
+            f"{esc(shown)}</p>"
+            + table(["criterion", "DP value", "threshold", "result"], rows,
+                    caption="Acceptance criteria (metrics.json)"
+                    + (f"; {more:,} more not shown" if more > 0 else ""))
+            + table(["privacy budget", "epsilon"], budget, caption="Budget (budget.json)")
+            + "</div>")
 
     # -- verification ------------------------------------------------------------------
     def verify(self, pubkey: str | os.PathLike | None = None, *,

@@ -170,7 +170,7 @@ def _audit(bundle: Path, json_report: str | None, html_report: str | None, **opt
         raise typer.Exit(code=2)
     report.render(console)
     _write_reports(report, json_report, html_report, console, err)
-    raise typer.Exit(code=report.exit_code())
+    raise typer.Exit(code=report.exit_code)
 
 
 def _progress(err, json_to_stdout: bool):

@@ -153,8 +153,12 @@ def _jsonable(x):
     return f
 
 
-@dataclass
+@dataclass(repr=False)
 class AuditReport:
+    """The checks of one audit and their verdict. ``repr(report)`` is one short line; in a
+    notebook the report shows its verdict and the table of checks, with the same texts as the
+    console (an enclave audit's view says PRIVATE, as its console output does)."""
+
     bundle: str
     checks: list[CheckResult] = field(default_factory=list)
     key_pinned: bool = False
@@ -216,6 +220,7 @@ class AuditReport:
             return {"preregistration_pinned"}
         return set()
 
+    @property
     def exit_code(self) -> int:
         """0 verified, 1 a check failed, 3 every check passed but something was checked only
         against the bundle's own word (key, pre-registration or beacon not pinned)."""
@@ -253,6 +258,33 @@ class AuditReport:
             raise ValueError("audit report does not match its schema: " + "; ".join(errors[:5]))
 
     # -- rendering ---------------------------------------------------------------------
+    def __repr__(self) -> str:
+        from dpbundle.templates.notebook import short
+
+        counts = {r: sum(1 for c in self.checks if c.result == r) for r in (PASS, FAIL, SKIP)}
+        private = "PRIVATE " if self.private else ""
+        return (f"<{private}AuditReport {short(self.bundle)!r} verdict {self.verdict!r}: "
+                f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped>")
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the console's texts (verdict, the checks' one-line summaries,
+        warnings), HTML-escaped."""
+        from dpbundle.templates.notebook import esc, table
+
+        colour = {VERIFIED: "#2a7d2a", FAILED: "#b00020"}.get(self.verdict, "#9a6700")
+        banner = (f"<p style=\"color:#b00020;font-weight:bold\">{esc(self.private_banner())}</p>"
+                  if self.private else "")
+        rows = [(c.check, c.result if c.result != FAIL else "FAIL", c.summary()) for c in self.checks]
+        warnings = "".join(f"<li>({esc(c.check)}) {esc(w)}</li>" for c in self.checks for w in c.warnings)
+        return (
+            f"<div class=\"dpbundle-audit\">{banner}"
+            f"<p style=\"color:{colour};font-weight:bold\">{esc(self.verdict_text(), 4000)}</p>"
+            + table(["check", "status", "message"], rows, caption=f"dpbundle audit: {self.bundle}")
+            + (f"<p>Warnings:</p><ul>{warnings}</ul>" if warnings else "")
+            + ("<p style=\"color:#b00020;font-weight:bold\">PRIVATE: do not copy this output or "
+               "its reports out of the enclave</p>" if self.private else "")
+            + "</div>")
+
     def private_banner(self) -> str:
         """The console banner of an enclave audit (plain text; empty for a public audit)."""
         return f"PRIVATE: this audit read confidential data; its output {PRIVATE_NOTE}" if self.private else ""

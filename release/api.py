@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -47,22 +48,45 @@ from dpbundle.release.errors import (DPBUNDLE_ERRORS, BundleNotWritten, CommandE
 def _check_args(call: str, **kinds: tuple[Any, str]) -> None:
     """UnusableInput (code 2) naming the argument when one has the wrong type: ``kinds`` maps a
     name to (value, kind), kind one of "path" (str or os.PathLike), "bool", "int" (not a
-    bool), "str", "number" (str, int or float); a trailing "?" also allows None."""
+    bool), "str", "number" (str, int or float), "spec" (a path, a dict or a Spec), "table" (a
+    path or a pandas DataFrame); a trailing "?" also allows None."""
     for name, (value, kind) in kinds.items():
         optional = kind.endswith("?")
         base = kind.rstrip("?")
         if value is None and optional:
             continue
-        ok = {"path": isinstance(value, (str, os.PathLike)),
+        is_path = isinstance(value, (str, os.PathLike))
+        ok = {"path": is_path,
               "bool": isinstance(value, bool),
               "int": isinstance(value, int) and not isinstance(value, bool),
               "str": isinstance(value, str),
-              "number": isinstance(value, (str, int, float)) and not isinstance(value, bool)}[base]
+              "number": isinstance(value, (str, int, float)) and not isinstance(value, bool),
+              "spec": is_path or isinstance(value, dict) or _is_spec(value),
+              "table": is_path or _is_frame(value)}[base]
         if not ok:
             want = {"path": "a path (str or os.PathLike)", "bool": "True or False",
-                    "int": "a whole number", "str": "a string", "number": "a number or a string"}[base]
+                    "int": "a whole number", "str": "a string", "number": "a number or a string",
+                    "spec": "a path (str or os.PathLike), a dict or a Spec",
+                    "table": "a path (str or os.PathLike) or a pandas DataFrame"}[base]
             raise UnusableInput(f"{call}: {name} must be {want}{' or None' if optional else ''}, "
                                 f"not {type(value).__name__}")
+
+
+def _is_spec(value: Any) -> bool:
+    """A validated :class:`dpbundle.release.spec.model.Spec`."""
+    from dpbundle.release.spec.model import Spec
+
+    return isinstance(value, Spec)
+
+
+def _is_frame(value: Any) -> bool:
+    """A pandas DataFrame (pandas is not imported for this: no DataFrame exists without it)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(value, pd.DataFrame)
+
+
+def _in_memory(value: Any) -> bool:
+    return value is not None and not isinstance(value, (str, os.PathLike))
 
 
 def _unexpected(call: str, exc: BaseException) -> DpbundleError:
@@ -98,7 +122,10 @@ def _consoles(module: Any, echo: bool) -> Iterator[io.StringIO]:
 from typing import TYPE_CHECKING  # noqa: E402
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from dpbundle.release.pipeline.request import ReleaseRequest
+    from dpbundle.release.spec.model import Spec
 
 #: release()'s keywords besides SPEC and DATA, in the order their types are checked, with their
 #: kinds (see _check_args); each is the ReleaseRequest field of that name, ``zip`` is ``make_zip``.
@@ -110,12 +137,21 @@ _RELEASE_OPTIONS = {"out": "path", "example": "str?", "key": "path?", "passphras
                     "preregistration_secret": "path?"}
 
 
-def release(spec: PathLike | None = None, data: PathLike | None = None, *,
+def release(spec: "PathLike | dict | Spec | None" = None, data: "PathLike | pd.DataFrame | None" = None, *,
             request: "ReleaseRequest | None" = None, echo: bool = False, **options: Any):
     """``dpbundle release`` (see its ``--help`` for every option); returns the written bundle,
     opened (:class:`dpbundle.audit.api.ReleasedBundle`). Raises :class:`UnusableInput` or
     :class:`Refused` (nothing spent), :class:`ReleaseFailed` / :class:`BundleNotWritten` (spent,
     nothing released; the message says what is kept) or :class:`ReleaseInterrupted`.
+
+    SPEC is a spec file, a dict (validated exactly as a spec file's document, named
+    ``<spec dict>`` in messages) or a validated :class:`dpbundle.release.spec.model.Spec`. DATA
+    is a CSV file or a :class:`pandas.DataFrame`, written in memory as the CSV file it would be
+    (the spec's input columns in the spec's order, values as ``DataFrame.to_csv`` writes them,
+    NaN/None as empty cells) and read with the same checks; its problems name the DataFrame's
+    row index ("row index 17") instead of a file line. The ledger keys on the prepared table's
+    canonical fingerprint as for a file; the data's "file SHA-256" is the SHA-256 of the
+    serialised CSV bytes (the same as a file's when the file holds exactly those bytes).
 
     Give either ``request`` (a :class:`dpbundle.release.pipeline.ReleaseRequest`) or SPEC, DATA
     and the options as keywords, named as the request's fields (``out`` required; ``zip`` for
@@ -161,34 +197,42 @@ def _release_request(spec: Any, data: Any, options: dict, echo: Any) -> "Release
     if "out" not in options:
         raise TypeError("release() missing 1 required keyword-only argument: 'out'")
     values = {name: options.get(name, False if kind == "bool" else None) for name, kind in _RELEASE_OPTIONS.items()}
-    _check_args("release()", spec=(spec, "path?"), data=(data, "path?"),
+    _check_args("release()", spec=(spec, "spec?"), data=(data, "table?"),
                 **{name: (values[name], kind) for name, kind in _RELEASE_OPTIONS.items()}, echo=(echo, "bool"))
     fields = {("make_zip" if name == "zip" else name):
               (None if value is None else Path(value)) if _RELEASE_OPTIONS[name].startswith("path") else value
               for name, value in values.items()}
     if fields["stop_probability"] is not None:
         fields["stop_probability"] = str(fields["stop_probability"])
-    return ReleaseRequest(spec=None if spec is None else Path(spec), data=None if data is None else Path(data),
-                          **fields)
+    return ReleaseRequest(spec=spec if spec is None or _in_memory(spec) else Path(spec),
+                          data=data if data is None or _in_memory(data) else Path(data), **fields)
 
 
-def sweep(spec: PathLike, data: PathLike, *, out: PathLike, **options: Any):
+def sweep(spec: "PathLike | dict | Spec", data: "PathLike | pd.DataFrame", *, out: PathLike, **options: Any):
     """``dpbundle sweep``: runs a :class:`~dpbundle.release.sweep.request.SweepRequest` with
     :func:`dpbundle.release.sweep.run.run_sweep` (options: the request's fields, e.g. reps,
     sample, seed, workers, scheduler, min_acceptance, max_reps, batch, configs,
     allow_other_spec, report, progress, ...); returns its SweepResult. :class:`UnusableInput`
-    (code 2) for unusable input or an unknown option, :class:`DpbundleInterrupt` on Ctrl-C."""
+    (code 2) for unusable input or an unknown option, :class:`DpbundleInterrupt` on Ctrl-C.
+
+    SPEC may be a dict or a Spec and DATA (the public data) a pandas DataFrame, as for
+    :func:`release`. The sweep records its inputs by path: an in-memory one is written, for the
+    sweep's duration, to a temporary file (``spec-dict.json``; ``DataFrame.csv``, the CSV bytes
+    :func:`release` reads, so a resumed sweep of the same DataFrame has the same data SHA-256),
+    and that path is what sweep.json names; the DataFrame itself is read, its problems naming
+    its row index."""
     from dpbundle.release.sweep.request import SweepError, SweepRequest
     from dpbundle.release.sweep.run import run_sweep
 
-    _check_args("sweep()", spec=(spec, "path"), data=(data, "path"), out=(out, "path"))
+    _check_args("sweep()", spec=(spec, "spec"), data=(data, "table"), out=(out, "path"))
     known = SweepRequest.option_names()
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise UnusableInput(f"sweep(): unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
     options.setdefault("progress", False)
     try:
-        return run_sweep(SweepRequest(Path(spec), Path(data), Path(out), **options))
+        with _sweep_inputs(spec, data, options) as (spec_path, data_path):
+            return run_sweep(SweepRequest(spec_path, data_path, Path(out), **options))
     except SweepError as exc:
         raise UnusableInput(str(exc), code=getattr(exc, "exit_code", 2)) from None
     except DPBUNDLE_ERRORS:
@@ -198,6 +242,45 @@ def sweep(spec: PathLike, data: PathLike, *, out: PathLike, **options: Any):
                                 "same call to resume") from None
     except Exception as exc:  # noqa: BLE001
         raise _unexpected("sweep()", exc) from None
+
+
+@contextlib.contextmanager
+def _sweep_inputs(spec: Any, data: Any, options: dict) -> Iterator[tuple[Path, Path]]:
+    """(spec path, data path) of sweep()'s SPEC and DATA: a path as given; a dict or Spec
+    validated and written as JSON, a DataFrame written as its CSV bytes, in a temporary folder
+    removed afterwards; a DataFrame's own rows are what the sweep prepares (``options["prepare"]``,
+    unless given)."""
+    if not (_in_memory(spec) or _in_memory(data)):
+        yield Path(spec), Path(data)
+        return
+    import functools
+    import json
+    import tempfile
+
+    from dpbundle.release.data.prepare import InputError, frame_csv
+    from dpbundle.release.spec.load import SpecError, load_spec, spec_of
+
+    try:
+        loaded = spec_of(spec) if _in_memory(spec) else load_spec(spec) if _in_memory(data) else None
+        content = frame_csv(data, loaded)[0] if _in_memory(data) else None
+    except (SpecError, InputError) as exc:
+        raise UnusableInput(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="dpbundle-sweep-inputs-") as tmp:
+        spec_path = Path(tmp) / "spec-dict.json" if _in_memory(spec) else Path(spec)
+        data_path = Path(tmp) / "DataFrame.csv" if _in_memory(data) else Path(data)
+        if _in_memory(spec):
+            spec_path.write_text(json.dumps(loaded.document(), ensure_ascii=False), encoding="utf-8")
+        if _in_memory(data):
+            data_path.write_bytes(content)
+            options.setdefault("prepare", functools.partial(_prepare_frame, data))
+        yield spec_path, data_path
+
+
+def _prepare_frame(frame: Any, path: Path, spec: Any) -> Any:
+    """The sweep's data preparation of a DataFrame (``path``, its CSV written out, is not read)."""
+    from dpbundle.release.data.prepare import prepare_frame
+
+    return prepare_frame(frame, spec)
 
 
 def audit(bundle: PathLike, pubkey: PathLike | str | None = None, *, spec: PathLike | str | None = None,

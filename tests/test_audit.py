@@ -51,7 +51,7 @@ def test_fresh_bundle_passes_every_check(bundle):
     for c in rep.checks:
         assert c.result in ("pass", "skipped"), (c.check, c.problems)
     assert rep.get("replay").result == "skipped"
-    assert rep.passed and rep.exit_code() == 0
+    assert rep.passed and rep.exit_code == 0
     assert rep.key_pinned
     assert not rep.get("integrity").warnings
 
@@ -246,7 +246,7 @@ def test_real_release_replay_fails_on_one_changed_record(real_release, tmp_path)
     changed.write_text("".join(lines))
     rep = run_audit(tmp / "B", pubkey=tmp / "k.pub", transcript=tmp / "T.jsonl", data=changed)
     assert rep.get("replay").result == "fail"
-    assert rep.exit_code() == 1
+    assert rep.exit_code == 1
 
 
 @pytest.mark.slow

@@ -226,7 +226,7 @@ def test_zero_or_halved_noise_replays_but_fails_the_noise_test(base, factor, how
     assert public.verdict == "verified", failed(public)          # nobody outside can tell
     rep = run_audit(r["bundle"], pubkey=r["pub"], transcript=r["transcript"], data=r["data"])
     replay = rep.get("replay")
-    assert replay.failed and rep.verdict == "failed" and rep.exit_code() == 1
+    assert replay.failed and rep.verdict == "failed" and rep.exit_code == 1
     text = " ".join(replay.problems)
     assert f"is {how} than its declared scales" in text, replay.problems
     # nothing else of the replay failed: data.csv and every DP value replay byte for byte
@@ -335,15 +335,15 @@ def test_noisy_max_choices_that_are_always_the_top_score_fail():
 
 def test_a_pre_registered_bundle_is_verified_only_with_its_record_and_beacon(released):
     rep = pinned(released)
-    assert rep.verdict == "verified" and rep.exit_code() == 0, failed(rep)
+    assert rep.verdict == "verified" and rep.exit_code == 0, failed(rep)
     assert "pinned record" in rep.verdict_text()
     rep = run_audit(released["bundle"], pubkey=released["pub"])
     assert rep.passed and rep.verdict == "not_verified_preregistration_not_pinned"
     assert rep.not_checked == ["preregistration_not_pinned", "beacon_not_checked"]
-    assert rep.exit_code() == 3
+    assert rep.exit_code == 3
     assert "pre-registration not pinned; beacon not checked" in rep.verdict_text()
     rep = run_audit(released["bundle"], pubkey=released["pub"], preregistration=released["rec"])
-    assert rep.verdict == "not_verified_beacon_not_checked" and rep.exit_code() == 3
+    assert rep.verdict == "not_verified_beacon_not_checked" and rep.exit_code == 3
     rep = run_audit(released["bundle"], preregistration=released["rec"], beacon=BEACON)
     assert rep.verdict == "not_verified_key_not_pinned" and rep.not_checked == ["key_not_pinned"]
 

@@ -70,7 +70,7 @@ def test_resigned_bundle_without_pubkey_is_not_verified(copy):
     rep = run_audit(d)
     assert rep.passed                                   # every check passes against its own key
     assert rep.verdict == "not_verified_key_not_pinned"
-    assert rep.exit_code() == 3
+    assert rep.exit_code == 3
     res = cli(d)
     no_traceback(res, 3)
     assert NOT_PINNED_TEXT in " ".join(res.output.split())
@@ -342,7 +342,7 @@ def test_spec_field_differences_are_named_with_both_values(original, tmp_path):
                            kway=("    threshold: 0.01\n    epsilon: 0.01", "    threshold: 0.02\n    epsilon: 0.01"),
                            ratio=("stakeholder: 2.0", "stakeholder: 2.5")))
     rep = run_audit(d, pubkey=pub, spec=f)
-    assert rep.verdict == "failed" and rep.exit_code() == 1
+    assert rep.verdict == "failed" and rep.exit_code == 1
     problems = rep.get("preregistration").problems
     assert "privacy.epsilon_cap: pre-registered 12.0, bundle 10.0" in problems
     assert "acceptance[kway].threshold: pre-registered 0.02, bundle 0.01" in problems

@@ -87,8 +87,11 @@ class Problems:
     cell); ``row`` groups one rule's occurrences on many lines into one message.
     ``show_values=False`` leaves the private cell values out of every message."""
 
-    def __init__(self, show_values: bool = True) -> None:
+    def __init__(self, show_values: bool = True, label: Callable[[int], str] | None = None) -> None:
         self.show_values = show_values
+        # line -> where it is in a message ("line 19"; "row index 17" for an in-memory table)
+        self.label: Callable[[int], str] = label if label is not None else (lambda line: f"line {line}")
+        self.unit = "line" if label is None else "row"
         self.total = 0
         self.stopped_at: Optional[int] = None    # the last line read when reading stopped early
         self._cells: list[tuple[int, int, str]] = []               # (line, seq, message)
@@ -109,7 +112,7 @@ class Problems:
         for r, line in zip(shown, lines):
             got = f" (got {echo(str(cells[r]))})" if cells is not None and self.show_values else ""
             self._seq += 1
-            self._cells.append((int(line), self._seq, f"line {int(line)}, column {column!r}: {rule}{got}"))
+            self._cells.append((int(line), self._seq, f"{self.label(int(line))}, column {column!r}: {rule}{got}"))
         if len(self._cells) > 4 * MAX_REPORTED:
             self._cells.sort()
             del self._cells[MAX_REPORTED:]
@@ -126,7 +129,7 @@ class Problems:
             return
         if len(self._groups) >= MAX_GROUPS:
             return   # counted in total, reported in "... and N more"
-        where = f"line {line}" + (f", column {echo(column)}" if column is not None else "")
+        where = self.label(line) + (f", column {echo(column)}" if column is not None else "")
         self._seq += 1
         self._groups[key] = [line, self._seq, 1, [], f"{where}: {rule}"]
 
@@ -144,11 +147,12 @@ class Problems:
         out = [(line, seq, msg, 1) for line, seq, msg in self._cells]
         for line, seq, count, others, text in self._groups.values():
             if count > 1:
-                listed = ", ".join(str(x) for x in others)
+                listed = ", ".join(self.label(x) if self.unit == "row" else str(x) for x in others)
                 rest = count - 1 - len(others)
-                more = (f" and {rest:,} more line(s))" if self.show_values else " and more lines)")
-                text = f"{text} (the same on line{'s' if count > 2 else ''} {listed}" + \
-                       (more if rest else ")")
+                unit = self.unit
+                more = (f" and {rest:,} more {unit}(s))" if self.show_values else f" and more {unit}s)")
+                text = (f"{text} (the same on {listed}" if unit == "row" else
+                        f"{text} (the same on line{'s' if count > 2 else ''} {listed}") + (more if rest else ")")
             out.append((line, seq, text, count))
         out.sort()
         return out[:MAX_REPORTED]
@@ -379,8 +383,10 @@ class CsvReader:
     no overlong piece. Anything else (a blank line, a quoted line break, a problem) switches to
     the careful mode for the rest of the file, starting again at that batch's first line."""
 
-    def __init__(self, path: Path | str, problems: Problems, cap: int | None = None) -> None:
+    def __init__(self, path: Path | str, problems: Problems, cap: int | None = None,
+                 content: bytes | None = None) -> None:
         self.path = Path(path)
+        self.content = content   # the file's bytes, already in memory (``path`` then only names it)
         self.problems = problems
         self.cap = cap if cap is not None else max_cell_chars()
         self.header: list[str] = []
@@ -394,7 +400,11 @@ class CsvReader:
     def __enter__(self) -> "CsvReader":
         self._old_limit = csv.field_size_limit(self.cap)
         try:
-            self._text, self._fh = _open(self.path, self.problems)
+            if self.content is not None:
+                self._fh = io.BytesIO(self.content)
+                self._text = io.TextIOWrapper(self._fh, encoding="utf-8-sig", errors="surrogateescape", newline="")
+            else:
+                self._text, self._fh = _open(self.path, self.problems)
             if self._text is not None:
                 self.ok = self._read_header()
         except BaseException:

@@ -18,10 +18,11 @@ line numbers as a text editor counts them; reading stops after MAX_PROBLEMS prob
 from __future__ import annotations
 
 import gc
+import hashlib
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -43,7 +44,7 @@ class InputError(ValueError):
 
     def __init__(self, source: str, problems: list[str], total: int | None = None, *,
                  represented: int | None = None, stopped_at: int | None = None,
-                 show_counts: bool = True):
+                 show_counts: bool = True, stopped_where: str | None = None):
         self.source = source
         self.problems = problems
         self.total = total if total is not None else len(problems)
@@ -54,9 +55,10 @@ class InputError(ValueError):
         # counts of bad rows come from the private data: `release` (show_counts False) omits them
         n_rest = f"{rest:,} " if show_counts else ""
         if stopped_at is not None:
-            more = (f"\n  ... {f'and {n_rest}more problem(s); ' if rest > 0 else ''}reading stopped at line "
-                    f"{stopped_at} after {f'{self.total:,}' if show_counts else 'too many'} problems: "
-                    "the rest of the file was not checked")
+            more = (f"\n  ... {f'and {n_rest}more problem(s); ' if rest > 0 else ''}reading stopped at "
+                    f"{stopped_where or f'line {stopped_at}'} after "
+                    f"{f'{self.total:,}' if show_counts else 'too many'} problems: "
+                    f"the rest of the {'file' if stopped_where is None else 'table'} was not checked")
             count = f"{self.total:,} or more problems" if show_counts else "many problems"
         else:
             more = f"\n  ... and {n_rest}more problem(s)" if rest > 0 else ""
@@ -67,8 +69,11 @@ class InputError(ValueError):
 
     @classmethod
     def from_problems(cls, source: str, problems: "_Problems") -> "InputError":
+        stopped_where = None
+        if problems.stopped_at is not None and problems.unit != "line":
+            stopped_where = problems.label(problems.stopped_at)
         return cls(source, problems.messages(), problems.total, represented=problems.represented(),
-                   stopped_at=problems.stopped_at, show_counts=problems.show_values)
+                   stopped_at=problems.stopped_at, show_counts=problems.show_values, stopped_where=stopped_where)
 
 
 @dataclass
@@ -205,9 +210,12 @@ def column_header(meta: InputColumn) -> str:
     return meta.csv_header
 
 
-def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[str, np.ndarray], int]:
+def read_typed(path: Path, spec: Spec, show_values: bool = True, *, content: bytes | None = None,
+               label: Callable[[int], str] | None = None) -> tuple[dict[str, np.ndarray], int]:
     """Read and validate the input file; return the typed columns (before raw constraints) and the
-    row count. ``show_values=False``: error messages name line, column and rule but not the value."""
+    row count. ``show_values=False``: error messages name line, column and rule but not the value.
+    ``content``: the file's bytes, already in memory (``path`` then only names the source);
+    ``label(line)``: where a line is, in messages (default "line L")."""
     source = str(path)
     inputs = spec.model.input.by_name
     headers = {name: column_header(meta) for name, meta in inputs.items()}
@@ -216,14 +224,14 @@ def read_typed(path: Path, spec: Spec, show_values: bool = True) -> tuple[dict[s
         cap = max_cell_chars()
     except ValueError as exc:
         raise InputError(source, [str(exc)]) from None
-    problems = _Problems(show_values)
+    problems = _Problems(show_values, label)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in inputs}
     tokens = {name: spec.model.input.missing_markers(meta) for name, meta in inputs.items()}
     rows = 0
     gc_was_enabled = gc.isenabled()
     gc.disable()   # millions of small lists and strings, no cycles: the collector only slows reading
     try:
-        with CsvReader(path, problems, cap) as reader:
+        with CsvReader(path, problems, cap, content) as reader:
             if reader.ok and reader.check_columns(wanted):
                 for chunk in reader.chunks(wanted):
                     for name, meta in inputs.items():
@@ -260,6 +268,25 @@ def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:
     error messages; ``spec validate --data`` shows them, for the steward inside the enclave."""
     path = Path(path)
     table, rows = read_typed(path, spec, show_values)
+    return _constrained(str(path), table, rows, spec, show_values, file_sha256(path))
+
+
+def prepare_frame(frame: "pd.DataFrame", spec: Spec, show_values: bool = True) -> Prepared:
+    """:func:`prepare` of a pandas DataFrame: it is written as the CSV file a steward would
+    export (:func:`frame_csv`: the spec's input columns in the spec's order, the DataFrame's
+    values as ``DataFrame.to_csv`` writes them, a missing value NaN/None as an empty cell) and
+    that text is read and validated exactly as a file is. Messages name the DataFrame's row
+    index ("row index 17") instead of a file line; the source is ``<DataFrame>``; ``sha256``
+    is the SHA-256 of the serialised CSV bytes (the table's canonical fingerprint, which the
+    ledger keys on, is that of the same data read from a file). A TypeError when ``frame`` is
+    not a DataFrame, an :class:`InputError` for a missing column."""
+    content, label = frame_csv(frame, spec)
+    table, rows = read_typed(Path(FRAME_SOURCE), spec, show_values, content=content, label=label)
+    return _constrained(FRAME_SOURCE, table, rows, spec, show_values, hashlib.sha256(content).hexdigest())
+
+
+def _constrained(source: str, table: dict, rows: int, spec: Spec, show_values: bool, sha256: str) -> Prepared:
+    """The read table with the raw constraints applied (the rows they match dropped)."""
     inputs = spec.model.input.by_name
     kinds = {n: m.type for n, m in inputs.items()}
     cats = {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"}
@@ -275,12 +302,53 @@ def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:
     if left_missing:
         counts = {n: int(is_missing(kinds[n], kept[n]).sum()) for n in left_missing}
         headers = {n: column_header(m) for n, m in inputs.items()}
-        raise InputError(str(path), [
+        raise InputError(source, [
             f"column {headers[n]!r}: {counts[n] if show_values else 'some'} row(s) have a missing value and no raw constraint drops them "
             f"(add {{name: 'missing value', any_missing: true}} to raw_constraints)" for n in left_missing])
     n = int(keep.sum())
     if n == 0 and spec.records_policy == "declared_public":
         # Under dp_count no plausible record is a registry like any other (the resize pads it):
         # refusing it would depend on one record, outside the stated neighbouring relation.
-        raise InputError(str(path), ["no rows left after the raw constraints"])
-    return Prepared(str(path), kept, n, rows, dropped_by, int(drop.sum()), file_sha256(path))
+        raise InputError(source, ["no rows left after the raw constraints"])
+    return Prepared(source, kept, n, rows, dropped_by, int(drop.sum()), sha256)
+
+
+FRAME_SOURCE = "<DataFrame>"
+
+
+def frame_csv(frame: "pd.DataFrame", spec: Spec) -> tuple[bytes, Callable[[int], str]]:
+    """(the CSV bytes a file of ``frame`` would hold, line -> "row index X" for messages): the
+    spec's input columns (their ``header``) in the spec's order, UTF-8, "\n" line ends, the
+    values as ``DataFrame.to_csv`` writes them (NaN and None as empty cells)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"data must be a path or a pandas DataFrame, not {type(frame).__name__}")
+    wanted = list(dict.fromkeys(column_header(m) for m in spec.model.input.by_name.values()))
+    names = [str(c) for c in frame.columns]
+    missing = [h for h in wanted if h not in names]
+    if missing:
+        has = ", ".join(repr(n) for n in names[:20]) + (", ..." if len(names) > 20 else "")
+        raise InputError(FRAME_SOURCE, [
+            f"the DataFrame's columns: missing column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(repr(h) for h in missing)} (expected columns: {', '.join(repr(h) for h in wanted)}; "
+            f"the DataFrame has {has or 'no columns'})"])
+    order = sorted((i for i, n in enumerate(names) if n in wanted), key=lambda i: (wanted.index(names[i]), i))
+    sub = frame.iloc[:, order]
+    text = sub.to_csv(index=False, header=[names[i] for i in order], lineterminator="\n", na_rep="")
+    content = text.encode("utf-8", errors="surrogatepass")
+    starts = np.arange(len(sub), dtype=np.int64) + 2       # the line each row starts on
+    if "\r" in text or text.count("\n") != len(sub) + 1:  # line breaks inside cells
+        from dpbundle.release.data.csv_read import _breaks
+
+        first = 2 + sum(_breaks(names[i]) for i in order)
+        spans = [sum(_breaks(v) for v in row if isinstance(v, str)) for row in sub.itertuples(index=False)]
+        starts = first + np.arange(len(sub), dtype=np.int64) + np.concatenate(([0], np.cumsum(spans, dtype=np.int64)[:-1]))
+    index = frame.index
+
+    def label(line: int) -> str:
+        if line <= 1 or not len(index):
+            return "the DataFrame's column names"
+        row = min(int(np.searchsorted(starts, line, side="right")) - 1, len(index) - 1)
+        value = index[row]
+        shown = str(int(value)) if isinstance(value, (int, np.integer)) else repr(value)
+        return f"row index {shown}"
+    return content, label

@@ -13,7 +13,7 @@ from dpbundle.release.pipeline import output
 from dpbundle.release.pipeline.checks import (check_input_file, check_list_size, check_out, check_private_outputs,
                                               inside, preflight_after_prepare, rows_for_room, spec_text_problem)
 from dpbundle.release.pipeline.output import fail, say, unusable
-from dpbundle.release.pipeline.request import ReleaseRequest
+from dpbundle.release.pipeline.request import ReleaseRequest, in_memory
 from dpbundle.release.pipeline.state import Run
 
 __all__ = ["Plan", "plan", "load_key"]
@@ -109,18 +109,22 @@ def _outputs(request: ReleaseRequest):
 
 def _load_spec(request: ReleaseRequest):
     """The spec and data files are regular files; the validated spec, its every string writable
-    as UTF-8."""
-    from dpbundle.release.spec.load import MAX_SPEC_BYTES, SpecError, load_spec
+    as UTF-8. A spec in memory (dict or Spec) is validated as a file's document would be."""
+    from dpbundle.release.spec.load import MAX_SPEC_BYTES, SpecError, load_spec, spec_of
 
-    check_input_file(request.spec, "spec", MAX_SPEC_BYTES)
-    check_input_file(request.data, "data file", None)
+    if not in_memory(request.spec):
+        check_input_file(request.spec, "spec", MAX_SPEC_BYTES)
+    if not in_memory(request.data):
+        check_input_file(request.data, "data file", None)
     try:
-        spec = load_spec(request.spec)
+        spec = spec_of(request.spec) if in_memory(request.spec) else load_spec(request.spec)
     except SpecError as exc:
         unusable(str(exc))
+    except TypeError as exc:
+        unusable(f"{exc}; nothing was read or spent")
     problem = spec_text_problem(spec.document())
     if problem:
-        unusable(f"{request.spec}: {problem}; nothing was read or spent")
+        unusable(f"{spec.source if in_memory(request.spec) else request.spec}: {problem}; nothing was read or spent")
     return spec
 
 
@@ -172,15 +176,26 @@ def _selection_inputs(request: ReleaseRequest, spec, private_key) -> _Choice:
 def _prepare(request: ReleaseRequest, spec):
     """The private data, read and validated (errors name file, line, column and rule, never a
     cell's value)."""
-    from dpbundle.release.data.prepare import InputError, prepare
+    import pandas as pd   # imported by prepare already
+
+    from dpbundle.release.data.prepare import InputError, prepare, prepare_frame
 
     with output.console.status("reading and validating the data"):
+        frame = in_memory(request.data)
+        if frame and not isinstance(request.data, pd.DataFrame):
+            unusable(f"data must be a path or a pandas DataFrame, not {type(request.data).__name__}; "
+                     "nothing was read or spent")
         try:
-            prepared = prepare(request.data, spec, show_values=False)
+            if frame:
+                prepared = prepare_frame(request.data, spec, show_values=False)
+            else:
+                prepared = prepare(request.data, spec, show_values=False)
         except InputError as exc:
-            unusable(f"{exc}\n  (cell values are not shown here; run `dpbundle spec validate SPEC --data DATA` "
-                     "inside the enclave to see them)")
-    shown = request.data.name if request.is_example else request.data
+            see = ("dpbundle.release.data.prepare.prepare_frame(DATA, spec)" if frame else
+                   "`dpbundle spec validate SPEC --data DATA`")
+            unusable(f"{exc}\n  (cell values are not shown here; run {see} inside the enclave to see them)")
+    shown = ("the DataFrame" if in_memory(request.data) else
+             request.data.name if request.is_example else request.data)
     if spec.records_policy == "declared_public":
         say(f"prepared {shown}: n = {prepared.n:,} plausible records (declared public by the spec's "
             "records policy)")

@@ -2,11 +2,17 @@
 :func:`dpbundle.release.api.release`, and the limits of its options."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
-__all__ = ["ReleaseRequest", "EXAMPLES", "MAX_OUT_NAME", "MIN_EXAMPLE_ROWS", "MAX_EXAMPLE_ROWS",
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from dpbundle.release.spec.model import Spec
+
+__all__ = ["ReleaseRequest", "in_memory", "EXAMPLES", "MAX_OUT_NAME", "MIN_EXAMPLE_ROWS", "MAX_EXAMPLE_ROWS",
            "TEXT_OPTIONS"]
 
 # name -> (spec, narrowed configuration list from a public-data sweep; see docs/sweep-births-nvss160k.md)
@@ -28,11 +34,16 @@ TEXT_OPTIONS = ("spec", "data", "out", "example", "key", "passphrase_file", "tra
 class ReleaseRequest:
     """The arguments and options of ``dpbundle release``, as given (nothing is checked here;
     :func:`dpbundle.release.pipeline.run_release` checks them). ``spec`` and ``data`` are
-    SPEC and DATA; ``make_zip`` is ``--zip``; every other field is the option of that name."""
+    SPEC and DATA; ``make_zip`` is ``--zip``; every other field is the option of that name.
+
+    From Python (not the command line), ``spec`` may also be held in memory, a dict (validated
+    as a spec file's document) or a validated :class:`~dpbundle.release.spec.model.Spec`, and
+    ``data`` a :class:`pandas.DataFrame` (read as the CSV file it would be written to; see
+    :func:`dpbundle.release.data.prepare.prepare_frame`)."""
 
     out: Path
-    spec: Optional[Path] = None
-    data: Optional[Path] = None
+    spec: Optional[Union[Path, dict, "Spec"]] = None
+    data: Optional[Union[Path, "pd.DataFrame"]] = None
     example: Optional[str] = None
     example_rows: Optional[int] = None
     key: Optional[Path] = None
@@ -55,3 +66,8 @@ class ReleaseRequest:
     def is_example(self) -> bool:
         """A release of a built-in example (``--example``): shorter names in messages."""
         return self.example is not None
+
+
+def in_memory(value: Any) -> bool:
+    """True when SPEC or DATA is held in memory (a dict, Spec or DataFrame), not a path."""
+    return value is not None and not isinstance(value, (str, os.PathLike))

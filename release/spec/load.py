@@ -216,6 +216,19 @@ def load_spec(path: Path | str) -> Spec:
         raise SpecError(exc.source, exc.problems, [marks.locate(p) for p in exc.problems]) from None
 
 
+def spec_of(value: "dict | Spec", source: str = "<spec dict>") -> Spec:
+    """The Spec of an in-memory spec: a dict validated exactly as a spec file's document
+    (:func:`validate_spec`; a deep copy, so later changes to the dict do not reach the Spec), a
+    :class:`Spec` (already validated) passed through. A TypeError for anything else."""
+    import copy
+
+    if isinstance(value, Spec):
+        return value
+    if isinstance(value, dict):
+        return validate_spec(copy.deepcopy(value), source=source)
+    raise TypeError(f"spec must be a path, a dict or a Spec, not {type(value).__name__}")
+
+
 def _non_finite_problems(node: Any, path: tuple = ()) -> list[str]:
     """NaN and infinities (YAML .nan/.inf, JSON NaN/Infinity) pass numeric schema checks and break the budget."""
     if isinstance(node, float) and not math.isfinite(node):

@@ -109,10 +109,19 @@ def _reject_unknown(options: dict, allowed: tuple[str, ...] = ()) -> None:
                         f"{', '.join(SweepRequest.option_names())}")
 
 
-@dataclass
+_ACCEPTANCE_COLUMNS = ["config_id", "runs", "accepted", "errors", "acceptance", "wilson_low",
+                       "wilson_high", "decision", "expected_iterations", "expected_iterations_low",
+                       "expected_iterations_high", "median_seconds", "narrowed"]
+_HTML_ROWS = 15   # configurations in the notebook view (the console table shows as many)
+
+
+@dataclass(repr=False)
 class SweepResult:
     """A finished sweep: its directory, summary (``summary.json``), the runs of this session
-    (``new_runs`` in ``seconds`` on ``backend`` with ``workers``) and the files written."""
+    (``new_runs`` in ``seconds`` on ``backend`` with ``workers``) and the files written.
+
+    :attr:`acceptance` is the per-configuration table as a DataFrame; ``repr(result)`` is one
+    short line; in a notebook the result shows the top configurations with a bar each."""
 
     out: Path
     summary: dict
@@ -125,3 +134,57 @@ class SweepResult:
     @property
     def runs_per_minute(self) -> float | None:
         return self.new_runs / self.seconds * 60.0 if self.new_runs and self.seconds > 0 else None
+
+    def _configurations(self) -> list[dict]:
+        """The summary's configuration rows, highest acceptance first (then by id)."""
+        rows = [r for r in (self.summary or {}).get("configurations") or [] if isinstance(r, dict)]
+        return sorted(rows, key=lambda r: (-(r.get("acceptance") if r.get("acceptance") is not None
+                                             else -1), str(r.get("config_id"))))
+
+    @property
+    def acceptance(self):
+        """The per-configuration acceptance estimates (a pandas DataFrame indexed by
+        ``config_id``, highest acceptance first): runs, accepted, acceptance, its Wilson 95%
+        interval, the decision, the expected iterations and whether it is in the narrowed list;
+        then one ``pass_rate_<criterion>`` column per criterion."""
+        import pandas as pd
+
+        rows = self._configurations()
+        crit = sorted({c for r in rows for c in (r.get("criteria_pass_rate") or {})})
+        table = pd.DataFrame([{k: r.get(k) for k in _ACCEPTANCE_COLUMNS}
+                              | {f"pass_rate_{c}": (r.get("criteria_pass_rate") or {}).get(c) for c in crit}
+                              for r in rows], columns=_ACCEPTANCE_COLUMNS + [f"pass_rate_{c}" for c in crit])
+        return table.set_index("config_id")
+
+    def __repr__(self) -> str:
+        s = self.summary or {}
+        out = str(self.out)
+        out = out if len(out) <= 80 else "..." + out[-77:]
+        acc = s.get("acceptance")
+        nar = (s.get("narrowed") or {}).get("count")
+        cut = s.get("min_acceptance")
+        return (f"<SweepResult {out!r} {s.get('configurations_swept', '?')} configuration(s), "
+                f"{s.get('runs', '?')} run(s) ({self.new_runs} new in {self.seconds:.1f} s), acceptance "
+                f"{'n/a' if acc is None else f'{acc:.2f}'}, {nar if nar is not None else '?'} listed at "
+                f"cut-off {'?' if cut is None else f'{cut:g}'}>")
+
+    def _repr_html_(self) -> str:
+        from dpbundle.templates.notebook import bar_svg, esc, number, table
+
+        s = self.summary or {}
+        cut = s.get("min_acceptance")
+        rows = self._configurations()
+        body = [(r.get("config_id"), f"{r.get('accepted')}/{r.get('runs')}", number(r.get("acceptance"), 2),
+                 "" if r.get("wilson_low") is None else
+                 f"[{number(r.get('wilson_low'), 2)}, {number(r.get('wilson_high'), 2)}]",
+                 bar_svg(r.get("acceptance"), r.get("wilson_low"), r.get("wilson_high"), cut),
+                 r.get("decision"), "yes" if r.get("narrowed") else "")
+                for r in rows[:_HTML_ROWS]]
+        more = len(rows) - len(body)
+        caption = (f"Acceptance on public data: {s.get('configurations_swept', len(rows))} configuration(s), "
+                   f"{s.get('runs', '?')} run(s), cut-off {number(cut)} (red tick; line: Wilson 95%)"
+                   + (f"; {more} more in summary.csv" if more > 0 else ""))
+        return (f"<div class=\"dpbundle-sweep\"><small>{esc(self.out)}</small>"
+                + table(["configuration", "passed/runs", "acceptance", "Wilson 95%", "", "decision",
+                         "listed"], body, raw=(4,), caption=caption)
+                + "</div>")
