@@ -28,13 +28,13 @@ Interrupts are not ``Exception``s: ``except DpbundleError`` does not catch Ctrl-
 from __future__ import annotations
 
 import contextlib
-import io
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["DpbundleError", "CommandError", "UnusableInput", "Refused", "ReleaseFailed",
+__all__ = ["ReleaseOptions", "SweepOptions", "DpbundleError", "CommandError", "UnusableInput", "Refused", "ReleaseFailed",
            "BundleNotWritten", "DpbundleInterrupt", "ReleaseInterrupted", "DPBUNDLE_ERRORS",
            "release", "sweep", "audit"]
 
@@ -43,6 +43,22 @@ PathLike = str | os.PathLike
 # The exception hierarchy lives in release/errors.py (no heavy imports); see its docstring.
 from dpbundle.release.errors import (DPBUNDLE_ERRORS, BundleNotWritten, CommandError, DpbundleError,  # noqa: E402
                      DpbundleInterrupt, Refused, ReleaseFailed, ReleaseInterrupted, UnusableInput)
+
+
+def __getattr__(name: str) -> Any:
+    """ReleaseOptions and SweepOptions, imported on first use (importing this module stays cheap)."""
+    if name == "ReleaseOptions":
+        from dpbundle.release.pipeline.request import ReleaseOptions
+        return ReleaseOptions
+    if name == "SweepOptions":
+        from dpbundle.release.sweep.request import SweepOptions
+        return SweepOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# The library logs to "dpbundle" (children "dpbundle.release", ...) and prints nothing by default.
+if not any(isinstance(h, logging.NullHandler) for h in logging.getLogger("dpbundle").handlers):
+    logging.getLogger("dpbundle").addHandler(logging.NullHandler())
 
 
 def _check_args(call: str, **kinds: tuple[Any, str]) -> None:
@@ -102,21 +118,26 @@ def _unexpected(call: str, exc: BaseException) -> DpbundleError:
     return ReleaseFailed(f"{call}: internal error ({type(exc).__name__}: {exc})")
 
 
-@contextlib.contextmanager
-def _consoles(module: Any, echo: bool) -> Iterator[io.StringIO]:
-    """Point ``module``'s Rich consoles at a buffer unless ``echo`` (quiet progress output)."""
-    from rich.console import Console
+def _merge_options(call: str, options: Any, cls_name: str, given: dict, rename: dict | None = None) -> dict:
+    """``given`` (keyword options) and the fields of ``options`` (a ReleaseOptions or
+    SweepOptions, or None) that differ from their defaults, as one dict of keywords (``rename``:
+    a field's keyword name); UnusableInput when an option is given both ways."""
+    import dataclasses
 
-    buffer = io.StringIO()
-    saved = {name: getattr(module, name) for name in ("console", "err") if hasattr(module, name)}
-    if not echo:
-        for name in saved:
-            setattr(module, name, Console(file=buffer, width=100, color_system=None))
-    try:
-        yield buffer
-    finally:
-        for name, value in saved.items():
-            setattr(module, name, value)
+    if options is None:
+        return dict(given)
+    if type(options).__name__ != cls_name or not dataclasses.is_dataclass(options):
+        raise UnusableInput(f"{call}: options must be a {cls_name}, not {type(options).__name__}")
+    rename = rename or {}
+    merged = {}
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        if value is not f.default and value != f.default:
+            merged[rename.get(f.name, f.name)] = value
+    both = sorted(set(merged) & set(given))
+    if both:
+        raise UnusableInput(f"{call}: {', '.join(both)} given both in options and as a keyword argument")
+    return merged | given
 
 
 from typing import TYPE_CHECKING  # noqa: E402
@@ -124,8 +145,9 @@ from typing import TYPE_CHECKING  # noqa: E402
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dpbundle.release.pipeline.request import ReleaseRequest
+    from dpbundle.release.pipeline.request import ReleaseOptions, ReleaseRequest
     from dpbundle.release.spec.model import Spec
+    from dpbundle.release.sweep.request import SweepOptions
 
 #: release()'s keywords besides SPEC and DATA, in the order their types are checked, with their
 #: kinds (see _check_args); each is the ReleaseRequest field of that name, ``zip`` is ``make_zip``.
@@ -138,7 +160,8 @@ _RELEASE_OPTIONS = {"out": "path", "example": "str?", "key": "path?", "passphras
 
 
 def release(spec: "PathLike | dict | Spec | None" = None, data: "PathLike | pd.DataFrame | None" = None, *,
-            request: "ReleaseRequest | None" = None, echo: bool = False, **options: Any):
+            request: "ReleaseRequest | None" = None, options: "ReleaseOptions | None" = None,
+            echo: bool = False, **kwargs: Any):
     """``dpbundle release`` (see its ``--help`` for every option); returns the written bundle,
     opened (:class:`dpbundle.audit.api.ReleasedBundle`). Raises :class:`UnusableInput` or
     :class:`Refused` (nothing spent), :class:`ReleaseFailed` / :class:`BundleNotWritten` (spent,
@@ -156,18 +179,37 @@ def release(spec: "PathLike | dict | Spec | None" = None, data: "PathLike | pd.D
     Give either ``request`` (a :class:`dpbundle.release.pipeline.ReleaseRequest`) or SPEC, DATA
     and the options as keywords, named as the request's fields (``out`` required; ``zip`` for
     ``make_zip``): ``release(spec, data, out=..., key=..., ledger=..., zip=True)``. An unknown
-    keyword is a TypeError, as for any call; ``echo=True`` shows the progress output."""
+    keyword is a TypeError, as for any call. ``options`` (a :class:`ReleaseOptions`) gives the
+    options as one object; keywords may add others, but an option given both ways (set in
+    ``options`` to other than its default, and as a keyword) is an UnusableInput.
+
+    Quiet unless ``echo=True``: nothing is written to stdout or stderr; the progress output is
+    logged at INFO and the warnings at WARNING to the ``dpbundle.release`` logger (which shows
+    nothing unless logging is configured). The returned bundle also has ``transcript_path``
+    (the PRIVATE transcript's path: keep it inside the enclave) and ``warnings`` (the warning
+    messages, in order)."""
     from dpbundle.release.pipeline import output, run_release
 
     if request is not None:
-        spec, data, options = _request_options(spec, data, options, request)
+        if options is not None:
+            raise UnusableInput("release(): give either request or options, not both")
+        spec, data, kwargs = _request_options(spec, data, kwargs, request)
+    kwargs = _merge_options("release()", options, "ReleaseOptions", kwargs, {"make_zip": "zip"})
+    options = kwargs
     request = _release_request(spec, data, options, echo)
-    with _consoles(output, echo):
-        run_release(request)
+    if echo:
+        transcript_path, warnings = run_release(request), []
+    else:
+        with output.logged() as route:
+            transcript_path = run_release(request)
+        warnings = route.warnings
     try:
         from dpbundle.audit import open_bundle
 
-        return open_bundle(options["out"])
+        bundle = open_bundle(options["out"])
+        bundle.transcript_path = transcript_path
+        bundle.warnings = tuple(warnings)
+        return bundle
     except Exception as exc:  # noqa: BLE001 - the bundle is written: say so
         raise DpbundleError(1, f"the bundle {options['out']} was written and the ledger records it as "
                                f"released, but it cannot be opened here ({type(exc).__name__}: {exc})") from None
@@ -208,7 +250,8 @@ def _release_request(spec: Any, data: Any, options: dict, echo: Any) -> "Release
                           data=data if data is None or _in_memory(data) else Path(data), **fields)
 
 
-def sweep(spec: "PathLike | dict | Spec", data: "PathLike | pd.DataFrame", *, out: PathLike, **options: Any):
+def sweep(spec: "PathLike | dict | Spec", data: "PathLike | pd.DataFrame", *, out: PathLike,
+          options: "SweepOptions | None" = None, echo: bool = False, **kwargs: Any):
     """``dpbundle sweep``: runs a :class:`~dpbundle.release.sweep.request.SweepRequest` with
     :func:`dpbundle.release.sweep.run.run_sweep` (options: the request's fields, e.g. reps,
     sample, seed, workers, scheduler, min_acceptance, max_reps, batch, configs,
@@ -220,16 +263,25 @@ def sweep(spec: "PathLike | dict | Spec", data: "PathLike | pd.DataFrame", *, ou
     sweep's duration, to a temporary file (``spec-dict.json``; ``DataFrame.csv``, the CSV bytes
     :func:`release` reads, so a resumed sweep of the same DataFrame has the same data SHA-256),
     and that path is what sweep.json names; the DataFrame itself is read, its problems naming
-    its row index."""
+    its row index.
+
+    ``options`` (a :class:`SweepOptions`) gives the options as one object; keywords may add
+    others (an option given both ways is an UnusableInput). Quiet unless ``echo=True`` (which
+    also shows the progress bar, unless ``progress=False``): the sweep's messages go to the
+    ``dpbundle.release`` logger (warnings at WARNING) unless a ``console`` is given."""
+    from dpbundle.release.pipeline import output
     from dpbundle.release.sweep.request import SweepError, SweepRequest
     from dpbundle.release.sweep.run import run_sweep
 
-    _check_args("sweep()", spec=(spec, "spec"), data=(data, "table"), out=(out, "path"))
+    _check_args("sweep()", spec=(spec, "spec"), data=(data, "table"), out=(out, "path"), echo=(echo, "bool"))
     known = SweepRequest.option_names()
-    unknown = sorted(set(options) - set(known))
+    unknown = sorted(set(kwargs) - set(known))
     if unknown:
         raise UnusableInput(f"sweep(): unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    options.setdefault("progress", False)
+    options = _merge_options("sweep()", options, "SweepOptions", kwargs)
+    options.setdefault("progress", echo)
+    if not echo:
+        options.setdefault("console", output.log_console(output.LOG, logging.WARNING))
     try:
         with _sweep_inputs(spec, data, options) as (spec_path, data_path):
             return run_sweep(SweepRequest(spec_path, data_path, Path(out), **options))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 from dpbundle.release.bundle import timings
 from dpbundle.release.pipeline import output
@@ -17,8 +18,9 @@ from dpbundle.release.pipeline.state import Run, Signals, stated
 __all__ = ["run_release", "release_stages"]
 
 
-def run_release(request: ReleaseRequest) -> None:
+def run_release(request: ReleaseRequest) -> Optional[Path]:
     """The release itself (``dpbundle release`` and :func:`dpbundle.release.api.release`):
+    returns the path of the written bundle's PRIVATE transcript (None if it is not known);
     raises one of :mod:`dpbundle.release.errors` (exit code and message) when it stops; every
     such message states what exists on disk and in the ledger."""
     from dpbundle.release.sweep.execute import bootstrapping
@@ -37,6 +39,7 @@ def run_release(request: ReleaseRequest) -> None:
         finally:
             if run.reservation is not None:
                 run.reservation.release()
+    return run.bundle_transcript
 
 
 def _dispatch(request: ReleaseRequest, run: Run) -> None:

@@ -46,6 +46,7 @@ def write_and_settle(run: Run, job: BundleJob) -> Optional[BaseException]:
                                     private_key=job.private_key, force=job.force, make_zip=job.make_zip,
                                     **job.overrides)
         run.complete = True
+        run.bundle_transcript = transcript_path
         return None
     except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt included: inspect the disk
         if isinstance(exc, KeyboardInterrupt):
@@ -91,6 +92,7 @@ def _complete(run: Run, job: BundleJob, zip_before, new_olds: list[str]) -> None
     replaced (moved aside by write_bundle)."""
     from dpbundle.release.bundle import write as bundle_mod
 
+    run.bundle_transcript = Path(job.transcript_path)
     out = job.out
     zip_path = _zip_path(out)
     if job.make_zip and _identity(zip_path) in (None, zip_before):

@@ -39,6 +39,7 @@ class Run:
     pending: Optional[Path] = None         # a kept result written by this run
     pending_problem: Optional[str] = None  # why the selected result could not be kept
     complete: bool = False                 # a complete bundle of this run is at out, verified
+    bundle_transcript: Optional[Path] = None  # the PRIVATE transcript of the complete bundle
     zip_missing: bool = False
     out_note: Optional[str] = None         # what OUT holds when no new bundle is there
     throwaway: bool = False                # the ledger is --example's throwaway one

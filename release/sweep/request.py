@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_REPS",
     "UTILITY_POLICIES",
     "SweepError",
+    "SweepOptions",
     "SweepRequest",
     "SweepResult",
 ]
@@ -41,45 +42,63 @@ class SweepError(Exception):
     exit_code = 2
 
 
-@dataclass(frozen=True)
-class SweepRequest:
-    """Every option of one sweep; ``None`` means "the recorded value when resuming, else the default".
+def _opt(default: Any, doc: str, **kw: Any) -> Any:
+    return field(default=default, metadata={"doc": doc}, **kw)
 
-    ``reps`` (first batch, default 3), ``max_reps`` (cap of the adaptive repetitions, default
-    40; ``== reps``: a fixed design), ``batch`` (later batches, default ``reps``), ``sample``
-    (K configurations drawn with ``seed``; default the whole space), ``configs`` (a narrowed list
-    to re-measure instead; ``allow_other_spec`` accepts one written for another spec),
-    ``min_acceptance`` (the cut-off, default 0.10). ``workers`` (local processes) or
-    ``scheduler`` (a Dask address); ``mp_context`` the local pool's start method. ``utility``:
-    granular utility of accepted runs, ``first`` / ``all`` / ``none`` (``utility_options``
-    are passed to the measures). ``iteration`` and ``prepare`` replace the real iteration and
-    data preparation (e.g. in tests); ``on_run(record)`` is called after each saved run.
-    ``progress`` shows a progress bar on ``console`` (default: stderr); ``report`` writes
-    report.html / report.pdf.
-    """
+
+@dataclass(frozen=True, kw_only=True)
+class SweepOptions:
+    """Every option of one sweep (the option part of a :class:`SweepRequest`, which adds SPEC,
+    DATA and OUT); ``None`` means "the recorded value when resuming, else the default". From
+    Python: ``sweep(spec, data, out=..., options=SweepOptions(sample=8, reps=3))``."""
+
+    reps: int | None = _opt(None, "repetitions of each configuration in the first batch (default 3)")
+    max_reps: int | None = _opt(None, "cap of the adaptive repetitions (default 40; == reps: a fixed design)")
+    batch: int | None = _opt(None, "repetitions of later batches (default reps)")
+    sample: int | None = _opt(None, "K configurations drawn with seed (default: the whole space)")
+    seed: int | None = _opt(None, "the seed of the sample")
+    configs: Path | None = _opt(None, "a narrowed configuration list to re-measure instead")
+    allow_other_spec: bool = _opt(False, "accept a configuration list written for another spec")
+    min_acceptance: float | None = _opt(None, "the acceptance cut-off (default 0.10)")
+    workers: int | None = _opt(None, "local worker processes")
+    scheduler: str | None = _opt(None, "a Dask scheduler address (instead of workers)")
+    mp_context: str = _opt("spawn", "the local pool's start method")
+    utility: str = _opt("first", "granular utility of accepted runs: first, all or none")
+    utility_options: dict | None = _opt(None, "passed to the utility measures", compare=False)
+    iteration: Callable | None = _opt(None, "replaces the real iteration (e.g. in tests)")
+    prepare: Callable | None = _opt(None, "replaces the real data preparation")
+    progress: bool = _opt(True, "show a progress bar on console")
+    report: bool = _opt(True, "write report.html / report.pdf")
+    console: Any = _opt(None, "the Rich console for progress and warnings (default: stderr)", compare=False)
+    on_run: Callable[[dict], None] | None = _opt(None, "called with each saved run's record")
+
+
+SweepOptions.__doc__ += "\n    Fields:\n\n" + "\n".join(
+    f"    ``{f.name}`` (default {f.default!r}): {f.metadata['doc']}" for f in dataclasses.fields(SweepOptions)) + "\n"
+
+
+@dataclass(frozen=True)
+class SweepRequest(SweepOptions):
+    """One sweep: SPEC (``spec_path``), DATA (``data_path``), OUT and the options (the fields of
+    :class:`SweepOptions`, keyword-only; :meth:`of` builds a request from the inputs and a
+    SweepOptions, :attr:`options` gives them back). ``on_run(record)`` is called after each
+    saved run; ``progress`` shows a progress bar on ``console`` (default: stderr)."""
 
     spec_path: Path
     data_path: Path
     out: Path
-    reps: int | None = None
-    max_reps: int | None = None
-    batch: int | None = None
-    sample: int | None = None
-    seed: int | None = None
-    configs: Path | None = None
-    allow_other_spec: bool = False
-    min_acceptance: float | None = None
-    workers: int | None = None
-    scheduler: str | None = None
-    mp_context: str = "spawn"
-    utility: str = "first"
-    utility_options: dict | None = field(default=None, compare=False)
-    iteration: Callable | None = None
-    prepare: Callable | None = None
-    progress: bool = True
-    report: bool = True
-    console: Any = field(default=None, compare=False)
-    on_run: Callable[[dict], None] | None = None
+
+    @classmethod
+    def of(cls, spec_path, data_path, out, options: SweepOptions | None = None) -> SweepRequest:
+        """The request of SPEC, DATA, OUT and ``options`` (default: every option's default)."""
+        options = options or SweepOptions()
+        return cls(spec_path, data_path, out,
+                   **{f.name: getattr(options, f.name) for f in dataclasses.fields(SweepOptions)})
+
+    @property
+    def options(self) -> SweepOptions:
+        """The option part of the request."""
+        return SweepOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SweepOptions)})
 
     def __post_init__(self) -> None:
         for name in _PATHS:

@@ -1,0 +1,46 @@
+"""examples/notebook.ipynb runs: its code cells, concatenated, run as a plain script (no Jupyter
+needed) in a fresh process, everything in a temporary folder; the audit says "verified"."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "notebook.ipynb"
+
+
+def _notebook() -> dict:
+    return json.loads(NOTEBOOK.read_text("utf-8"))
+
+
+def test_the_notebook_is_stored_without_outputs():
+    nb = _notebook()
+    assert nb["nbformat"] == 4
+    kinds = {c["cell_type"] for c in nb["cells"]}
+    assert kinds == {"markdown", "code"}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+    text = "".join("".join(c["source"]) for c in nb["cells"])
+    assert "/work/" not in text and "/home/" not in text  # no paths of one machine
+
+
+def test_the_notebook_runs_as_a_script(tmp_path):
+    code = "\n\n".join("".join(c["source"]) for c in _notebook()["cells"] if c["cell_type"] == "code")
+    script = tmp_path / "notebook.py"
+    script.write_text(code, encoding="utf-8")
+    env = dict(os.environ, DPBUNDLE_PRIVATE_DIR=str(tmp_path / "private"), TMPDIR=str(tmp_path),
+               MPLBACKEND="Agg")
+    res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    out = res.stdout
+    assert "audit verdict: verified" in out
+    assert "verify: verified" in out
+    assert "<SweepResult" in out
+    # everything it wrote is in the temporary folder, the private transcript included
+    work = [p for p in tmp_path.iterdir() if p.name.startswith("dpbundle-notebook-")]
+    assert len(work) == 1 and (work[0] / "births-bundle" / "manifest.json").is_file()
+    assert list((tmp_path / "private").glob("*.transcript.jsonl"))
