@@ -147,7 +147,9 @@ if TYPE_CHECKING:
 
     from dpbundle.release.pipeline.request import ReleaseOptions, ReleaseRequest
     from dpbundle.release.spec.model import Spec
-    from dpbundle.release.sweep.request import SweepOptions
+    from dpbundle.audit.api import ReleasedBundle
+    from dpbundle.audit.report import AuditReport
+    from dpbundle.release.sweep.request import SweepOptions, SweepResult
 
 #: release()'s keywords besides SPEC and DATA, in the order their types are checked, with their
 #: kinds (see _check_args); each is the ReleaseRequest field of that name, ``zip`` is ``make_zip``.
@@ -161,7 +163,7 @@ _RELEASE_OPTIONS = {"out": "path", "example": "str?", "key": "path?", "passphras
 
 def release(spec: "PathLike | dict | Spec | None" = None, data: "PathLike | pd.DataFrame | None" = None, *,
             request: "ReleaseRequest | None" = None, options: "ReleaseOptions | None" = None,
-            echo: bool = False, **kwargs: Any):
+            echo: bool = False, **kwargs: Any) -> "ReleasedBundle":
     """``dpbundle release`` (see its ``--help`` for every option); returns the written bundle,
     opened (:class:`dpbundle.audit.api.ReleasedBundle`). Raises :class:`UnusableInput` or
     :class:`Refused` (nothing spent), :class:`ReleaseFailed` / :class:`BundleNotWritten` (spent,
@@ -251,7 +253,7 @@ def _release_request(spec: Any, data: Any, options: dict, echo: Any) -> "Release
 
 
 def sweep(spec: "PathLike | dict | Spec", data: "PathLike | pd.DataFrame", *, out: PathLike,
-          options: "SweepOptions | None" = None, echo: bool = False, **kwargs: Any):
+          options: "SweepOptions | None" = None, echo: bool = False, **kwargs: Any) -> "SweepResult":
     """``dpbundle sweep``: runs a :class:`~dpbundle.release.sweep.request.SweepRequest` with
     :func:`dpbundle.release.sweep.run.run_sweep` (options: the request's fields, e.g. reps,
     sample, seed, workers, scheduler, min_acceptance, max_reps, batch, configs,
@@ -338,7 +340,7 @@ def _prepare_frame(frame: Any, path: Path, spec: Any) -> Any:
 def audit(bundle: PathLike, pubkey: PathLike | str | None = None, *, spec: PathLike | str | None = None,
           transcript: PathLike | None = None, data: PathLike | None = None,
           preregistration: PathLike | None = None, beacon: str | None = None,
-          ledger: PathLike | None = None):
+          ledger: PathLike | None = None) -> "AuditReport":
     """``dpbundle audit``: the report (``.verdict``, ``.checks``, ``.to_json()``);
     :class:`UnusableInput` (code 2) for unusable input. ``preregistration`` (the record you
     archived) and ``beacon`` (the value you fetched) pin a pre-registered bundle; ``ledger``
