@@ -717,7 +717,7 @@ def test_a_release_publishes_its_list_and_its_spend_count(tmp_path):
     from dpbundle.release.cli.main import app
 
     ledger = tmp_path / "ledger.jsonl"
-    res = CliRunner().invoke(app, ["release", "--example", "persons", "--out", str(tmp_path / "b"),
+    res = CliRunner().invoke(app, ["release", "--stop-probability", "0", "--example", "persons", "--out", str(tmp_path / "b"),
                                    "--ledger", str(ledger), "--transcript", str(tmp_path / "t.jsonl")])
     assert res.exit_code == 0, res.output
     listed = files("dpbundle.examples").joinpath("persons-recommended-narrowed.yaml").read_bytes()

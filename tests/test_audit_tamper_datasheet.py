@@ -22,7 +22,7 @@ from dpbundle.release.cli.main import app
 def released(tmp_path_factory):
     """A persons release (dp_count: n is a DP count) and its demo key."""
     d = tmp_path_factory.mktemp("sheet")
-    res = CliRunner().invoke(app, ["release", "--example", "persons", "--out", str(d / "b"),
+    res = CliRunner().invoke(app, ["release", "--stop-probability", "0", "--example", "persons", "--out", str(d / "b"),
                                    "--ledger", str(d / "ledger.jsonl"), "--transcript", str(d / "t.jsonl")])
     assert res.exit_code == 0, res.output
     return d / "b", d / "b.demo-key.key", d / "b.demo-key.pub"

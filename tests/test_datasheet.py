@@ -349,7 +349,7 @@ def births_bundle(tmp_path_factory):
     cwd = os.getcwd()
     os.chdir(d)
     try:
-        r = CliRunner().invoke(app, ["release", "--example", "births", "--out", "B"], terminal_width=200)
+        r = CliRunner().invoke(app, ["release", "--stop-probability", "0", "--example", "births", "--out", "B"], terminal_width=200)
     finally:
         os.chdir(cwd)
     assert r.exit_code == 0, r.output

@@ -128,7 +128,7 @@ def test_declared_public_says_n_is_published_exactly():
 def test_persons_example_under_dp_count_says_n_is_a_dp_count(tmp_path):
     """The persons example (records.policy dp_count) end to end: README.html's n sentences."""
     out = tmp_path / "P"
-    res = runner.invoke(app, ["release", "--example", "persons", "--out", str(out), "--ledger",
+    res = runner.invoke(app, ["release", "--stop-probability", "0", "--example", "persons", "--out", str(out), "--ledger",
                               str(tmp_path / "l.jsonl"), "--transcript", str(tmp_path / "t.jsonl")])
     assert res.exit_code == 0, res.output
     budget = json.loads((out / "budget.json").read_text())
@@ -524,7 +524,7 @@ def test_the_pdf_draws_every_word_of_the_html():
 @pytest.fixture(scope="module")
 def births_release(tmp_path_factory):
     d = tmp_path_factory.mktemp("births")
-    res = runner.invoke(app, ["release", "--example", "births", "--out", str(d / "B"), "--ledger",
+    res = runner.invoke(app, ["release", "--stop-probability", "0", "--example", "births", "--out", str(d / "B"), "--ledger",
                               str(d / "l.jsonl"), "--transcript", str(d / "t.jsonl")])
     assert res.exit_code == 0, res.output
     return d / "B"

@@ -180,7 +180,7 @@ def test_example_cli_writes_persons(tmp_path):
 @pytest.mark.slow
 def test_release_example_persons_then_audit_passes(tmp_path):
     out = tmp_path / "persons-bundle"
-    r = runner.invoke(app, ["release", "--example", "persons", "--out", str(out)])
+    r = runner.invoke(app, ["release", "--stop-probability", "0", "--example", "persons", "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "persons-recommended-narrowed.yaml" in r.output
     header = (out / "data.csv").read_text(encoding="utf-8").splitlines()[0]
