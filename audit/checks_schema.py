@@ -8,7 +8,6 @@ bundle has its record, the record's signature and seeds.json), and configuration
 present, must hold the selected configuration (:mod:`.configurations`)."""
 from __future__ import annotations
 
-import yaml
 
 from .bounds import spec_count_problems
 from .bundle_io import BundleFileError
@@ -39,7 +38,7 @@ def registry_entry(ctx: AuditContext) -> dict:
     """registry-entry.yaml as JSON data, parsed once by the audit's strict YAML loader (no
     anchors, aliases, merge keys or duplicate keys, at most 64 levels, dates as strings) after
     a size check; Missing naming the rule otherwise."""
-    from .preregistration import _json_value, _Refused, _StrictLoader
+    from .preregistration import strict_yaml_mapping
 
     key = f"yaml:{REGISTRY_ENTRY}"
     if key not in ctx._docs:
@@ -57,20 +56,9 @@ def registry_entry(ctx: AuditContext) -> dict:
             if len(data) > MAX_REGISTRY_ENTRY_BYTES:
                 raise Missing(f"{REGISTRY_ENTRY}: more than {MAX_REGISTRY_ENTRY_BYTES:,} bytes")
             try:
-                loader = _StrictLoader(data.decode("utf-8"))
-                try:
-                    doc = _json_value(loader.get_single_data())
-                finally:
-                    loader.dispose()
-            except UnicodeDecodeError as e:
-                raise Missing(f"{REGISTRY_ENTRY}: not UTF-8 ({e.reason} at byte {e.start})") from None
-            except _Refused as e:
-                where = f" (line {e.mark.line + 1})" if e.mark is not None else ""
-                raise Missing(f"{REGISTRY_ENTRY}: refused{where}: {e}") from None
-            except (yaml.YAMLError, ValueError, RecursionError) as e:
-                raise Missing(f"{REGISTRY_ENTRY}: not valid YAML ({str(e).splitlines()[0][:200]})") from None
-            if not isinstance(doc, dict):
-                raise Missing(f"{REGISTRY_ENTRY}: not a mapping of fields")
+                doc = strict_yaml_mapping(data, REGISTRY_ENTRY)
+            except ValueError as e:
+                raise Missing(str(e)) from None
             ctx._docs[key] = ("ok", doc)
         except Missing as e:
             ctx._docs[key] = ("err", str(e))

@@ -42,7 +42,7 @@ def configurations_sha256(ctx: AuditContext) -> str | None:
 
 
 def _load(ctx: AuditContext) -> dict:
-    from .preregistration import _json_value, _Refused, _StrictLoader
+    from .preregistration import strict_yaml_mapping
 
     size = ctx.bundle.files.get(CONFIGURATIONS, 0)
     if size > MAX_CONFIGURATIONS_BYTES:
@@ -53,21 +53,9 @@ def _load(ctx: AuditContext) -> dict:
     except BundleFileError as e:
         raise Missing(str(e)) from None
     try:
-        loader = _StrictLoader(data.decode("utf-8"))
-        try:
-            doc = _json_value(loader.get_single_data())
-        finally:
-            loader.dispose()
-    except UnicodeDecodeError as e:
-        raise Missing(f"{CONFIGURATIONS}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    except _Refused as e:
-        where = f" (line {e.mark.line + 1})" if e.mark is not None else ""
-        raise Missing(f"{CONFIGURATIONS}: refused{where}: {e}") from None
-    except Exception as e:  # noqa: BLE001 - yaml errors, ValueError, RecursionError
-        raise Missing(f"{CONFIGURATIONS}: not valid YAML ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})") from None
-    if not isinstance(doc, dict):
-        raise Missing(f"{CONFIGURATIONS}: not a mapping of fields")
-    return doc
+        return strict_yaml_mapping(data, CONFIGURATIONS)
+    except ValueError as e:
+        raise Missing(str(e)) from None
 
 
 def _canonical(x) -> str:

@@ -39,7 +39,7 @@ from .report import CheckResult
 from .safe_read import InputFileError, read_small_file
 
 __all__ = ["MAX_SPEC_BYTES", "MAX_DEPTH", "PreregistrationError", "Preregistered", "load_preregistered",
-           "parse_spec_text", "canonical_sha256", "check_preregistration", "SHA256_ARG"]
+           "parse_spec_text", "canonical_sha256", "check_preregistration", "SHA256_ARG", "strict_yaml_mapping"]
 
 MAX_SPEC_BYTES = 2 * 1024 * 1024   # a spec is a few kilobytes
 MAX_DEPTH = 64                     # nesting levels (a spec needs about 8)
@@ -126,6 +126,29 @@ def _key_text(key: Any) -> str:
     if key is None or isinstance(key, (bool, int, float)):
         return json.dumps(key)
     raise TypeError(type(key).__name__)
+
+
+def strict_yaml_mapping(data: bytes, name: str) -> dict:
+    """A bundle's YAML file ``name`` as JSON data, read by the strict loader (no anchors, aliases,
+    merge keys or duplicate keys, bounded depth, dates as strings); ValueError naming the rule
+    otherwise (not UTF-8, refused, not valid YAML, not a mapping)."""
+    try:
+        loader = _StrictLoader(data.decode("utf-8"))
+        try:
+            doc = _json_value(loader.get_single_data())
+        finally:
+            loader.dispose()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{name}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    except _Refused as e:
+        where = f" (line {e.mark.line + 1})" if e.mark is not None else ""
+        raise ValueError(f"{name}: refused{where}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - yaml errors, ValueError, RecursionError
+        text = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise ValueError(f"{name}: not valid YAML ({text})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{name}: not a mapping of fields")
+    return doc
 
 
 def _json_value(x: Any, where: str = "(root)") -> Any:

@@ -45,6 +45,7 @@ import numpy as np
 
 from dpbundle.mechanisms.coding import ColumnCoding
 from dpbundle.release.bundle.preflight import _alive
+from dpbundle.release.common.safe_io import fsync_dir
 
 if TYPE_CHECKING:
     from dpbundle.release.bundle.write import BundleContent
@@ -280,7 +281,7 @@ def save_pending(directory: Path, out: Path, content: "BundleContent | None" = N
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     final = directory / f"{Path(out).name}.{stamp}-{secrets.token_hex(3)}.pending.npz"
     _write_verified(directory, final, buf.getvalue(), reservation)
-    _fsync_dir(directory)
+    fsync_dir(directory)
     return final
 
 
@@ -362,19 +363,6 @@ def _write_and_read_back(fd: int, data: bytes) -> bytes:
         back.append(block)
         offset += len(block)
     return b"".join(back)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
 
 
 def _member_sizes(path: Path) -> dict[str, int]:

@@ -20,7 +20,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["InputFileError", "KEY_BYTES", "PASSPHRASE_BYTES", "LIST_BYTES", "LEDGER_BYTES",
+__all__ = ["fsync_dir", "InputFileError", "KEY_BYTES", "PASSPHRASE_BYTES", "LIST_BYTES", "LEDGER_BYTES",
            "kind_of", "regular_file_problem", "require_regular_file", "read_bounded",
            "open_regular", "replace_problem", "text_problem"]
 
@@ -154,3 +154,18 @@ def path_text(path: Path) -> str:
     from dpbundle.release.errors import literal
 
     return literal(os.fspath(path))
+
+
+def fsync_dir(directory: str | os.PathLike) -> None:
+    """Make a directory's entries durable (a file just created or renamed in it); a no-op where
+    directories cannot be opened (Windows) or synced."""
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)

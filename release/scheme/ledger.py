@@ -53,6 +53,7 @@ from typing import Any, Iterator
 from dpbundle.mechanisms import exact
 
 from dpbundle.release.common import filelock
+from dpbundle.release.common.safe_io import fsync_dir
 from dpbundle.release.data.fingerprint import table_fingerprint
 from dpbundle.release.data.fingerprint import file_sha256
 from dpbundle.release.spec.load import canonical_json
@@ -379,17 +380,7 @@ class Ledger:
             created = True
             if hasattr(os, "fchmod"):
                 os.fchmod(fd, FILE_MODE)  # whatever the umask: the file dpbundle just created
-            try:  # make the new directory entry durable (not possible on Windows)
-                dfd = os.open(self.path.parent, os.O_RDONLY)
-            except OSError:
-                dfd = None
-            if dfd is not None:
-                try:
-                    os.fsync(dfd)
-                except OSError:
-                    pass
-                finally:
-                    os.close(dfd)
+            fsync_dir(self.path.parent)   # make the new directory entry durable
         return fd, created
 
     def _tighten(self, fd: int, records: list[dict]) -> None:
