@@ -26,6 +26,7 @@ __all__ = [
     "MAX_GROUP_CELLS", "MAX_RECORD_CHARS", "DRAWN_FACTOR", "DRAWN_EXTRA", "MAX_ROW_COST",
     "WORK_PER_BYTE", "WORK_FLOOR", "json_depth_over", "clip", "row_cost", "sampling_cost",
     "model_problems", "max_drawn", "work_budget", "first_round_rows", "spec_count_problems",
+    "MAX_AIM_WORKLOAD_SETS", "MAX_AIM_CANDIDATES", "aim_candidate_problems",
 ]
 
 # -- JSON and messages ---------------------------------------------------------------------
@@ -106,15 +107,25 @@ def spec_count_problems(spec) -> list[str]:
 
 # The model kinds each generator publishes (mechanisms/published.py).
 _KINDS_OF = {"privsyn": {"marginals_gum"}, "privbayes": {"bayesian_network", "raked"},
-             "mst_pure": {"bayesian_network"}}
+             "mst_pure": {"bayesian_network"}, "aim_pure": {"adaptive_gum"}}
+
+# aim_pure (adaptive_gum): the audit re-derives the candidate marginals from the spec's criteria
+# (audit/model_check.py); both counts are bounded first, without enumerating anything.
+MAX_AIM_WORKLOAD_SETS = 1_000_000   # column sets the spec's criteria give (mechanisms/aim.py criteria_workload)
+MAX_AIM_CANDIDATES = 1_000_000      # candidate marginals (the release measures a true table for each)
 
 
 def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _gum_default_rounds() -> int:
-    """PrivSyn's default gum_rounds (the value of a configuration that does not set it)."""
+def _gum_default_rounds(gen_type: str = "privsyn") -> int:
+    """The generator's default gum_rounds (the value of a configuration that does not set it):
+    PrivSyn's, or aim_pure's."""
+    if gen_type == "aim_pure":
+        from dpbundle.mechanisms.aim import DEFAULTS
+
+        return int(DEFAULTS["gum_rounds"])
     import inspect
 
     from dpbundle.mechanisms.privsyn import PrivSyn
@@ -122,11 +133,19 @@ def _gum_default_rounds() -> int:
     return int(inspect.signature(PrivSyn.__init__).parameters["gum_rounds"].default)
 
 
+def _aim_setting(gen: dict, key: str):
+    """An aim_pure hyperparameter of the configuration, else the generator's default."""
+    from dpbundle.mechanisms.aim import DEFAULTS
+
+    return gen.get(key, DEFAULTS[key])
+
+
 def row_cost(doc: dict) -> int:
     """Work units per sampled row of a (schema-valid, bounds-checked) model document.
 
     ``bayesian_network``: one per column and one per parent reference (a uniform, a parent
-    index, a binary search per row); ``marginals_gum``: one per column (the initial draws),
+    index, a binary search per row); ``marginals_gum`` and ``adaptive_gum`` (the same
+    sampling): one per column (the initial draws),
     then per GUM round one per step (each marginal, each column of size > 1 in no marginal),
     times ``1 + d // 8`` (a step may copy whole records); ``raked``: the base model's, plus per
     raking round one per raked column, ``4 d`` (the sort of the systematic resampling) and the
@@ -205,6 +224,8 @@ def model_problems(doc, view, config: dict) -> list[str]:
         if len(top["network"]) != len(domain) or len(top["conditionals"]) != len(domain):
             out.append(f"{where}: a Bayesian network needs one node and one table per released "
                        f"column ({len(domain)}), got {len(top['network'])} and {len(top['conditionals'])}")
+    elif top["kind"] == "adaptive_gum":
+        out += _adaptive_problems(where, top, gen, domain, view)
     else:
         out += _gum_problems(where, top, gen, len(domain))
     if out:
@@ -241,6 +262,95 @@ def _gum_problems(where: str, doc: dict, gen: dict, d: int) -> list[str]:
         out.append(f"{where}: {len(doc['selected'])} selected pairs, more than the "
                    f"{d * (d - 1) // 2} pairs of {d} columns")
     return out
+
+
+def _adaptive_problems(where: str, doc: dict, gen: dict, domain: list[int], view) -> list[str]:
+    """adaptive_gum: gum_rounds is the configuration's; at most ``rounds_per_column`` x d
+    rounds (the budget rule never makes more), each over 2..``max_size`` distinct released
+    columns; every marginal over 2..``max_size`` distinct columns, each column set once, no more
+    marginals than rounds; and the candidates the audit re-derives from the spec's criteria
+    within :data:`MAX_AIM_WORKLOAD_SETS` and :data:`MAX_AIM_CANDIDATES`."""
+    d = len(domain)
+    out = []
+    want = gen.get("gum_rounds", _gum_default_rounds("aim_pure"))
+    if doc["gum_rounds"] != want:
+        out.append(f"{where}: gum_rounds {doc['gum_rounds']} is not the selected configuration's "
+                   f"{want}{'' if 'gum_rounds' in gen else ' (the generator default)'}")
+    per_column, max_size = _aim_setting(gen, "rounds_per_column"), _aim_setting(gen, "max_size")
+    if not (_int(per_column) and per_column >= 1 and _int(max_size) and 2 <= max_size <= 6):
+        return out + [f"spec.json: the configuration's rounds_per_column {per_column!r} or max_size "
+                      f"{max_size!r} is not one aim_pure accepts"]
+    if len(doc["rounds"]) > per_column * d:
+        out.append(f"{where}: {len(doc['rounds']):,} rounds, more than the {per_column * d:,} "
+                   f"(rounds_per_column {per_column} x {d} columns) the budget rule allows")
+    for what, items in (("marginals", doc["marginals"]), ("rounds", doc["rounds"])):
+        for i, item in enumerate(items):
+            cols = item["columns"]
+            if not 2 <= len(cols) <= max_size or len(set(cols)) != len(cols) \
+                    or any(not 0 <= c < d for c in cols):
+                out.append(f"{where}: {what}[{i}].columns must be 2..{max_size} (max_size) distinct "
+                           f"columns of 0..{d - 1}")
+                break
+    if not out:
+        sets = {frozenset(mg["columns"]) for mg in doc["marginals"]}
+        if len(sets) != len(doc["marginals"]):
+            out.append(f"{where}: a set of columns has more than one marginal")
+        elif len(sets) > len(doc["rounds"]):
+            out.append(f"{where}: {len(sets)} marginals, more than its {len(doc['rounds'])} rounds "
+                       "measured")
+    return out + aim_candidate_problems(view.spec, list(view.names), domain, max_size)
+
+
+def aim_candidate_problems(spec: dict, names: list[str], domain: list[int], max_size: int) -> list[str]:
+    """The work of re-deriving aim_pure's candidates, bounded before it is done: the column sets
+    the spec's criteria give (:func:`mechanisms.aim.criteria_workload`, counted from the spec,
+    all pairs when they give none) and the candidate marginals they make (at most, over the
+    sets, C(s, 2) + ... + C(s, max_size) with s the set's columns of two values or more)."""
+    idx = {n: j for j, n in enumerate(names)}
+    d = len(names)
+    binary = sum(1 for k in domain if k >= 2)
+
+    def size(xs) -> int:
+        """Released columns among ``xs`` (what criteria_workload keeps of it)."""
+        if not isinstance(xs, (list, str, dict)):
+            return 0
+        return len({x for x in xs if isinstance(x, str) and x in idx})
+
+    def cands(s: int) -> int:
+        return sum(math.comb(min(s, binary), j) for j in range(2, max_size + 1))
+
+    crit = spec.get("acceptance") if isinstance(spec, dict) else None
+    n_sets, bound = d * (d - 1) // 2, cands(2) * (d * (d - 1) // 2)   # the all-pairs default
+    for c in crit if isinstance(crit, list) else []:
+        if n_sets > MAX_AIM_WORKLOAD_SETS or not isinstance(c, dict):
+            break
+        t, target = c.get("type"), 1 if isinstance(c.get("target"), str) else 0
+        if t == "kway_marginals":
+            use = size(c["columns"]) if c.get("columns") else d
+            k = c.get("max_k")
+            top = min(k if _int(k) and k >= 1 else use, use, 3)
+            count = sum(math.comb(use, j) for j in range(1, top + 1))
+            n_sets, bound = n_sets + count, bound + count * cands(top)
+        elif t == "smoothed_ratio":
+            n_sets += size(c["columns"]) if c.get("columns") else d
+        elif t in ("conditional_means", "quantile"):
+            by = c.get("by") if isinstance(c.get("by"), list) and c.get("by") else [None]
+            for b in by:
+                n_sets, bound = n_sets + 1, bound + cands(target + (1 if isinstance(b, str) else size(b)))
+        elif t in ("regression_coefficients", "regression_mae_difference", "classification"):
+            feats = size(c["features"]) if c.get("features") else d
+            n_sets, bound = n_sets + 1, bound + cands(target + feats)
+    faith = spec.get("faithfulness") if isinstance(spec, dict) else None
+    if isinstance(faith, dict):
+        n_sets, bound = n_sets + 1, bound + cands(sum(size(faith.get(k)) for k in ("exact", "adjacent", "nominal")))
+    if n_sets > MAX_AIM_WORKLOAD_SETS:
+        return [f"spec.json: the acceptance criteria give aim_pure more than {MAX_AIM_WORKLOAD_SETS:,} "
+                "column sets to re-derive its candidate marginals from (docs/audit.md, \"Bounds\")"]
+    if bound > MAX_AIM_CANDIDATES:
+        return [f"spec.json: the acceptance criteria and max_size {max_size} give aim_pure up to "
+                f"{bound:,} candidate marginals, more than the limit of {MAX_AIM_CANDIDATES:,} "
+                "(docs/audit.md, \"Bounds\")"]
+    return []
 
 
 def max_drawn(n: int) -> int:

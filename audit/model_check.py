@@ -13,8 +13,12 @@ the model that the spec, the configuration and the public n determine:
   maximal under that cap, as PrivBayes enumerates them; degree: ``min(degree, i)`` columns at
   the finest level); an ``mst_pure`` model is a tree (one parent, finest level, for every node
   but the first); a PrivSyn model's marginals are exactly its selected pairs, among the pairs
-  PrivSyn scores; a raked model is PrivBayes with ``oneway`` (and only then), raked to a share
-  vector for every column, with the release's method and rounds;
+  PrivSyn scores; an ``aim_pure`` model's marginals are exactly the column sets its rounds
+  chose, every round's columns a candidate of the workload the spec's criteria give
+  (``mechanisms/aim.py``: ``criteria_workload``, ``candidates``), its rounds' epsilons what the
+  budget rule allows (``schedule_problems``) and its ``epsilon_1way`` the configuration's; a
+  raked model is PrivBayes with ``oneway`` (and only then), raked to a share vector for every
+  column, with the release's method and rounds;
 * the **sizes**: every table's shape is the one its parents and the released columns give;
 * every **distribution** is one (non-negative, summing to 1);
 * the **noise scales**: each measured table's epsilon and OpenDP Laplace scale, recomputed from
@@ -32,18 +36,32 @@ import math
 
 import numpy as np
 
-__all__ = ["model_structure_problems", "noise_plan", "MAX_STRUCTURE_COLUMNS"]
+__all__ = ["model_structure_problems", "noise_plan", "config_generator", "MAX_STRUCTURE_COLUMNS"]
 
 MAX_STRUCTURE_COLUMNS = 1_000     # the spec's column bound (audit/bounds.py MAX_COLUMNS)
 SUM_TOLERANCE = 1e-9              # |sum - 1| of a published distribution, per value
 
 
-def _generator(config: dict, epsilon: float):
+def config_generator(config: dict, epsilon: float, spec: dict | None = None,
+                     names: list[str] | None = None):
+    """The configuration's generator, built as the release builds it
+    (``release/scheme/iteration.py`` ``make_config_generator``, read, not imported): its
+    hyperparameters, and for ``aim_pure`` the ``workload`` the spec's criteria give
+    (``mechanisms.aim.criteria_workload`` of the public spec document and its released column
+    names, in order) unless the configuration sets one. ``spec`` is spec.json's ``spec``."""
     from dpbundle.mechanisms.generators import make_generator
 
     gen = dict(config.get("generator") or {})
     params = {k: v for k, v in gen.items() if k not in ("type", "flavour")}
+    if gen.get("type") == "aim_pure" and "workload" not in params and spec is not None:
+        from dpbundle.mechanisms.aim import criteria_workload
+
+        try:
+            params["workload"] = criteria_workload(spec, list(names or []))
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"aim_pure: the spec's criteria give no workload ({e})") from None
     return make_generator(gen["type"], float(epsilon), **params)
+
 
 
 def _distribution_problem(where: str, values) -> str | None:
@@ -162,6 +180,56 @@ def _gum_problems(doc: dict) -> list[str]:
     return out
 
 
+def _adaptive_problems(doc: dict, generator) -> list[str]:
+    """adaptive_gum (aim_pure): marginals and rounds as the generator makes them, the budget
+    rule's epsilons, the 1-way epsilon, sizes and distributions."""
+    from dpbundle.mechanisms.aim import candidates, schedule_problems
+
+    out: list[str] = []
+    domain = [int(k) for k in doc["domain"]]
+    d = len(domain)
+    rounds = [tuple(int(c) for c in r["columns"]) for r in doc["rounds"]]
+    marginals = [tuple(int(c) for c in mg["columns"]) for mg in doc["marginals"]]
+    if set(marginals) != set(rounds) or len(set(marginals)) != len(marginals):
+        out.append("model.json: the marginals are not exactly the distinct column sets its rounds "
+                   "chose (aim_pure publishes one consistent marginal per measured column set)")
+    workload = generator.workload if generator.workload is not None else \
+        [[[a, b] for a in range(d) for b in range(a + 1, d)]]
+    allowed = set(candidates(workload, domain, generator.max_size, generator.max_cells)[0])
+    for t, r in enumerate(rounds):
+        if r not in allowed:
+            out.append(f"model.json: rounds[{t}] columns {list(r)} are not a candidate marginal of "
+                       f"the workload the spec's criteria give (2..{generator.max_size} columns of "
+                       f"a workload set, each of two values or more, at most {generator.max_cells:,} "
+                       "cells)")
+            break
+    out += schedule_problems(doc["rounds"], generator.epsilon, generator.split_1way,
+                             generator.measure_split, generator.rounds_per_column, d)
+    if doc["epsilon_1way"] != generator.epsilon_1:
+        out.append(f"model.json: epsilon_1way {doc['epsilon_1way']!r} is not the configuration's "
+                   f"1-way epsilon {generator.epsilon_1!r} (split_1way x the generation epsilon, "
+                   "rounded down)")
+    if len(doc["oneways"]) != d or any(len(p) != k for p, k in zip(doc["oneways"], domain)):
+        out.append("model.json: oneways must be one distribution per column, of its number of values")
+        return out
+    for i, (cols, mg) in enumerate(zip(marginals, doc["marginals"])):
+        if len(mg["p"]) != math.prod(domain[c] for c in cols):
+            out.append(f"model.json: marginals[{i}].p has {len(mg['p'])} cells, not the "
+                       f"{math.prod(domain[c] for c in cols)} of columns {list(cols)}")
+            return out
+    for j, p in enumerate(doc["oneways"]):
+        prob = _distribution_problem(f"model.json: oneways[{j}]", p)
+        if prob:
+            out.append(prob)
+            break
+    for i, mg in enumerate(doc["marginals"]):
+        prob = _distribution_problem(f"model.json: marginals[{i}].p", mg["p"])
+        if prob:
+            out.append(prob)
+            break
+    return out
+
+
 def _raked_problems(doc: dict, gen: dict) -> list[str]:
     from dpbundle.mechanisms.oneway import DEFAULT_ROUNDS
 
@@ -180,15 +248,17 @@ def _raked_problems(doc: dict, gen: dict) -> list[str]:
     return out
 
 
-def noise_plan(doc: dict, config: dict, epsilon: float, n: int) -> list[dict]:
+def noise_plan(doc: dict, config: dict, epsilon: float, n: int, spec: dict | None = None,
+               names: list[str] | None = None) -> list[dict]:
     """Every table the model's generator measured, with its epsilon and OpenDP Laplace scale,
     recomputed from public information (the spec's generation epsilon, the configuration's
-    hyperparameters, the model's structure, n)."""
+    hyperparameters, the model's structure, n; ``spec`` and ``names``: spec.json's spec and
+    released column names, for :func:`config_generator`)."""
     from dpbundle.mechanisms import exact
     from dpbundle.mechanisms.noise import calibrated_laplace_scale
 
     gen = config["generator"]
-    generator = _generator(config, epsilon)
+    generator = config_generator(config, epsilon, spec, names)
     base = doc["base"] if doc["kind"] == "raked" else doc
     domain = [int(k) for k in base["domain"]]
     d = len(domain)
@@ -223,16 +293,34 @@ def noise_plan(doc: dict, config: dict, epsilon: float, n: int) -> list[dict]:
         cells = [math.prod(domain[j] for j in a) for a in attrs]
         for a, c, e in zip(attrs, cells, allocate(generator.epsilon_measure, cells)):
             add(f"{len(a)}-way marginal of column{'s' if len(a) > 1 else ''} {list(a)}", c, 2.0, e)
+    elif gen["type"] == "aim_pure":
+        from dpbundle.mechanisms.mst import oneway_sensitivity
+
+        add("1-way marginals", sum(domain), float(oneway_sensitivity(d)), generator.epsilon_1)
+        for t, r in enumerate(base["rounds"]):
+            cols = [int(c) for c in r["columns"]]
+            add(f"round {t}: {len(cols)}-way marginal of columns {cols}",
+                math.prod(domain[c] for c in cols), 2.0, float(r["epsilon_measure"]))
     return out
 
 
-def model_structure_problems(doc: dict, config: dict, epsilon: float, n: int) -> tuple[list[str], list[dict]]:
+def model_structure_problems(doc: dict, config: dict, epsilon: float, n: int,
+                             spec: dict | None = None,
+                             names: list[str] | None = None) -> tuple[list[str], list[dict]]:
     """(problems, noise plan) of a schema-valid, bounds-checked model document that belongs to
-    the selected configuration (``bounds.model_problems`` first)."""
+    the selected configuration (``bounds.model_problems`` first). ``spec`` and ``names``:
+    spec.json's spec and the released column names in order (aim_pure's workload comes from
+    them)."""
     gen = config.get("generator") or {}
     gen_type = gen.get("type")
+    if gen_type == "aim_pure" and spec is None:
+        return ["model.json: an aim_pure model is checked against the spec's criteria, and none "
+                "was given"], []
+    if gen_type == "aim_pure" and "workload" in gen:
+        return ["spec.json: the configuration sets aim_pure's workload; the release sets it from "
+                "the spec's criteria (a spec may not set it)"], []
     try:
-        generator = _generator(config, epsilon)
+        generator = config_generator(config, epsilon, spec, names)
     except (KeyError, TypeError, ValueError) as e:
         return [f"spec.json: the configuration's generator cannot be built ({e})"], []
     out: list[str] = []
@@ -249,11 +337,13 @@ def model_structure_problems(doc: dict, config: dict, epsilon: float, n: int) ->
         return out + [f"model.json: more than {MAX_STRUCTURE_COLUMNS} columns"], []
     if base["kind"] == "bayesian_network":
         out += _bn_problems(base, gen_type, generator, n)
+    elif base["kind"] == "adaptive_gum":
+        out += _adaptive_problems(base, generator)
     else:
         out += _gum_problems(base)
     if out:
         return out, []
-    plan = noise_plan(doc, config, epsilon, n)
+    plan = noise_plan(doc, config, epsilon, n, spec, names)
     declared = doc.get("noise")
     if declared is not None and declared != plan:
         out.append("model.json: its declared noise (epsilons, scales, cells) is not what the spec, "

@@ -60,7 +60,8 @@ def check_rederivation(ctx: AuditContext) -> CheckResult:
     from .model_check import model_structure_problems
 
     problems, plan = model_structure_problems(model_doc, config,
-                                              view.spec["privacy"]["epsilon_generation"], n)
+                                              view.spec["privacy"]["epsilon_generation"], n,
+                                              view.spec, list(view.names))
     for p in problems:
         r.fail(p)
     if r.failed:

@@ -14,6 +14,7 @@ The steps mirror ``release/scheme/iteration.py`` (read, not imported) in order a
     mark "iteration" (index, config, config_id)
     T  <- the audit's own loading + raw constraints + binning (audit/private_data.py)
     model <- make_generator(type, eps_gen, **hyperparameters).fit(T.codes, T.domain, rand)
+             (aim_pure: with the workload of the spec's criteria, model_check.config_generator)
     S  <- sample rounds k = 0..7: m = max(ceil(1.1 * need / max(rate, 0.05)), 16) rows with
           rand.rng("sample round k") (a raking model, ``accepts_keep``, gets the audit's
           constraint filter as ``keep``), drop rows matching a synthetic constraint (the audit's
@@ -287,8 +288,9 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     a list that receives the fitted model (for the comparison with a published model.json)."""
     from dpbundle.mechanisms.coding import Coded, ColumnCoding
     from dpbundle.mechanisms.criteria import EvalContext, make_criterion
-    from dpbundle.mechanisms.generators import make_generator
     from dpbundle.mechanisms.noise import Randomness
+
+    from .model_check import config_generator
 
     config = mark.get("config")
     if not isinstance(config, dict):
@@ -300,9 +302,8 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     rand = Randomness.replay(records)
     rand.mark("iteration", index=index, config=config, config_id=config_id(config))
     spec = view.spec
-    gen = config["generator"]
-    params = {k: v for k, v in gen.items() if k not in ("type", "flavour")}
-    generator = make_generator(gen["type"], float(spec["privacy"]["epsilon_generation"]), **params)
+    generator = config_generator(config, float(spec["privacy"]["epsilon_generation"]), spec,
+                                 list(view.names))
     model = generator.fit(real.codes, real.domain, rand)
     version = _sampler_version(records)
     if version != 1:   # the count sampler's mark, right before its first seed

@@ -63,6 +63,7 @@ _REGISTRY: dict[str, str | type] = {
     "mst": "dpbundle.mechanisms.mbi:MST",
     "privsyn": "dpbundle.mechanisms.privsyn:PrivSyn",
     "mst_pure": "dpbundle.mechanisms.mst:PureMST",
+    "aim_pure": "dpbundle.mechanisms.aim:AdaptiveMarginals",
 }
 
 

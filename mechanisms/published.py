@@ -26,6 +26,13 @@ node in order, ``u = rng.random(m)`` and the first value whose cumulative probab
 significant}``), ``selected``, ``gum_rounds``, ``gum_alpha``; sampling is the Gradually Update
 Method of ``mechanisms/privsyn.py`` (``gum``) with the rng passed in.
 
+``adaptive_gum`` (aim_pure): ``domain``, ``oneways``, ``marginals`` (``{"columns": [...],
+"p": ...}``, 2..6 distinct columns each, each column set once, first column most significant),
+``rounds`` (in order, ``{"columns", "epsilon_select", "epsilon_measure"}``: the marginal each
+round chose and the two epsilons it handed to OpenDP), ``epsilon_1way`` (the 1-way
+marginals' epsilon), ``gum_rounds``, ``gum_alpha``; sampling is ``marginals_gum``'s (the rounds
+are the public log the audit checks against the budget rule; sampling does not read them).
+
 ``sampler`` (optional, top level): the sampler version the released sample was drawn with
 (``mechanisms/sampling.py``): 2 draws the counts of record types (``sample_counts`` of a model
 kind that has it; the others sample rows as in version 1); absent means 1.
@@ -234,4 +241,83 @@ def _is_gum(model: Any) -> bool:
 
 register_kind("marginals_gum", _gum_to_public, _gum_from_public, _is_gum)
 
-PUBLISHABLE_GENERATORS = frozenset({"privbayes", "mst_pure", "privsyn"})
+
+# ------------------------------------------------------------------ adaptive_gum (aim_pure)
+
+MAX_MARGINAL_COLUMNS = 6   # aim_pure's own range for its max_size hyperparameter (2..6)
+
+
+def _is_epsilon(v: Any) -> bool:
+    """A finite float > 0 (an epsilon handed to OpenDP)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < float(v) < float("inf")
+
+
+def _adaptive_to_public(model: Any) -> dict:
+    body = _gum_to_public(model)
+    del body["selected"]
+    body["rounds"] = [{"columns": [int(c) for c in r.columns], "epsilon_select": float(r.epsilon_select),
+                       "epsilon_measure": float(r.epsilon_measure)} for r in model.rounds]
+    body["epsilon_1way"] = float(model.epsilon_1way)
+    return body
+
+
+def _column_set(cols: Any, d: int, what: str) -> tuple[int, ...]:
+    """The column indices of a marginal or a round: 2..MAX_MARGINAL_COLUMNS distinct columns of
+    0..d-1 (ValueError naming ``what`` otherwise)."""
+    if not isinstance(cols, list) or not all(_is_int(c) for c in cols):
+        raise ValueError(f"{what}: columns must be a list of column indices, got {_show(cols)}")
+    if not 2 <= len(cols) <= MAX_MARGINAL_COLUMNS or len(set(cols)) != len(cols) \
+            or any(not 0 <= c < d for c in cols):
+        raise ValueError(f"{what}: columns must be 2..{MAX_MARGINAL_COLUMNS} distinct columns of "
+                         f"0..{d - 1}, got {_show(cols)}")
+    return tuple(int(c) for c in cols)
+
+
+def _adaptive_from_public(doc: dict) -> Any:
+    from .aim import AdaptiveModel, Round
+
+    rounds, alpha = doc["gum_rounds"], doc["gum_alpha"]
+    if not _is_int(rounds) or not 0 <= rounds <= MAX_GUM_ROUNDS:
+        raise ValueError(f"gum_rounds must be an integer in 0..{MAX_GUM_ROUNDS}, got {_show(rounds)}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < float(alpha) <= 1:
+        raise ValueError(f"gum_alpha must be a number in (0, 1], got {_show(alpha)}")
+    if not _is_epsilon(doc["epsilon_1way"]):
+        raise ValueError(f"epsilon_1way must be a finite number > 0, got {_show(doc['epsilon_1way'])}")
+    domain = tuple(int(k) for k in doc["domain"])
+    d = len(domain)
+    if any(k < 1 for k in domain):
+        raise ValueError(f"every column of the domain has at least one value, got {_show(list(domain))}")
+    oneways = [np.asarray(p, dtype=np.float64) for p in doc["oneways"]]
+    if len(oneways) != d or any(p.ndim != 1 or len(p) != k for p, k in zip(oneways, domain)):
+        raise ValueError("one one-way distribution per column, of its domain's size")
+    marginals, sets = [], set()
+    for i, mg in enumerate(doc["marginals"]):
+        cols = _column_set(mg["columns"], d, f"marginals[{i}]")
+        if frozenset(cols) in sets:
+            raise ValueError(f"marginals[{i}]: the column set {sorted(cols)} has more than one marginal")
+        sets.add(frozenset(cols))
+        p = np.asarray(mg["p"], dtype=np.float64)
+        if p.ndim != 1 or p.size != int(np.prod([domain[c] for c in cols])):
+            raise ValueError(f"marginals[{i}]: p over columns {list(cols)} is not one flat list of "
+                             f"{int(np.prod([domain[c] for c in cols]))} cells")
+        marginals.append((cols, p))
+    log = []
+    for t, r in enumerate(doc["rounds"]):
+        cols = _column_set(r["columns"], d, f"rounds[{t}]")
+        sel, meas = r["epsilon_select"], r["epsilon_measure"]
+        if not (_is_epsilon(sel) and _is_epsilon(meas)):
+            raise ValueError(f"rounds[{t}]: epsilon_select and epsilon_measure must be finite numbers "
+                             f"> 0, got {_show(sel)} and {_show(meas)}")
+        log.append(Round(cols, float(sel), float(meas)))
+    return AdaptiveModel(domain=domain, oneways=oneways, marginals=marginals, gum_rounds=int(rounds),
+                         gum_alpha=float(alpha), selected=[], rounds=log,
+                         epsilon_1way=float(doc["epsilon_1way"]))
+
+
+def _is_adaptive(model: Any) -> bool:
+    return type(model).__name__ == "AdaptiveModel" and hasattr(model, "rounds")
+
+
+register_kind("adaptive_gum", _adaptive_to_public, _adaptive_from_public, _is_adaptive)
+
+PUBLISHABLE_GENERATORS = frozenset({"privbayes", "mst_pure", "privsyn", "aim_pure"})

@@ -21,8 +21,9 @@ generator D's seed), and compare the two runs call by call.
   larger of the two so that one root cause is not also reported as a distance violation.
 * Control flow. The sequence of calls (kind, purpose, mechanism, epsilon, output shape) may
   depend on the data only through DP outputs; with those frozen it must be identical. The
-  number of sample rounds, PrivBayes' candidate parent sets, PrivSyn's budget split and the
-  marginals MST measures depend on DP outputs (and seeds) only, so they stay the same; a
+  number of sample rounds, PrivBayes' candidate parent sets, PrivSyn's budget split, the
+  marginals MST measures and aim_pure's rounds (the marginal each chooses, each round's budget,
+  the working table's estimates) depend on DP outputs (and seeds) only, so they stay the same; a
   difference is reported where it happens (record index, recorded call, asked call). An
   attempt that fails (``AttemptFailure``) in one run and not the other is reported the same way.
 * Not covered: calls released without per-draw noise records (a mark ``opaque_release``: the

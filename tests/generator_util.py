@@ -1,6 +1,8 @@
 """Shared test data for the generators (integer codes over a small public domain)."""
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -33,3 +35,38 @@ def code_neighbours(draw, min_d: int = 1, max_d: int = 5, max_k: int = 5, max_n:
     else:
         other[i] = [draw(st.integers(0, k - 1)) for k in domain]
     return codes, other, domain
+
+
+class FixedNoise:
+    """A stand-in for Randomness whose outputs depend only on the purpose and the shape of the
+    request, never on the true value; it records every call (true value, sensitivity, epsilon).
+
+    Two fits on different data with the same n and domain see the same "DP outputs", so (a) on
+    neighbours the candidate sets of every step are the same and the recorded true values can
+    be compared against the declared sensitivities, and (b) the models must be identical if
+    nothing but the DP outputs and public facts reaches the post-processing."""
+
+    def __init__(self, low: int = -5, high: int = 60) -> None:
+        self.calls: list[dict] = []
+        self.low, self.high = low, high
+
+    @staticmethod
+    def _seed(purpose: str) -> int:
+        return zlib.crc32(purpose.encode())
+
+    def laplace(self, true_value, *, sensitivity, epsilon, purpose, integer=False):
+        arr = np.asarray(true_value)
+        out = np.random.default_rng(self._seed(purpose)).integers(self.low, self.high, size=arr.shape)
+        self.calls.append({"kind": "laplace", "purpose": purpose, "true": arr.copy(),
+                           "sensitivity": sensitivity, "epsilon": epsilon, "noisy": out})
+        return out.astype(np.int64)
+
+    def exponential(self, scores, *, sensitivity, epsilon, purpose):
+        arr = np.asarray(scores, dtype=np.float64)
+        pick = self._seed(purpose) % arr.size
+        self.calls.append({"kind": "exponential", "purpose": purpose, "true": arr.copy(),
+                           "sensitivity": sensitivity, "epsilon": epsilon, "noisy": pick})
+        return pick
+
+    def rng(self, purpose):
+        return np.random.Generator(np.random.PCG64(self._seed(purpose)))

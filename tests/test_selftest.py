@@ -225,6 +225,7 @@ def every_type_spec(policy: str = "dp_count") -> dict:
                                                             "score": ["MI"]}},
         {"type": "privsyn", "grid": {"select_rule": ["densemarg", "top"]}},
         {"type": "mst_pure"}, {"type": "crosstab"}, {"type": "marginals"},
+        {"type": "aim_pure", "grid": {"rounds_per_column": [2], "estimate_rows": [1000]}},
     ]
     gens += [{"type": t} for t in ("aim", "mst") if generator_types()[t]["available"]]
     records = {"policy": "dp_count", "epsilon": 1.0} if policy == "dp_count" else {"policy": policy}
@@ -336,8 +337,9 @@ def test_every_criterion_and_generator_type_passes(every_type):
     spec, prepared, _, _ = every_type
     configs, skipped = choose_configs(spec, None, 0, True, np.random.default_rng(2))
     types = {c["generator"]["type"] for c in configs}
-    assert types == {t for t in ("privbayes", "privsyn", "mst_pure", "crosstab", "marginals", "aim", "mst")
-                     if generator_types()[t]["available"]} and not skipped
+    assert types == {t for t in ("privbayes", "privsyn", "mst_pure", "crosstab", "marginals", "aim", "mst",
+                                 "aim_pure") if generator_types()[t]["available"]} and not skipped
+    assert generator_types()["aim_pure"]["available"]
     report = run_selftest(spec, prepared, configs, pairs=6, seed=4)
     assert report.passed, [f.message for f in report.findings]
     calls = {o.purpose for o in report.observations}
@@ -346,6 +348,9 @@ def test_every_criterion_and_generator_type_passes(every_type):
                    for p in calls), entry["id"]
     assert "record count" in calls
     assert any(p.startswith("crosstab") for p in calls) and any(p.startswith("marginal") for p in calls)
+    aim = {o.mechanism for o in report.observations if o.purpose.startswith("aim_pure: round ")}
+    assert aim == {"discrete Laplace", "report-noisy-max"}      # every round's choice and measurement
+    assert "aim_pure: 1-way marginals" in calls
     assert {o.mechanism for o in report.observations} == {"Laplace", "discrete Laplace", "report-noisy-max"}
 
 
@@ -373,17 +378,22 @@ def _halve(monkeypatch, where: str) -> str:
 
         monkeypatch.setattr(pb, "count_table_sensitivity", lambda: 1)
         return "privbayes: conditional table"
+    if where == "aim_pure":
+        import dpbundle.mechanisms.aim as aim
+
+        monkeypatch.setattr(aim, "COUNT_SENSITIVITY", aim.COUNT_SENSITIVITY / 2)
+        return "aim_pure: round"
     import dpbundle.mechanisms.mst as mst
 
     monkeypatch.setattr(mst, "SCORE_SENSITIVITY", mst.SCORE_SENSITIVITY / 2)
     return "mst_pure: tree edge"
 
 
-@pytest.mark.parametrize("where", ["criterion", "conditional_means", "privbayes", "mst_pure"])
+@pytest.mark.parametrize("where", ["criterion", "conditional_means", "privbayes", "mst_pure", "aim_pure"])
 def test_a_halved_sensitivity_fails_naming_the_call(every_type, monkeypatch, where):
     spec, _, path, data = every_type
     name = _halve(monkeypatch, where)
-    gen = {"privbayes": "privbayes", "mst_pure": "mst_pure"}.get(where, "crosstab")
+    gen = {"privbayes": "privbayes", "mst_pure": "mst_pure", "aim_pure": "aim_pure"}.get(where, "crosstab")
     configs = [c for c in choose_configs(spec, None, 0, True, np.random.default_rng(2))[0]
                if c["generator"]["type"] == gen][:1]
     listed = _narrowed(path.parent / f"{where}.yaml", spec, configs)

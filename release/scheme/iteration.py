@@ -75,6 +75,10 @@ class IterationResult:
 def make_config_generator(spec: Spec, config: dict) -> Generator:
     """The generator of a configuration, spending the spec's eps_gen."""
     params = {k: v for k, v in config["generator"].items() if k not in ("type", "flavour")}
+    if config["generator"]["type"] == "aim_pure" and "workload" not in params:
+        from dpbundle.mechanisms.aim import criteria_workload
+
+        params["workload"] = criteria_workload(spec.public_dict(), spec.column_names)
     return make_generator(config["generator"]["type"], spec.epsilon_generation, **params)
 
 

@@ -199,7 +199,8 @@ CRITERIA: dict[str, TypeDoc] = {
 
 #: keys of a generator entry besides its hyperparameters
 GENERATOR_KEYS: tuple[Param, ...] = (
-    Param("type", "generator type: privbayes, crosstab, marginals, aim, mst, mst_pure, privsyn", required=True),
+    Param("type", "generator type: privbayes, crosstab, marginals, aim, mst, mst_pure, privsyn, "
+          "aim_pure", required=True),
     Param("flavour", "privbayes only: theta (theta-usefulness bounds each table) or degree "
           "(fixed number of parents)", default_text="privbayes: required; others: not used"),
     Param("grid", "hyperparameter -> list of values; the configuration space takes their "
@@ -298,6 +299,33 @@ GENERATORS: dict[str, TypeDoc] = {
             Param("split_select", "share in (0, 1) spent on choosing the tree's pairs; the rest "
                   "(split_1way + split_select < 1) pays the 2-way marginals",
                   default=1 / 3, default_text="1/3"),
+        )),
+    "aim_pure": TypeDoc(
+        "Adaptive workload-aware marginals (AIM, McKenna et al. 2022, re-derived for pure DP "
+        "with Laplace noise): noisy 1-way marginals, then rounds that each choose a marginal "
+        "of 2..max_size columns of the criteria's workload with the exponential mechanism and "
+        "measure it; the measured marginals are made consistent and records synthesised by "
+        "GUM; replayable by the audit.",
+        (
+            Param("rounds_per_column", "T = rounds_per_column x columns sets the first round's "
+                  "budget (rest / T); a round whose measurement barely changed the model doubles "
+                  "the next one's (integer 1..1000)", default=16),
+            Param("split_1way", "share in (0, 1) of the generation epsilon spent on the 1-way "
+                  "marginals; the rest pays the rounds", default=0.1),
+            Param("measure_split", "share in (0, 1) of each round spent on measuring; the rest "
+                  "on choosing the marginal", default=0.9),
+            Param("max_size", "most columns of a candidate marginal (integer 2..6)", default=3),
+            Param("max_cells", "most cells of a candidate marginal (integer 4..2^24)",
+                  default=100_000),
+            Param("estimate_rows", "records of the working synthetic table whose marginals are "
+                  "the rounds' estimates (post-processing; integer 100..10^7, at most n used)",
+                  default=50_000),
+            Param("gum_rounds", "GUM rounds of the released model's sampling (post-processing)",
+                  default=6),
+            Param("gum_alpha", "GUM's first step in (0, 1] (halved every 2 rounds)", default=1.0),
+            Param("workload", "the column sets whose marginals matter: set by the release from "
+                  "the spec's acceptance criteria and faithfulness; a spec must not set it",
+                  default=None, default_text="from the spec's criteria (all pairs if none)"),
         )),
 }
 

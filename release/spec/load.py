@@ -687,6 +687,23 @@ def _generator_problems(doc: dict) -> list[str]:
             from dpbundle.mechanisms.privsyn import grid_problems as privsyn_grid_problems
 
             problems.extend(f"generators[{i}].grid{p}" for p in privsyn_grid_problems(grid))
+        if gen["type"] == "aim_pure":
+            problems += _aim_pure_grid_problems(i, grid)
+    return problems
+
+
+def _aim_pure_grid_problems(i: int, grid: dict) -> list[str]:
+    """An ``aim_pure`` grid: ``workload`` is the release's to set (from the spec's criteria),
+    every other value one the generator accepts."""
+    from dpbundle.mechanisms.aim import grid_problems as aim_grid_problems
+
+    problems: list[str] = []
+    if "workload" in grid:
+        problems.append(f"generators[{i}].grid.workload: aim_pure's workload is set by the release "
+                        "from the spec's acceptance criteria and faithfulness (public), not by the "
+                        "spec; remove it from the grid")
+    rest = {k: v for k, v in grid.items() if k != "workload"}
+    problems.extend(f"generators[{i}].grid{p}" for p in aim_grid_problems(rest))
     return problems
 
 

@@ -1,0 +1,295 @@
+"""Tests of mechanisms/aim.py ("aim_pure"): the score's sensitivity on neighbouring datasets
+(worst cases included), every true value of a fit against its declared sensitivity, the exact
+budget schedule (and its public check), post-processing that reads only DP outputs, accuracy,
+transcript replay, and the workload built from a spec's criteria."""
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from generator_util import FixedNoise, code_neighbours, planted  # noqa: E402
+from dpbundle.mechanisms import aim as A
+from dpbundle.mechanisms import exact
+from dpbundle.mechanisms.generators import generator_types, make_generator
+from dpbundle.mechanisms.noise import Randomness, ReplayMismatch
+
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _table(codes: np.ndarray, domain, r) -> np.ndarray:
+    key = np.zeros(codes.shape[0], dtype=np.int64)
+    for j in r:
+        key = key * domain[j] + codes[:, j]
+    return np.bincount(key, minlength=int(np.prod([domain[j] for j in r]))).astype(np.int64)
+
+
+# ----------------------------------------------------------------------------- the score
+
+@SETTINGS
+@given(code_neighbours(min_d=2, max_d=4, max_k=4, max_n=30), st.data())
+def test_score_vector_moves_within_the_declared_sensitivity(case, data):
+    """Any public estimate, weight and penalty: the float scores of neighbours differ by at most
+    score_sensitivity in every coordinate."""
+    codes, other, domain = case
+    d = len(domain)
+    cands = [r for k in (2, 3) for r in itertools.combinations(range(d), k)]
+    n = codes.shape[0]
+    ests, weights, pens = [], [], []
+    for r in cands:
+        c = int(np.prod([domain[j] for j in r]))
+        ests.append(np.array(data.draw(st.lists(st.floats(0, 2.0 * n, allow_nan=False), min_size=c, max_size=c))))
+        weights.append(Fraction(data.draw(st.integers(1, 40)), data.draw(st.integers(1, 7))))
+        pens.append(data.draw(st.floats(0, 1e6, allow_nan=False)))
+    sens = A.score_sensitivity(n, ests, weights, pens)
+    for r, e, w, p in zip(cands, ests, weights, pens):
+        q = A.score(_table(codes, domain, r), e, w, p)
+        q2 = A.score(_table(other, domain, r), e, w, p)
+        assert abs(q - q2) <= sens
+
+
+def test_score_sensitivity_is_attained():
+    """A record leaving a cell below its estimate for a cell at or above it moves the score by
+    2 w exactly (the bound is tight up to its rounding term)."""
+    t = np.array([5, 5, 0, 0], dtype=np.int64)
+    est = np.array([6.0, 5.0, 0.0, 0.0])
+    w = Fraction(3)
+    moved = t.copy()
+    moved[0] -= 1
+    moved[1] += 1
+    gap = A.score(moved, est, w, 1.5) - A.score(t, est, w, 1.5)
+    assert gap == pytest.approx(2 * 3)
+    sens = A.score_sensitivity(10, [est], [w], [1.5])
+    assert 6 <= sens < 6 + 1e-9
+
+
+def test_score_is_weight_times_distance_minus_penalty():
+    t = np.array([3, 1, 0], dtype=np.int64)
+    est = np.array([1.0, 1.0, 2.0])
+    assert A.score(t, est, Fraction(1, 2), 1.0) == pytest.approx(0.5 * (2 + 0 + 2 - 1.0))
+
+
+@SETTINGS
+@given(code_neighbours(min_d=2, max_d=4, max_k=4, max_n=12))
+def test_every_true_value_of_fit_moves_within_its_declared_sensitivity(case):
+    """Both fits see the same DP outputs (FixedNoise), so they ask for the same measurements in
+    the same order; the true values of each request differ by at most its sensitivity (L1 for
+    Laplace, linf for the noisy max)."""
+    codes, other, domain = case
+    ra, rb = FixedNoise(), FixedNoise()
+    g = A.AdaptiveMarginals(1.0, rounds_per_column=2, estimate_rows=100)
+    g.fit(codes, domain, ra)
+    g.fit(other, domain, rb)
+    assert [c["purpose"] for c in ra.calls] == [c["purpose"] for c in rb.calls]
+    for x, y in zip(ra.calls, rb.calls):
+        assert x["sensitivity"] == y["sensitivity"] and x["epsilon"] == y["epsilon"]
+        if x["kind"] == "laplace":
+            assert np.abs(np.asarray(x["true"]) - np.asarray(y["true"])).sum() <= x["sensitivity"]
+        else:
+            assert np.abs(np.asarray(x["true"]) - np.asarray(y["true"])).max() <= x["sensitivity"]
+    assert ra.calls[0]["sensitivity"] == 2 * len(domain)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(2, 4), min_size=2, max_size=4), st.integers(5, 60),
+       st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+def test_post_processing_reads_only_dp_outputs(domain, n, seed_a, seed_b):
+    """Two different datasets, the same DP outputs: the same model."""
+    ga, gb = np.random.default_rng(seed_a), np.random.default_rng(seed_b)
+    a = np.stack([ga.integers(0, k, n) for k in domain], axis=1)
+    b = np.stack([gb.integers(0, k, n) for k in domain], axis=1)
+    g = A.AdaptiveMarginals(2.0, rounds_per_column=2, estimate_rows=100)
+    ma, mb = g.fit(a, domain, FixedNoise()), g.fit(b, domain, FixedNoise())
+    assert ma.rounds == mb.rounds
+    assert all(np.array_equal(x, y) for x, y in zip(ma.oneways, mb.oneways))
+    assert [c for c, _ in ma.marginals] == [c for c, _ in mb.marginals]
+    assert all(np.array_equal(x, y) for (_, x), (_, y) in zip(ma.marginals, mb.marginals))
+
+
+# ----------------------------------------------------------------------------- budget
+
+def _spent(records) -> Fraction:
+    return sum((Fraction(r["epsilon"]) for r in records if r["kind"] in ("laplace", "exponential")),
+               Fraction(0))
+
+
+@pytest.mark.parametrize("eps,split,measure,rpc", [(0.8, 0.2, 0.9, 16), (0.3, 0.1, 0.5, 2),
+                                                   (4.0, 0.5, 0.95, 4)])
+def test_transcript_spends_at_most_the_declared_epsilon_exactly(eps, split, measure, rpc):
+    codes, domain = planted(4000)
+    g = A.AdaptiveMarginals(eps, split_1way=split, measure_split=measure, rounds_per_column=rpc)
+    rand = Randomness()
+    model = g.fit(codes, domain, rand)
+    recs = list(rand.transcript.records)
+    assert _spent(recs) <= exact.dec(eps)
+    # the last round takes what remains: nothing of the rounds' budget is left unspent
+    assert float(exact.dec(eps) - _spent(recs)) < 1e-12 * eps
+    assert recs[0]["purpose"] == "aim_pure: 1-way marginals" and recs[0]["epsilon"] == g.epsilon_1
+    rounds = [r.to_public() for r in model.rounds]
+    assert A.schedule_problems(rounds, eps, split, measure, rpc, len(domain)) == []
+    sels = [r for r in recs if r["kind"] == "exponential"]
+    assert [r["epsilon"] for r in sels] == [x["epsilon_select"] for x in rounds]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1e-3, 50), st.floats(0.01, 0.99), st.integers(1, 20), st.integers(2, 12),
+       st.lists(st.booleans(), max_size=60))
+def test_schedule_never_overspends_and_ends_on_the_remainder(eps, ms, rpc, d, doublings):
+    """Any sequence of doubling decisions: budgets sum to the rest exactly, the split of every
+    round spends at most its budget, and the rule's public check accepts the rounds."""
+    rest = exact.dec(eps) - exact.binary(exact.float_down(Fraction(1, 5) * exact.dec(eps)))
+    plan = A.schedule(rest, rpc * d)
+    step = next(plan)
+    budgets, rounds, i = [], [], 0
+    while True:
+        b, last = step
+        budgets.append(b)
+        sel, meas = A.round_split(b, ms)
+        assert Fraction(sel) + Fraction(meas) <= b
+        rounds.append({"columns": [0, 1], "epsilon_select": sel, "epsilon_measure": meas})
+        if last:
+            break
+        step = plan.send(doublings[i] if i < len(doublings) else True)
+        i += 1
+    assert sum(budgets) == rest
+    assert A.schedule_problems(rounds, eps, 0.2, ms, rpc, d) == []
+
+
+def test_schedule_check_rejects_inflated_and_unfinished_rounds():
+    codes, domain = planted(3000)
+    g = A.AdaptiveMarginals(1.0)
+    rounds = [r.to_public() for r in g.fit(codes, domain, Randomness()).rounds]
+    args = (1.0, g.split_1way, g.measure_split, g.rounds_per_column, len(domain))
+    assert A.schedule_problems(rounds, *args) == []
+    bad = [dict(r) for r in rounds]
+    bad[0]["epsilon_measure"] *= 2
+    assert "not what the budget rule allows" in A.schedule_problems(bad, *args)[0]
+    if len(rounds) > 1:
+        assert "remaining budget" in A.schedule_problems(rounds[:-1], *args)[0]
+    assert A.schedule_problems(rounds, 0.5, *args[1:]) != []
+
+
+def test_budget_doubles_when_the_update_is_not_significant():
+    """At a tiny epsilon every measurement drowns in noise: the budget doubles every round, so
+    the number of rounds is logarithmic in T, not T."""
+    codes, domain = planted(3000)
+    g = A.AdaptiveMarginals(0.05, rounds_per_column=16)
+    model = g.fit(codes, domain, Randomness())
+    T = 16 * len(domain)
+    assert 2 <= len(model.rounds) <= int(np.log2(T)) + 2
+    meas = [r.epsilon_measure for r in model.rounds[:-1]]
+    assert all(b >= a for a, b in zip(meas, meas[1:]))
+
+
+# ----------------------------------------------------------------------------- behaviour
+
+def test_large_epsilon_reproduces_the_workload_marginals():
+    codes, domain = planted(20000, seed=3)
+    g = A.AdaptiveMarginals(200.0, rounds_per_column=4)
+    model = g.fit(codes, domain, Randomness())
+    synth = model.sample(20000, np.random.default_rng(1))
+    for r in itertools.combinations(range(len(domain)), 2):
+        p = _table(codes, domain, r) / 20000
+        q = _table(synth, domain, r) / 20000
+        assert 0.5 * np.abs(p - q).sum() < 0.03, r
+
+
+def test_the_selection_prefers_the_badly_explained_marginal():
+    """With (a, b) strongly dependent and everything else independent, the first round picks a
+    marginal containing both at a generous epsilon, in almost every run."""
+    g = np.random.default_rng(5)
+    n = 20000
+    a = g.integers(0, 4, n)
+    b = np.where(g.random(n) < 0.9, a, g.integers(0, 4, n))
+    codes = np.stack([a, b, g.integers(0, 4, n), g.integers(0, 4, n)], axis=1)
+    hits = 0
+    for _ in range(20):
+        m = A.AdaptiveMarginals(5.0, rounds_per_column=1, max_size=2).fit(codes, (4,) * 4, Randomness())
+        hits += set(m.rounds[0].columns) == {0, 1}
+    assert hits >= 18
+
+
+def test_replay_reproduces_model_and_sample_bit_for_bit():
+    codes, domain = planted(5000, seed=11)
+    g = A.AdaptiveMarginals(1.5)
+    rec = Randomness()
+    model = g.fit(codes, domain, rec)
+    synth = model.sample(3000, rec.rng("sample"))
+    records = list(rec.transcript.records)
+    rep = Randomness.replay(records)
+    again = make_generator("aim_pure", 1.5, **g.hyperparameters()).fit(codes, domain, rep)
+    assert np.array_equal(again.sample(3000, rep.rng("sample")), synth)
+    rep.check_finished()
+    assert again.rounds == model.rounds
+    other = codes.copy()
+    other[0] = [(v + 1) % k for v, k in zip(other[0], domain)]
+    with pytest.raises(ReplayMismatch):
+        g.fit(other, domain, Randomness.replay(records))
+
+
+# ----------------------------------------------------------------------------- workload
+
+def test_criteria_workload_from_a_spec_document():
+    names = ["month", "age", "parity", "weight"]
+    spec = {"acceptance": [
+        {"type": "smoothed_ratio"},
+        {"type": "conditional_means", "target": "weight", "by": ["age", None, ["age", "parity"]]},
+        {"type": "regression_coefficients", "target": "weight", "features": ["age", "month"]},
+        {"type": "kway_marginals", "max_k": 2, "columns": ["age", "parity"]},
+        {"type": "unknown_type", "target": "weight"}],
+        "faithfulness": {"exact": ["month"], "adjacent": ["weight"]}}
+    assert A.criteria_workload(spec, names) == [
+        [[0], [1], [2], [3]],
+        [[1, 3], [3], [1, 2, 3]],
+        [[1, 3], [0, 3]],
+        [[1], [2], [1, 2]],
+        [[0, 3]]]
+
+
+def test_candidates_and_weights():
+    workload = [[[0, 1, 2]], [[0, 1], [2]]]
+    cands, weights = A.candidates(workload, (2, 3, 4), max_size=3, max_cells=1000)
+    assert cands == [(0, 1), (0, 2), (1, 2), (0, 1, 2)]
+    # w_r = sum over groups of (1/|group|) sum_s |r ∩ s|
+    assert weights == [Fraction(2) + Fraction(2, 2), Fraction(2) + Fraction(2, 2),
+                       Fraction(2) + Fraction(2, 2), Fraction(3) + Fraction(3, 2)]
+    cands, _ = A.candidates(workload, (2, 3, 4), max_size=2, max_cells=7)
+    assert cands == [(0, 1)]
+    assert A.candidates(workload, (1, 3, 4), 3, 1000)[0] == [(1, 2)]   # a 1-value column is no candidate
+
+
+def test_release_injects_the_spec_workload(births_doc):
+    from dpbundle.release.scheme.iteration import make_config_generator
+    from dpbundle.release.spec.load import spec_of
+
+    births_doc["generators"] = [{"type": "aim_pure"}]
+    spec = spec_of(births_doc)
+    gen = make_config_generator(spec, {"generator": {"type": "aim_pure"}})
+    assert gen.workload == A.criteria_workload(spec.public_dict(), spec.column_names)
+    assert any(len(s) >= 2 for group in gen.workload for s in group)
+
+
+# ----------------------------------------------------------------------------- protocol
+
+def test_registered_and_protocol():
+    info = generator_types()["aim_pure"]
+    assert info["available"] and info["hyperparameters"] == list(A.DEFAULTS)
+    g = make_generator("aim_pure", 2.0, split_1way=0.25)
+    assert g.privacy_map(1) == 2.0 and g.privacy_map(3) == 6.0
+    parts = g.budget_parts()
+    assert sum(Fraction(p["epsilon"]) for p in parts) <= 2
+    assert parts[0]["epsilon"] == 0.5
+
+
+@pytest.mark.parametrize("kw,msg", [({"split_1way": 1.0}, "split_1way"), ({"measure_split": 0}, "measure_split"),
+                                    ({"max_size": 1}, "max_size"), ({"rounds_per_column": 0}, "rounds_per_column"),
+                                    ({"gum_alpha": 2}, "gum_alpha"), ({"workload": [[[-1]]]}, "workload"),
+                                    ({"workload": "all"}, "workload")])
+def test_bad_hyperparameters(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        A.AdaptiveMarginals(1.0, **kw)
+    assert A.grid_problems({k: [v] for k, v in kw.items()})
