@@ -12,7 +12,9 @@ Input: integer codes ``(n, d)`` over a public domain ``(k_0, ..., k_{d-1})`` and
 * ``eps_1 = float_down(dec(split_1way) dec(eps))``: the 1-way marginals of all columns in one
   vector release, discrete Laplace with L1 sensitivity ``2 d`` (:func:`mst.oneway_sensitivity`).
 * ``rest = dec(eps) - binary(eps_1)`` for the **rounds** (:func:`schedule`). Round budget
-  ``e_t`` starts at ``rest / T`` with ``T = rounds_per_column * d`` (AIM: 16 d); it doubles
+  ``e_t`` starts at ``rest / T`` with ``T = rounds_per_column * d`` (AIM: 16 d; here 2 d by
+  default: measured on births and persons, T = 16 d spends the first rounds on measurements the
+  noise drowns, and GUM, unlike Private-PGM, fits them as if they were exact); it doubles
   after a round whose measurement barely changed the model (AIM halves sigma: the pure-DP
   analogue halves the Laplace scale); when less than ``2 e_t`` would remain, the round takes
   all that remains and is the last. Round t spends ``eps_meas = float_down(dec(measure_split)
@@ -76,7 +78,7 @@ __all__ = [
 ]
 
 DEFAULTS: dict[str, Any] = {
-    "rounds_per_column": 16, "split_1way": 0.1, "measure_split": 0.9, "max_size": 3,
+    "rounds_per_column": 2, "split_1way": 0.1, "measure_split": 0.9, "max_size": 3,
     "max_cells": 100_000, "estimate_rows": 50_000, "gum_rounds": 6, "gum_alpha": 1.0,
     "workload": None,
 }
@@ -379,17 +381,17 @@ class AdaptiveMarginals:
     """Adaptive workload-aware marginals (pure DP, change-one neighbours, n public); see the
     module doc.
 
-    Hyperparameters: ``rounds_per_column`` (T = this x d, AIM's 16), ``split_1way`` (share of
-    epsilon for the 1-way marginals), ``measure_split`` (share of each round for measuring,
-    AIM's 0.9), ``max_size`` and ``max_cells`` (largest candidate marginal), ``estimate_rows``
-    (records of the working table), ``gum_rounds``, ``gum_alpha`` (post-processing),
-    ``workload`` (set by the release from the spec's criteria).
+    Hyperparameters: ``rounds_per_column`` (T = this x d; AIM's is 16, the default 2),
+    ``split_1way`` (share of epsilon for the 1-way marginals), ``measure_split`` (share of each
+    round for measuring, AIM's 0.9), ``max_size`` and ``max_cells`` (largest candidate
+    marginal), ``estimate_rows`` (records of the working table), ``gum_rounds``, ``gum_alpha``
+    (post-processing), ``workload`` (set by the release from the spec's criteria).
     """
 
     type = "aim_pure"
     HYPERPARAMETERS = tuple(DEFAULTS)
 
-    def __init__(self, epsilon: float, rounds_per_column: int = 16, split_1way: float = 0.1,
+    def __init__(self, epsilon: float, rounds_per_column: int = 2, split_1way: float = 0.1,
                  measure_split: float = 0.9, max_size: int = 3, max_cells: int = 100_000,
                  estimate_rows: int = 50_000, gum_rounds: int = 6, gum_alpha: float = 1.0,
                  workload: Any = None) -> None:

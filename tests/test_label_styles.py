@@ -168,7 +168,8 @@ def test_births_yaml_keeps_the_2024_labels():
 
 
 @pytest.mark.parametrize("name", ["births.yaml", "births-recommended.yaml", "births-eps5.yaml",
-                                  "persons.yaml", "persons-recommended.yaml"])
+                                  "births-eps3.yaml", "persons.yaml", "persons-recommended.yaml",
+                                  "persons-eps2.yaml"])
 def test_example_specs_are_version_1(name):
     """The examples keep their labels (and so their spec_sha256 and narrowed lists)."""
     raw = read_spec_document(ROOT / "examples" / name)
@@ -301,8 +302,8 @@ def test_warning_does_not_fire(version, labels, values):
 
 
 def test_no_warning_for_the_examples():
-    for name in ("births.yaml", "births-recommended.yaml", "births-eps5.yaml", "persons.yaml",
-                 "persons-recommended.yaml"):
+    for name in ("births.yaml", "births-recommended.yaml", "births-eps5.yaml", "births-eps3.yaml",
+                 "persons.yaml", "persons-recommended.yaml", "persons-eps2.yaml"):
         assert _label_warnings(read_spec_document(ROOT / "examples" / name)) == [], name
 
 

@@ -496,6 +496,8 @@ def test_adaptive_on_dask(spec4, data_csv, tmp_path):
     ("births.yaml", "births-narrowed-nvss160k.yaml"),
     ("births-recommended.yaml", "births-recommended-narrowed-nvss160k.yaml"),
     ("births-eps5.yaml", "births-eps5-narrowed-nvss160k.yaml"),
+    ("births-eps3.yaml", "births-eps3-narrowed-nvss160k.yaml"),
+    ("persons-eps2.yaml", "persons-eps2-narrowed.yaml"),
     ("persons.yaml", "persons-narrowed.yaml"),
     ("persons-recommended.yaml", "persons-recommended-narrowed.yaml"),
 ])

@@ -309,7 +309,7 @@ GENERATORS: dict[str, TypeDoc] = {
         (
             Param("rounds_per_column", "T = rounds_per_column x columns sets the first round's "
                   "budget (rest / T); a round whose measurement barely changed the model doubles "
-                  "the next one's (integer 1..1000)", default=16),
+                  "the next one's (integer 1..1000; AIM uses 16)", default=2),
             Param("split_1way", "share in (0, 1) of the generation epsilon spent on the 1-way "
                   "marginals; the rest pays the rounds", default=0.1),
             Param("measure_split", "share in (0, 1) of each round spent on measuring; the rest "
