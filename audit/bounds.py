@@ -339,7 +339,8 @@ def aim_candidate_problems(spec: dict, names: list[str], domain: list[int], max_
                 n_sets, bound = n_sets + 1, bound + cands(target + (1 if isinstance(b, str) else size(b)))
         elif t in ("regression_coefficients", "regression_mae_difference", "classification"):
             feats = size(c["features"]) if c.get("features") else d
-            n_sets, bound = n_sets + 1, bound + cands(target + feats)
+            # one set per feature: the target with it (criteria_workload)
+            n_sets, bound = n_sets + feats, bound + feats * cands(target + 1)
     faith = spec.get("faithfulness") if isinstance(spec, dict) else None
     if isinstance(faith, dict):
         n_sets, bound = n_sets + 1, bound + cands(sum(size(faith.get(k)) for k in ("exact", "adjacent", "nominal")))

@@ -204,7 +204,8 @@ def _adaptive_problems(doc: dict, generator) -> list[str]:
                        "cells)")
             break
     out += schedule_problems(doc["rounds"], generator.epsilon, generator.split_1way,
-                             generator.measure_split, generator.rounds_per_column, d)
+                             generator.measure_split, generator.rounds_per_column, d,
+                             has_candidates=bool(allowed))
     if doc["epsilon_1way"] != generator.epsilon_1:
         out.append(f"model.json: epsilon_1way {doc['epsilon_1way']!r} is not the configuration's "
                    f"1-way epsilon {generator.epsilon_1!r} (split_1way x the generation epsilon, "

@@ -16,7 +16,7 @@ Input: integer codes ``(n, d)`` over a public domain ``(k_0, ..., k_{d-1})`` and
   default: measured on births and persons, T = 16 d spends the first rounds on measurements the
   noise drowns, and GUM, unlike Private-PGM, fits them as if they were exact); it doubles
   after a round whose measurement barely changed the model (AIM halves sigma: the pure-DP
-  analogue halves the Laplace scale); when less than ``2 e_t`` would remain, the round takes
+  analogue halves the Laplace scale); a round at whose start less than ``2 e_t`` remains takes
   all that remains and is the last. Round t spends ``eps_meas = float_down(dec(measure_split)
   e_t)`` on measuring and ``eps_sel = float_down(e_t - binary(eps_meas))`` on selecting, so the
   binary values of all floats handed to OpenDP sum to at most ``dec(eps)`` (exact rationals).
@@ -25,11 +25,12 @@ Round t (adaptive sequential composition: the candidate set, the estimates, the 
 the budget are functions of earlier DP outputs and public values only):
 
 1. **Select** (``eps_sel``): OpenDP's report-noisy-max over the candidates ``C`` (every subset
-   of a workload set with 2..``max_size`` columns and at most ``max_cells`` cells: public) on
+   of a workload set with 2..``max_size`` columns, each of two values or more, and at most
+   ``max_cells`` cells: public) on
    ``q_r(D) = w_r (||T_r(D) - E_r||_1 - b_t cells_r)``; ``T_r`` the true count table, ``E_r``
    the current model's estimate (post-processing), ``b_t`` the Laplace scale a measurement at
-   ``eps_meas`` would have (so ``b_t cells_r`` is the expected L1 noise: measuring what the
-   noise would drown is penalised, AIM's rule), ``w_r = sum_c (1/|W_c|) sum_{s in W_c} |r ∩ s|``
+   ``eps_meas`` would have, ``2 / eps_meas`` (so ``b_t cells_r`` is about the expected L1
+   noise: measuring what the noise would drown is penalised, AIM's rule), ``w_r = sum_c (1/|W_c|) sum_{s in W_c} |r ∩ s|``
    (AIM's workload weights, each criterion's sets sharing weight 1). Sensitivity:
    :func:`score_sensitivity`.
 2. **Measure** (``eps_meas``): ``T_r`` with discrete Laplace, L1 sensitivity 2
@@ -37,8 +38,8 @@ the budget are functions of earlier DP outputs and public values only):
 3. **Update** (post-processing): the model is a working synthetic table of
    ``min(n, estimate_rows)`` records moved by GUM steps toward the measured marginals
    (PrivSyn's update, :func:`privsyn._gum_step`, on a recorded seed); ``E_r`` is its marginal
-   scaled to n. If the estimate of ``r`` moved by at most ``b_t cells_r`` in L1 (less than the
-   noise), the next round's budget doubles.
+   scaled to n. If the estimate of ``r`` moved by at most ``b_t cells_r`` in L1 (no more than
+   the noise), the next round's budget doubles.
 
 A marginal may be selected again; its measurements are combined by inverse variance. The
 released model: the measured marginals made consistent (:func:`privsyn.consistent_tables`,
@@ -102,7 +103,7 @@ def criteria_workload(spec: dict, names: Sequence[str]) -> list[list[list[int]]]
     """The spec's criteria as workload groups: one list of column-index sets per criterion.
 
     Public (the spec document only). ``kway_marginals``: every set of its columns (default all)
-    of size 1..``max_k``; ``smoothed_ratio``: each column's 1-way; ``conditional_means`` and
+    of size 1..``max_k`` (at most 3); ``smoothed_ratio``: each column's 1-way; ``conditional_means`` and
     ``quantile``: the target with each grouping (``null`` -> the target alone);
     ``regression_coefficients``, ``regression_mae_difference``, ``classification``: the target
     with each of its features (default: every other column; a linear model's coefficients are
@@ -162,13 +163,15 @@ def candidates(workload: Sequence[Sequence[Sequence[int]]], domain: Sequence[int
                     if math.prod(dom[j] for j in r) <= max_cells:
                         found.add(r)
     cands = sorted(found, key=lambda r: (len(r), r))
-    weights = []
-    for r in cands:
-        w = Fraction(0)
-        for group in workload:
-            if group:
-                w += Fraction(sum(len(set(r) & set(int(x) for x in s)) for s in group), len(group))
-        weights.append(w)
+    # |r ∩ s| = sum over j in r of [j in s], so w_r = sum over j in r of u_j with
+    # u_j = sum_c (number of sets of W_c holding j) / |W_c|: linear in the workload's size
+    unit: dict[int, Fraction] = {}
+    for group in workload:
+        if group:
+            for s in group:
+                for j in set(int(x) for x in s):
+                    unit[j] = unit.get(j, Fraction(0)) + Fraction(1, len(group))
+    weights = [sum((unit.get(j, Fraction(0)) for j in r), Fraction(0)) for r in cands]
     return cands, weights
 
 
@@ -245,8 +248,8 @@ def schedule(rest: Fraction, T: int):
     """The budget rule as a coroutine: ``send(doubled)`` after each round returns the next
     round's budget (a Fraction) and whether it is the last; starts with ``next()``.
 
-    ``e = rest / T``; after a round, ``e *= 2`` if its update was not significant; a round whose
-    budget would leave less than ``2 e`` takes everything that remains (exactly) and is last."""
+    ``e = rest / T``; after a round, ``e *= 2`` if its update was not significant; a round at
+    whose start less than ``2 e`` remains takes everything that remains (exactly) and is last."""
     e = rest / T
     spent = Fraction(0)
     doubled = False
@@ -263,17 +266,23 @@ def schedule(rest: Fraction, T: int):
 
 
 def schedule_problems(rounds: Sequence[dict], epsilon: float, split_1way: float,
-                      measure_split: float, rounds_per_column: int, d: int) -> list[str]:
+                      measure_split: float, rounds_per_column: int, d: int,
+                      has_candidates: bool = True) -> list[str]:
     """Check published rounds against the budget rule (public arithmetic): each round's
     epsilons are :func:`round_split` of a budget the rule allows (the previous one or twice
     it; the remainder for the last round, and only there), the last round exhausts the rest,
-    and the binary sum is at most the declared epsilon. Which of the allowed budgets was taken
-    depends on DP outputs (checked by the enclave replay, not here)."""
+    and the binary sum is at most the declared epsilon; there are rounds exactly when there are
+    candidates (``has_candidates``). Which of the allowed budgets was taken depends on DP outputs
+    (checked by the enclave replay, not here)."""
     out: list[str] = []
     eps_1 = exact.float_down(exact.dec(split_1way) * exact.dec(epsilon))
     rest = exact.dec(epsilon) - exact.binary(eps_1)
-    if d < 2:
-        return [] if not rounds else ["model.json: one column, yet rounds are published"]
+    if d < 2 or not has_candidates:
+        return [] if not rounds else ["model.json: rounds are published, yet the generator has no "
+                                      "candidate marginal to choose"]
+    if not rounds:
+        return ["model.json: no rounds, yet the generator always runs at least one when it has "
+                "candidate marginals"]
     e = rest / (int(rounds_per_column) * d)
     spent = Fraction(0)
     for t, r in enumerate(rounds):
@@ -443,7 +452,8 @@ class AdaptiveMarginals:
         """The two parts: the 1-way marginals, and the rounds (selection + measurement, split
         adaptively; the exact per-round epsilons are in model.json and the transcript)."""
         return [{"purpose": "1-way marginals of all columns", "epsilon": self.epsilon_1},
-                {"purpose": "adaptive rounds: select a marginal (noisy max), measure it (Laplace)",
+                {"purpose": "adaptive rounds: select a marginal (noisy max), measure it (Laplace); "
+                            "at most this (nothing without a candidate marginal)",
                  "epsilon": exact.float_down(self.epsilon_rounds)}]
 
     # -- fit ------------------------------------------------------------------------------
