@@ -154,6 +154,22 @@ def _privbayes_parent_problems(label: str, generator, x: int, parents: list, siz
     return []
 
 
+def _gum_distribution_problems(doc: dict) -> list[str]:
+    """The first one-way and the first marginal of a GUM model that is not a distribution."""
+    out: list[str] = []
+    for j, p in enumerate(doc["oneways"]):
+        prob = _distribution_problem(f"model.json: oneways[{j}]", p)
+        if prob:
+            out.append(prob)
+            break
+    for i, mg in enumerate(doc["marginals"]):
+        prob = _distribution_problem(f"model.json: marginals[{i}].p", mg["p"])
+        if prob:
+            out.append(prob)
+            break
+    return out
+
+
 def _gum_problems(doc: dict) -> list[str]:
     from dpbundle.mechanisms.privsyn import candidate_pairs
 
@@ -167,17 +183,7 @@ def _gum_problems(doc: dict) -> list[str]:
                    "(both columns with two values or more, a table within its cell limit)")
     if set(pairs) != set(selected):
         out.append("model.json: the marginals are not exactly the selected pairs")
-    for j, p in enumerate(doc["oneways"]):
-        prob = _distribution_problem(f"model.json: oneways[{j}]", p)
-        if prob:
-            out.append(prob)
-            break
-    for i, mg in enumerate(doc["marginals"]):
-        prob = _distribution_problem(f"model.json: marginals[{i}].p", mg["p"])
-        if prob:
-            out.append(prob)
-            break
-    return out
+    return out + _gum_distribution_problems(doc)
 
 
 def _adaptive_problems(doc: dict, generator) -> list[str]:
@@ -218,17 +224,7 @@ def _adaptive_problems(doc: dict, generator) -> list[str]:
             out.append(f"model.json: marginals[{i}].p has {len(mg['p'])} cells, not the "
                        f"{math.prod(domain[c] for c in cols)} of columns {list(cols)}")
             return out
-    for j, p in enumerate(doc["oneways"]):
-        prob = _distribution_problem(f"model.json: oneways[{j}]", p)
-        if prob:
-            out.append(prob)
-            break
-    for i, mg in enumerate(doc["marginals"]):
-        prob = _distribution_problem(f"model.json: marginals[{i}].p", mg["p"])
-        if prob:
-            out.append(prob)
-            break
-    return out
+    return out + _gum_distribution_problems(doc)
 
 
 def _raked_problems(doc: dict, gen: dict) -> list[str]:

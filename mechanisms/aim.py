@@ -57,7 +57,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from . import exact
-from .generators import check_codes
+from .generators import check_codes, constructor_grid_problems
 from .marginals import COUNT_SENSITIVITY
 from .mst import oneway_sensitivity, score_grid, selection_score
 from .noise import Randomness
@@ -538,13 +538,4 @@ class AdaptiveMarginals:
 def grid_problems(grid: dict) -> list[str]:
     """Problems of an ``aim_pure`` grid (spec validation): every value of every hyperparameter
     must be accepted by the constructor."""
-    problems = []
-    for key, values in grid.items():
-        if key not in DEFAULTS or not isinstance(values, list):
-            continue
-        for j, v in enumerate(values):
-            try:
-                AdaptiveMarginals(1.0, **{key: v})
-            except (ValueError, TypeError) as e:
-                problems.append(f".{key}[{j}]: {str(e).removeprefix('aim_pure: ')}")
-    return problems
+    return constructor_grid_problems(AdaptiveMarginals, DEFAULTS, grid)

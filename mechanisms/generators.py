@@ -26,6 +26,7 @@ __all__ = [
     "check_codes",
     "even_split",
     "declared_share",
+    "constructor_grid_problems",
 ]
 
 
@@ -202,3 +203,19 @@ def declared_share(epsilon: float) -> float:
     ``float_down(dec(epsilon))``, so its binary value never exceeds the decimal (fl(0.8) is
     0.8000000000000000444 > 4/5; the share is 0.7999999999999999)."""
     return exact.even_split(epsilon, 1)
+
+
+def constructor_grid_problems(cls: type, names: Sequence[str], grid: dict) -> list[str]:
+    """Problems of a spec grid for a generator whose every hyperparameter value is checked by
+    its constructor alone, each as ``".key[j]: message"`` (the ``type: `` prefix removed)."""
+    problems = []
+    prefix = f"{cls.type}: "
+    for key, values in grid.items():
+        if key not in names or not isinstance(values, list):
+            continue
+        for j, v in enumerate(values):
+            try:
+                cls(1.0, **{key: v})
+            except (ValueError, TypeError) as e:
+                problems.append(f".{key}[{j}]: {str(e).removeprefix(prefix)}")
+    return problems

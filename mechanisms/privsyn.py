@@ -45,7 +45,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import exact
-from .generators import check_codes
+from .generators import check_codes, constructor_grid_problems
 from .marginals import COUNT_SENSITIVITY, make_consistent
 from .noise import Randomness
 from .norm_sub import norm_sub
@@ -612,13 +612,4 @@ class PrivSyn:
 def grid_problems(grid: dict) -> list[str]:
     """Problems of a ``privsyn`` grid (spec validation), each as ``".key[j]: message"``: every
     value of every hyperparameter must be accepted by the constructor."""
-    problems = []
-    for key, values in grid.items():
-        if key not in PrivSyn.HYPERPARAMETERS or not isinstance(values, list):
-            continue
-        for j, v in enumerate(values):
-            try:
-                PrivSyn(1.0, **{key: v})
-            except (ValueError, TypeError) as e:
-                problems.append(f".{key}[{j}]: {str(e).removeprefix('privsyn: ')}")
-    return problems
+    return constructor_grid_problems(PrivSyn, PrivSyn.HYPERPARAMETERS, grid)
