@@ -59,10 +59,9 @@ import numpy as np
 from . import exact
 from .generators import check_codes, constructor_grid_problems
 from .marginals import COUNT_SENSITIVITY
-from .mst import oneway_sensitivity, score_grid, selection_score
+from .mst import _to_total, oneway_sensitivity, selection_score
 from .noise import Randomness
-from .norm_sub import norm_sub
-from .privsyn import PrivSynModel, _gum_step, _keys, consistent_tables, gum
+from .privsyn import PrivSynModel, _distribution, _gum_step, _keys, consistent_tables, gum
 
 __all__ = [
     "AdaptiveMarginals",
@@ -354,10 +353,9 @@ class _Working:
                 _gum_step(self.X, s, tuple(self.dom[j] for j in s), p, UPDATE_STEPS[-1], 0.9, self.rng)
 
 
-def _distribution(noisy: np.ndarray, n: float) -> np.ndarray:
-    t = norm_sub(np.asarray(noisy, dtype=np.float64).reshape(-1), float(n))
-    s = float(t.sum())
-    return t / s if s > 0 else np.full(t.size, 1.0 / t.size)
+def _to_distribution(noisy: np.ndarray, n: float) -> np.ndarray:
+    """A noisy count table -> a distribution (norm-sub to total n, as MST's 1-ways)."""
+    return _to_total(np.asarray(noisy, dtype=np.float64).reshape(-1), n) / float(n)
 
 
 # --------------------------------------------------------------------------------------------
@@ -469,7 +467,7 @@ class AdaptiveMarginals:
                                              epsilon=self.epsilon_1, integer=True,
                                              purpose="aim_pure: 1-way marginals"), dtype=np.float64)
         noisy_1 = np.split(noisy_flat, np.cumsum(dom)[:-1])
-        oneways = [_distribution(v, n) for v in noisy_1]
+        oneways = [_to_distribution(v, n) for v in noisy_1]
         workload = self.workload if self.workload is not None else \
             [[[a, b] for a, b in itertools.combinations(range(d), 2)]]
         cands, weights = candidates(workload, dom, self.max_size, self.max_cells)
@@ -499,7 +497,7 @@ class AdaptiveMarginals:
             acc, w_sum = sums.get(r, (np.zeros(y.size), 0.0))
             sums[r] = (acc + y * inv, w_sum + inv)
             before = ests[pick]
-            work.update(r, _distribution(sums[r][0] / sums[r][1], n))
+            work.update(r, _to_distribution(sums[r][0] / sums[r][1], n))
             moved = float(np.abs(work.estimate(r) - before).sum())
             try:
                 step = None if last else plan.send(moved <= b * before.size)
@@ -524,8 +522,7 @@ class AdaptiveMarginals:
         oneways: list[np.ndarray] = [np.ones(1)] * d
         margs = []
         for a, t in zip(attrs, tabs):
-            p = np.clip(t.reshape(-1), 0.0, None)
-            p = p / p.sum() if p.sum() > 0 else np.full(p.size, 1.0 / p.size)
+            p = _distribution(t)
             if len(a) == 1:
                 oneways[a[0]] = p
             else:

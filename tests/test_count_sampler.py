@@ -331,18 +331,10 @@ def test_iteration_records_version_2_and_replays_from_its_transcript(births_spec
     from dpbundle.mechanisms.criteria import EvalContext, make_criterion
     from dpbundle.release.data.constraints import synthetic_violations
     from dpbundle.release.data import transform as tr
-    from dpbundle.release.data.prepare import prepare
     from dpbundle.release.scheme import iteration as it
     from dpbundle.mechanisms.coding import Coded
 
-    path = shared_data_dir / "nvss2019_singleton_10k.csv"
-    if not path.exists():
-        pytest.skip("examples/data/nvss2019_singleton_10k.csv is not available")
-    prepared = prepare(path, births_spec)
-    config = {"columns": {"birth_month": "month", "mother_age": "coarse", "parity": "coarse",
-                          "gestation_week": "coarse", "birth_sex": "sex", "birth_weight": "100g"},
-              "generator": {"type": "privbayes", "flavour": "theta", "epsilon_split": 0.25, "theta": 30},
-              "projection": {"min_count": 2}}
+    prepared, config = _prepared_10k(births_spec, shared_data_dir)
     assert it.DEFAULT_SAMPLER == 2
     rec = Randomness(Transcript())
     result = it.run_iteration(prepared, births_spec, config, rec)
@@ -377,17 +369,9 @@ def test_fit_from_remembered_types_is_the_fit_from_rows(births_spec, shared_data
     """PrivBayes fits a cached T from its remembered record types: the same draws, the same
     model as from the rows."""
     from dpbundle.release.data import transform as tr
-    from dpbundle.release.data.prepare import prepare
     from dpbundle.release.scheme import iteration as it
 
-    path = shared_data_dir / "nvss2019_singleton_10k.csv"
-    if not path.exists():
-        pytest.skip("examples/data/nvss2019_singleton_10k.csv is not available")
-    prepared = prepare(path, births_spec)
-    config = {"columns": {"birth_month": "month", "mother_age": "coarse", "parity": "coarse",
-                          "gestation_week": "coarse", "birth_sex": "sex", "birth_weight": "100g"},
-              "generator": {"type": "privbayes", "flavour": "theta", "epsilon_split": 0.25, "theta": 30},
-              "projection": {"min_count": 2}}
+    prepared, config = _prepared_10k(births_spec, shared_data_dir)
     from dpbundle.mechanisms.cells import known_types
 
     cached = tr.cached_transform(prepared, births_spec, config)
@@ -458,17 +442,9 @@ def test_the_candidate_is_held_as_record_types_through_the_criteria(births_spec,
 
     from dpbundle.mechanisms.cells import known_types, types_of
     from dpbundle.mechanisms.projection import ArrangedCoded, arrange, project_types
-    from dpbundle.release.data.prepare import prepare
     from dpbundle.release.scheme import iteration as it
 
-    path = shared_data_dir / "nvss2019_singleton_10k.csv"
-    if not path.exists():
-        pytest.skip("examples/data/nvss2019_singleton_10k.csv is not available")
-    prepared = prepare(path, births_spec)
-    config = {"columns": {"birth_month": "month", "mother_age": "coarse", "parity": "coarse",
-                          "gestation_week": "coarse", "birth_sex": "sex", "birth_weight": "100g"},
-              "generator": {"type": "privbayes", "flavour": "theta", "epsilon_split": 0.25, "theta": 30},
-              "projection": {"min_count": 2}}
+    prepared, config = _prepared_10k(births_spec, shared_data_dir)
     rec = Randomness(Transcript())
     result = it.run_iteration(prepared, births_spec, config, rec)
     cand = result.candidate
@@ -492,3 +468,17 @@ def test_the_candidate_is_held_as_record_types_through_the_criteria(births_spec,
     out = project_types(s, 2, again)
     assert np.array_equal(out.counts, types.counts)
     assert np.array_equal(arrange(out, again), rows)
+
+
+def _prepared_10k(births_spec, shared_data_dir):
+    """The public 10k sample prepared with the births spec, and a coarse PrivBayes configuration."""
+    from dpbundle.release.data.prepare import prepare
+
+    path = shared_data_dir / "nvss2019_singleton_10k.csv"
+    if not path.exists():
+        pytest.skip("examples/data/nvss2019_singleton_10k.csv is not available")
+    config = {"columns": {"birth_month": "month", "mother_age": "coarse", "parity": "coarse",
+                          "gestation_week": "coarse", "birth_sex": "sex", "birth_weight": "100g"},
+              "generator": {"type": "privbayes", "flavour": "theta", "epsilon_split": 0.25, "theta": 30},
+              "projection": {"min_count": 2}}
+    return prepare(path, births_spec), config
