@@ -23,7 +23,8 @@ import numpy as np
 from .coding import Coded, ColumnCoding, mixed_radix_decode, mixed_radix_index
 
 __all__ = ["RecordTypes", "types_of", "remember", "known_types", "types_from_cells",
-           "types_from_rows", "domain_cells", "tabulate", "compact_dtype", "DENSE_CELLS"]
+           "types_from_rows", "domain_cells", "tabulate", "compact_dtype", "DENSE_CELLS",
+           "DeferredCoded", "deferred", "retyped"]
 
 #: Domains of at most this many cells are tabulated with one ``np.bincount`` (8 bytes a cell).
 DENSE_CELLS = 1 << 24
@@ -135,3 +136,42 @@ def known_types(codes: np.ndarray) -> RecordTypes | None:
         if coded.__dict__.get("codes") is codes:   # (not ``coded.codes``: rows not yet written stay so)
             return types
     return None
+
+
+class DeferredCoded(Coded):
+    """A table held as its record types: its rows (int64 (n, d), read-only) are built the
+    first time ``codes`` is read, by the builder given to :func:`deferred`, and only then;
+    everything computed from the record types (``types_of``) never builds them."""
+
+    @property
+    def codes(self) -> np.ndarray:   # type: ignore[override]
+        rows = self.__dict__.get("codes")
+        if rows is None:
+            rows = self.__dict__.pop("_make")()
+            rows.setflags(write=False)
+            self.__dict__["codes"] = rows
+        return rows
+
+    @property
+    def n(self) -> int:
+        return self.__dict__["_types"].n
+
+
+def deferred(types: RecordTypes, make=None) -> Coded:
+    """The table of ``types`` (their columns), rows built by ``make()`` if ever read (default:
+    each type repeated by its count, in type order: for consumers of the multiset only)."""
+    obj = DeferredCoded.__new__(DeferredCoded)
+    object.__setattr__(obj, "columns", tuple(types.table.columns))
+    obj.__dict__["_types"] = types
+    obj.__dict__["_make"] = make or (lambda: np.ascontiguousarray(
+        np.repeat(types.table.codes, types.counts, axis=0), dtype=np.int64))
+    return remember(obj, types)
+
+
+def retyped(types: RecordTypes, columns: Sequence[ColumnCoding]) -> RecordTypes:
+    """The same record types with other column codings of the same sizes (e.g. the codebook's)."""
+    columns = tuple(columns)
+    if tuple(c.size for c in columns) != tuple(types.table.domain):
+        raise ValueError("retyped: the columns' sizes differ from the record types' domain")
+    return RecordTypes(Coded.unchecked(np.ascontiguousarray(types.table.codes, dtype=np.int64), columns),
+                       types.counts, types.cells)

@@ -123,9 +123,11 @@ def oneway_l1_sensitivity(d: int) -> int:
     return COLUMN_SENSITIVITY * int(d)
 
 
-def oneway_counts(codes: np.ndarray, domain: Sequence[int]) -> list[np.ndarray]:
-    """The ``d`` one-way histograms (int64, ``len == domain[j]``) of integer codes (n, d)."""
+def oneway_counts(codes: np.ndarray, domain: Sequence[int], counts: np.ndarray | None = None) -> list[np.ndarray]:
+    """The ``d`` one-way histograms (int64, ``len == domain[j]``) of integer codes (n, d), or of
+    distinct rows ``codes`` occurring ``counts`` times (exact: integer weights < 2^53)."""
     codes = np.asarray(codes)
+    weights = None if counts is None else np.asarray(counts, dtype=np.float64)
     dom = tuple(int(k) for k in domain)
     if codes.ndim != 2 or codes.shape[1] != len(dom):
         raise ValueError(f"codes must have shape (n, {len(dom)}), got {codes.shape}")
@@ -134,28 +136,29 @@ def oneway_counts(codes: np.ndarray, domain: Sequence[int]) -> list[np.ndarray]:
         col = codes[:, j].astype(np.int64, copy=False)
         if col.size and (col.min() < 0 or col.max() >= k):
             raise ValueError(f"codes of column {j} lie outside the domain 0..{k - 1}")
-        out.append(np.bincount(col, minlength=k).astype(np.int64))
+        out.append(np.bincount(col, weights=weights, minlength=k).astype(np.int64))
     return out
 
 
 def measure_oneway(codes: np.ndarray, domain: Sequence[int], epsilon: float, rand: Any, *,
-                   purpose: str = "one-way marginal") -> list[np.ndarray]:
+                   purpose: str = "one-way marginal", counts: np.ndarray | None = None) -> list[np.ndarray]:
     """Release the ``d`` one-way histograms, ``epsilon``-DP in total (change-one, n public).
 
     One discrete Laplace draw per column (OpenDP, ``rand.laplace(integer=True)``), L1 sensitivity
     :data:`COLUMN_SENSITIVITY` = 2 and ``exact.split_float(epsilon, d)`` each (``d`` such floats
     add up to at most ``binary(epsilon)`` exactly), purpose ``"{purpose} of column {j}"``.
     ``epsilon`` is a *computed* float part (its binary value is what is spent). Returns the
-    noisy int64 counts (may be negative).
+    noisy int64 counts (may be negative). ``counts``: ``codes`` are distinct rows occurring that
+    many times (the same histograms, the same draws).
     """
-    counts = oneway_counts(codes, domain)
-    if not counts:
+    tables = oneway_counts(codes, domain, counts)
+    if not tables:
         return []
-    eps_col = exact.split_float(float(epsilon), len(counts))
+    eps_col = exact.split_float(float(epsilon), len(tables))
     return [np.asarray(rand.laplace(c, sensitivity=COLUMN_SENSITIVITY, epsilon=eps_col,
                                     integer=True, purpose=f"{purpose} of column {j}"),
                        dtype=np.int64)
-            for j, c in enumerate(counts)]
+            for j, c in enumerate(tables)]
 
 
 def oneway_noise_variance(epsilon: float, d: int, *, sensitivity: float = COLUMN_SENSITIVITY) -> float:

@@ -488,6 +488,8 @@ class PrivBayes:
 
     type = "privbayes"
     HYPERPARAMETERS = ("epsilon_split", "theta", "degree", "score", "oneway", "oneway_split")
+    #: ``fit(rows, domain, rand, counts=...)`` fits on record types (see :meth:`fit`)
+    FITS_TYPES = True
 
     def __init__(self, epsilon: float, *, epsilon_split: float, theta: float | None = None,
                  degree: int | None = None, score: str = "R", oneway: str = "none",
@@ -663,12 +665,17 @@ class PrivBayes:
         return cands
 
     # -- fit ------------------------------------------------------------------------------
-    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Any) -> Any:
+    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Any, counts: np.ndarray | None = None) -> Any:
         """Learn the network (eps_1) and the noisy conditional tables (eps_2); see module doc.
 
         Returns a :class:`PrivBayesModel`, or with ``oneway`` "tables"/"measure" a
         :class:`~dpbundle.mechanisms.oneway.RakedModel` wrapping it; "measure" measures the
-        one-way histograms last (eps_0, purposes "privbayes: one-way marginal of column j")."""
+        one-way histograms last (eps_0, purposes "privbayes: one-way marginal of column j").
+        ``counts``: ``codes`` are the record types (distinct rows ascending in mixed radix, as
+        ``cells.types_from_rows`` gives them) occurring that many times: the same fit as on the
+        rows, without them."""
+        if counts is not None:
+            return self._fit_types(codes, counts, domain, rand)
         codes = np.asarray(codes)
         if codes.ndim != 2:
             raise ValueError(f"PrivBayes.fit: codes must be a 2-d array, got shape {codes.shape}")
@@ -690,6 +697,27 @@ class PrivBayes:
 
         # Compress to distinct records with multiplicities (exact: integer weights < 2^53).
         data, weights = _compress(codes, domain) if known is None else known
+        return self._fit_compressed(data, weights, n, domain, rand)
+
+    def _fit_types(self, rows: np.ndarray, counts: np.ndarray, domain: Sequence[int], rand: Any) -> Any:
+        """:meth:`fit` of record types (see its ``counts``)."""
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        counts = np.asarray(counts, dtype=np.int64)
+        domain = tuple(int(k) for k in domain)
+        if rows.ndim != 2 or rows.shape[1] != len(domain) or counts.shape != (rows.shape[0],) \
+                or (counts < 1).any() or not len(domain) or any(k < 1 for k in domain):
+            raise ValueError("PrivBayes.fit: the record types, their counts and the domain do not match")
+        if rows.min(initial=0) < 0 or np.any(rows.max(axis=0, initial=0) >= np.asarray(domain)):
+            raise ValueError("PrivBayes.fit: codes outside the (public) domain")
+        n = int(counts.sum())
+        if n < 1:
+            raise ValueError("PrivBayes.fit: need at least one row")
+        return self._fit_compressed(rows, counts.astype(np.float64), n, domain, rand)
+
+    def _fit_compressed(self, data: np.ndarray, weights: np.ndarray, n: int, domain: tuple[int, ...],
+                        rand: Any) -> Any:
+        """The fit on distinct records ``data`` with multiplicities ``weights`` (n in all)."""
+        d = len(domain)
         columns = _Columns(data, domain)
         score_sens = r_score_sensitivity(n)
         score_of = r_of_table if self.score == "R" else mi_of_table
@@ -742,10 +770,10 @@ class PrivBayes:
         self.network = model.network_description()
         if self.oneway == "none":
             return model
-        return self._oneway_model(model, codes, domain, table_sums, eps_table, rand)
+        return self._oneway_model(model, data, weights, n, domain, table_sums, eps_table, rand)
 
-    def _oneway_model(self, model: PrivBayesModel, codes: np.ndarray, domain: tuple[int, ...],
-                      table_sums: dict[int, tuple[np.ndarray, int]], eps_table: float,
+    def _oneway_model(self, model: PrivBayesModel, data: np.ndarray, weights: np.ndarray, n: int,
+                      domain: tuple[int, ...], table_sums: dict[int, tuple[np.ndarray, int]], eps_table: float,
                       rand: Any) -> Any:
         """The RakedModel of ``oneway`` "tables"/"measure" (see the module docstring).
 
@@ -753,12 +781,12 @@ class PrivBayes:
         ``|dom(Pi)| v_table``); with "measure" also the measured one-way histogram (eps_0 / d,
         variance ``v_oneway``), combined by inverse-variance weighting. Then norm-sub to n and
         shares. All post-processing except the "measure" draws."""
-        n, d = codes.shape
+        d = len(domain)
         v_table = ow.oneway_noise_variance(eps_table, 1, sensitivity=count_table_sensitivity())
         estimates = [[(table_sums[j][0], table_sums[j][1] * v_table)] for j in range(d)]
         if self.oneway == "measure":
-            measured = ow.measure_oneway(codes, domain, self.epsilon_oneway, rand,
-                                         purpose="privbayes: one-way marginal")
+            measured = ow.measure_oneway(data, domain, self.epsilon_oneway, rand,
+                                         purpose="privbayes: one-way marginal", counts=weights)
             v_one = ow.oneway_noise_variance(self.epsilon_oneway, d)
             for j in range(d):
                 estimates[j].append((measured[j], v_one))

@@ -133,10 +133,16 @@ def _shuffled(types: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -
     table once (the same array, the same single draw): ``rng.permutation(n)`` is
     ``rng.shuffle(np.arange(n))``, and shuffling the type indices in place makes the same swaps
     (the same draws), so it gives ``which[rng.permutation(n)]`` without the n-long permutation."""
-    k = types.shape[0]
+    return np.take(types, shuffled_types(counts, rng), axis=0)
+
+
+def shuffled_types(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The type of each row of :func:`_shuffled`'s output (int32 while there are fewer than
+    2^31 types): ``np.repeat(arange(k), counts)`` shuffled in place by ``rng``."""
+    k = len(counts)
     which = np.repeat(np.arange(k, dtype=np.int32 if k < 2**31 else np.int64), counts)
     rng.shuffle(which)
-    return np.take(types, which, axis=0)
+    return which
 
 
 def project_types(types: RecordTypes, min_count: int, rng: np.random.Generator) -> RecordTypes:
@@ -194,9 +200,20 @@ class ArrangedCoded(Coded):
     def codes(self) -> np.ndarray:   # type: ignore[override]
         rows = self.__dict__.get("codes")
         if rows is None:
-            rows = arrange(self.__dict__["_types"], self.__dict__.pop("_rng"))
+            types, which = self.arrangement()
+            rows = np.take(types.table.codes, which, axis=0)
             self.__dict__["codes"] = rows
         return rows
+
+    def arrangement(self) -> tuple[RecordTypes, np.ndarray]:
+        """(the record types, the type of each row in the rows' order): the rows without
+        writing them (4 bytes a row; ``np.take(types.table.codes, which, axis=0)`` are the
+        rows). The order is drawn on the first call (or the first read of ``codes``)."""
+        which = self.__dict__.get("_which")
+        if which is None:
+            which = self.__dict__["_which"] = shuffled_types(self.__dict__["_types"].counts,
+                                                            self.__dict__.pop("_rng"))
+        return self.__dict__["_types"], which
 
     @property
     def n(self) -> int:
@@ -204,8 +221,8 @@ class ArrangedCoded(Coded):
 
     @property
     def written(self) -> bool:
-        """Whether the rows have been written."""
-        return "codes" in self.__dict__
+        """Whether the rows' order has been drawn (the rows written or their arrangement read)."""
+        return "codes" in self.__dict__ or "_which" in self.__dict__
 
 
 def arranged(types: RecordTypes, rng: np.random.Generator) -> Coded:

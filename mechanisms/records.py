@@ -96,9 +96,14 @@ class ResizePlan:
         sizes_arr = np.asarray(sizes, dtype=np.int64)
         if self.pad_u.shape[1] != sizes_arr.size or codes.shape[1] != sizes_arr.size:
             raise ValueError("the resize plan and the table have different numbers of columns")
-        pads = np.minimum((self.pad_u * sizes_arr).astype(np.int64), sizes_arr - 1)
-        rows = np.concatenate([codes[self.keep], pads.reshape(-1, sizes_arr.size)])
+        rows = np.concatenate([codes[self.keep], self.pad_rows(sizes)])
         return rows[self.order]
+
+    def pad_rows(self, sizes: Sequence[int]) -> np.ndarray:
+        """The pads' codes (int64, (m - n_keep, d)): each u of ``pad_u`` times its column's size."""
+        sizes_arr = np.asarray(sizes, dtype=np.int64)
+        pads = np.minimum((self.pad_u * sizes_arr).astype(np.int64), sizes_arr - 1)
+        return pads.reshape(-1, sizes_arr.size)
 
 
 def resize_plan(n_in: int, m: int, columns: int, rng: np.random.Generator) -> ResizePlan:

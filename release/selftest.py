@@ -62,7 +62,7 @@ import re
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -662,7 +662,7 @@ def records_step(prepared: Prepared, spec: Spec, rand: Randomness,
     m = dp_record_count(prepared.n, spec.epsilon_count, rand)
     plan = coupled_plan(base_plan, change, rand.rng(RESIZE_PURPOSE))
     assert plan.m == m
-    return replace(prepared, n=m, resize=plan)
+    return prepared.replaced(n=m, resize=plan)
 
 
 # --------------------------------------------------------------------------- configurations

@@ -180,10 +180,21 @@ def test_min_multiplicity_by_row_keys_is_numpys():
         cols = None if trial % 3 == 0 else [int(c) for c in rng.choice(d, size=int(rng.integers(1, d + 1)),
                                                                          replace=False)]
         sub = codes if cols is None else codes[:, cols]
-        assert _min_multiplicity(codes, cols) == int(np.unique(sub, axis=0, return_counts=True)[1].min())
+        # the rows as record types that repeat (count 1 each, or a row's count split in two)
+        assert _min_multiplicity(_as_types(codes), cols) == int(np.unique(sub, axis=0, return_counts=True)[1].min())
+        split = _as_types(np.concatenate([codes, codes]))
+        assert _min_multiplicity(split, cols) == 2 * int(np.unique(sub, axis=0, return_counts=True)[1].min())
     assert _row_keys(np.array([[2 ** 40, 2 ** 40], [1, 1]])) is None          # keys would overflow
     assert _row_keys(np.array([[-1, 0], [0, 0]])) is None                       # not codes
-    assert _min_multiplicity(np.array([[2 ** 40, 2 ** 40], [2 ** 40, 2 ** 40], [1, 1]])) == 1
+    assert _min_multiplicity(_as_types(np.array([[2 ** 40, 2 ** 40], [2 ** 40, 2 ** 40], [1, 1]]))) == 1
+
+
+def _as_types(rows: np.ndarray):
+    """Rows as (not necessarily distinct) record types of count 1: what _min_multiplicity reads."""
+    from types import SimpleNamespace
+
+    counts = np.ones(len(rows), dtype=np.int64)
+    return SimpleNamespace(table=SimpleNamespace(codes=rows), counts=counts, weights=counts.astype(float))
 
 
 # ------------------------------------------------------------------------------ README.pdf

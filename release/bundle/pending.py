@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpbundle.mechanisms.coding import ColumnCoding
+from dpbundle.mechanisms.coding import Coded, ColumnCoding
+from dpbundle.release.bundle.data_csv import released_n, released_rows
 from dpbundle.release.bundle.preflight import _alive
 from dpbundle.release.common.safe_io import fsync_dir
 
@@ -248,7 +249,8 @@ def pending_bound(codes: np.ndarray, transcript_jsonl: bytes, spec: dict,
                   public_files: dict[str, bytes] | None) -> int:
     """An upper bound of a kept result's size on disk (deflate never grows data by more than
     a few bytes per 16 KiB block)."""
-    raw = int(np.asarray(codes).size) * 8 + len(transcript_jsonl) * 2 + 2 * len(json.dumps(spec, default=str))
+    cells = released_n(codes) * len(codes.columns) if isinstance(codes, Coded) else int(np.asarray(codes).size)
+    raw = cells * 8 + len(transcript_jsonl) * 2 + 2 * len(json.dumps(spec, default=str))
     raw += sum(len(v) * 2 for v in (public_files or {}).values())
     return raw + raw // 100 + (4 << 20)
 
@@ -273,7 +275,7 @@ def save_pending(directory: Path, out: Path, content: "BundleContent | None" = N
     key = pending_key(directory)
     meta = _meta(out, content, transcript_path, (ledger_path, ledger_entry, ledger_throwaway), extra_args)
     meta_bytes = json.dumps(meta, allow_nan=True, ensure_ascii=False).encode("utf-8")
-    codes = np.ascontiguousarray(np.asarray(content.codes), dtype="<i8")
+    codes = np.ascontiguousarray(released_rows(content.codes), dtype="<i8")
     mac = _mac(key, codes, meta_bytes)
     buf = io.BytesIO()
     np.savez_compressed(buf, codes=codes, meta=np.frombuffer(meta_bytes, dtype=np.uint8),

@@ -50,7 +50,9 @@ import numpy as np
 
 from dpbundle.mechanisms import exact, noise
 
-from dpbundle.mechanisms.coding import ColumnCoding
+from dpbundle.mechanisms.cells import types_of
+from dpbundle.mechanisms.coding import Coded, ColumnCoding
+from dpbundle.release.bundle.data_csv import released_n, write_data_csv
 from dpbundle.templates.datasheet import Meta, datasheet_html, read_public_files
 from dpbundle.templates.datasheet.codebook import codebook_bytes
 
@@ -466,15 +468,6 @@ def metrics_csv_bytes(criteria: list[dict], noise_estimates: dict | None = None)
     return buf.getvalue().encode("utf-8")
 
 
-def _data_csv_bytes(columns: Sequence[Any], codes: np.ndarray) -> bytes:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow([c.name for c in columns])
-    cols = [np.asarray([str(x) for x in c.labels], dtype=object)[codes[:, j]] for j, c in enumerate(columns)]
-    w.writerows(zip(*cols))
-    return buf.getvalue().encode("utf-8")
-
-
 _LICENCES = {
     "CC-BY-4.0": ("https://creativecommons.org/licenses/by/4.0/", "Creative Commons Attribution 4.0"),
     "CC0-1.0": ("https://creativecommons.org/publicdomain/zero/1.0/", "CC0 1.0 Universal"),
@@ -681,11 +674,18 @@ def _datapackage_resources(title: str, fields: list[dict], names: list[str],
 
 # ------------------------------------------------------------------------------- input checking
 
-def _check_columns_and_codes(spec: dict, columns: Sequence[Any], codes: np.ndarray) -> np.ndarray:
-    codes = np.asarray(codes)
-    if codes.ndim != 2 or not np.issubdtype(codes.dtype, np.integer):
-        raise BundleError(f"codes must be a 2-d integer array, got {codes.dtype} with shape {codes.shape}")
-    n, d = codes.shape
+def _check_columns_and_codes(spec: dict, columns: Sequence[Any], codes: Any) -> Any:
+    """The released table checked against the columns: an int64 array, or a Coded table (kept
+    as it is: a candidate held as record types is checked on them, its rows never built)."""
+    data = codes
+    if isinstance(data, Coded):
+        codes = types_of(data).table.codes      # its distinct rows: the same ranges
+        n, d = data.n, codes.shape[1]
+    else:
+        codes = np.asarray(codes)
+        if codes.ndim != 2 or not np.issubdtype(codes.dtype, np.integer):
+            raise BundleError(f"codes must be a 2-d integer array, got {codes.dtype} with shape {codes.shape}")
+        n, d = codes.shape
     if n == 0:
         raise BundleError("no records to release")
     if d != len(columns):
@@ -704,7 +704,7 @@ def _check_columns_and_codes(spec: dict, columns: Sequence[Any], codes: np.ndarr
         lo, hi = int(codes[:, j].min()), int(codes[:, j].max())
         if lo < 0 or hi >= k:
             raise BundleError(f"column {col.name}: codes range {lo}..{hi} outside 0..{k - 1}")
-    return codes.astype(np.int64, copy=False)
+    return data if isinstance(data, Coded) else codes.astype(np.int64, copy=False)
 
 
 def _check_metrics(criteria: list[dict], n: int) -> None:
@@ -905,7 +905,7 @@ def _documents(content: BundleContent) -> _Documents:
     anything is written."""
     spec = _jsonable(content.spec, "spec")
     codes = _check_columns_and_codes(spec, content.columns, content.codes)
-    n = int(codes.shape[0])
+    n = released_n(codes)
     criteria = [_jsonable(m, f"metrics[{i}]") for i, m in enumerate(content.metrics)]
     criteria = [{k: c[k] for k in METRICS_FIELDS} | {k: v for k, v in c.items() if k not in METRICS_FIELDS}
                 for c in criteria]
@@ -1013,8 +1013,10 @@ def _write_files(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any, t
     rendering in the background renderer, if there is one, while they are written (each
     fsynced) with the private transcript (to ``transcript_tmp``, outside the bundle); then
     README.pdf, SHA256SUMS and the signed manifest."""
+    with timings.stage("write.data"):
+        data_digest = write_data_csv(tmp / "data.csv", docs.columns, docs.codes)
     with timings.stage("write.files"):
-        files = _public_files(docs, stamp)
+        files = _public_files(docs, stamp, data_digest)
     with timings.stage("write.html"):
         html = _datasheet_html(files, docs, stamp)
         datasheet.prefetch_pdf(html)
@@ -1032,21 +1034,21 @@ def _write_files(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any, t
         _write_manifest(tmp, docs, stamp, private_key)
 
 
-def _public_files(docs: _Documents, stamp: _Stamp) -> dict[str, bytes]:
-    """The files the datasheet is made from, by name, in the order the bundle lists them: the
-    tables, the JSON documents (each checked against its schema), datapackage.json (declaring
-    the tables' hashes and sizes), the optional files and the registry entry."""
+def _public_files(docs: _Documents, stamp: _Stamp, data_digest: tuple[str, int]) -> dict[str, bytes]:
+    """The files the datasheet is made from, by name, in the order the bundle lists them (but
+    data.csv, already written: ``data_digest`` is its SHA-256 and size): the tables, the JSON
+    documents (each checked against its schema), datapackage.json (declaring the tables' hashes
+    and sizes), the optional files and the registry entry."""
     codings = [_as_coding(c) for c in docs.columns]
     units = {c.get("name"): str(c.get("unit") or "") for c in docs.spec.get("columns") or []}
     value_noise_est = value_noise.estimate(docs.spec, docs.columns, docs.codes, docs.criteria)
-    files = {"data.csv": _data_csv_bytes(docs.columns, docs.codes),
-             "codebook.csv": codebook_bytes(codings, units, docs.descriptions),
+    files = {"codebook.csv": codebook_bytes(codings, units, docs.descriptions),
              "metrics.csv": metrics_csv_bytes(docs.criteria, value_noise_est),
              "metrics.json": _checked_json(docs.metrics, "metrics", "metrics.json"),
              "budget.json": _checked_json(docs.budget, "budget", "budget.json"),
              "spec.json": _checked_json(docs.spec_doc, "spec-json", "spec.json")}
-    digests = {f: (hashlib.sha256(files[f]).hexdigest(), len(files[f])) for f in ("data.csv", "codebook.csv",
-                                                                                   "metrics.csv")}
+    digests = {"data.csv": data_digest} | {f: (hashlib.sha256(files[f]).hexdigest(), len(files[f]))
+                                           for f in ("codebook.csv", "metrics.csv")}
     package = _datapackage(docs.spec, docs.columns, docs.descriptions, digests, stamp.created,
                            docs.spec_doc["configuration_id"])
     files["datapackage.json"] = _checked_json(package, "datapackage", "datapackage.json")

@@ -68,22 +68,27 @@ def _texts(kind: str, uniq: np.ndarray, categories: list[str]) -> list[str]:
 
 
 def table_fingerprint(prepared: "Prepared", spec: "Spec") -> str:
-    """SHA-256 (hex) of the canonical serialisation of ``prepared.table`` (see the module doc)."""
+    """SHA-256 (hex) of the canonical serialisation of the prepared table (see the module doc),
+    computed from its distinct rows and their counts: the sorted coded distinct rows, each
+    repeated as often as it occurs, are the same bytes as the sorted coded rows."""
     metas = spec.model.input.by_name
-    names = sorted(prepared.table)
-    rows = int(len(prepared.table[names[0]])) if names else 0
+    names = sorted(prepared.distinct)
+    counts = np.asarray(prepared.counts, dtype=np.int64)
+    present = counts > 0                     # a subset may leave distinct rows without a record
+    counts = counts[present]
+    rows = int(counts.sum())
     h = hashlib.sha256()
     h.update(_json_line({"format": FORMAT, "columns": names, "rows": rows}))
-    codes = np.empty((rows, len(names)), dtype="<i8")
+    codes = np.empty((len(counts), len(names)), dtype="<i8")
     for j, name in enumerate(names):
-        values = np.asarray(prepared.table[name])
-        if len(values) != rows:
+        values = np.asarray(prepared.distinct[name])
+        if len(values) != len(present):
             raise ValueError(f"prepared column {name!r} has another length than the others")
         meta = metas.get(name)
         kind = (meta.type if meta is not None else None) or ("date" if values.dtype.kind == "M" else "float")
         categories = list(meta.category_texts) if kind == "category" and meta is not None else []
         # np.unique sorts NaN/NaT last and keeps each once.
-        uniq, inverse = np.unique(values, return_inverse=True)
+        uniq, inverse = np.unique(values[present], return_inverse=True)
         texts = _texts(kind, uniq, categories)
         dictionary = sorted(set(texts))
         rank = {t: i for i, t in enumerate(dictionary)}
@@ -91,6 +96,30 @@ def table_fingerprint(prepared: "Prepared", spec: "Spec") -> str:
         h.update(_json_line({"column": name, "values": dictionary}))
     if rows and names:
         order = np.lexsort(tuple(codes[:, j] for j in reversed(range(len(names)))))
-        codes = codes[order]
-    h.update(np.ascontiguousarray(codes, dtype="<i8").tobytes())
+        _hash_repeated(h, codes[order], counts[order])
     return h.hexdigest()
+
+
+#: Rows hashed per update when the sorted rows are expanded by their counts.
+HASH_BLOCK_ROWS = 1 << 16
+
+
+def _hash_repeated(h: "hashlib._Hash", rows: np.ndarray, counts: np.ndarray) -> None:
+    """``h.update(np.repeat(rows, counts, axis=0).tobytes())`` in blocks of about
+    ``HASH_BLOCK_ROWS`` rows, never building the repeated array."""
+    rows = np.ascontiguousarray(rows, dtype="<i8")
+    ends = np.cumsum(counts)
+    start = 0
+    while start < len(rows):
+        stop = int(np.searchsorted(ends, (ends[start - 1] if start else 0) + HASH_BLOCK_ROWS, side="right"))
+        if stop == start:                      # one row occurring more than a block's worth
+            row = rows[start].tobytes()
+            left = int(counts[start])
+            while left:
+                k = min(left, HASH_BLOCK_ROWS)
+                h.update(row * k)
+                left -= k
+            start += 1
+            continue
+        h.update(np.repeat(rows[start:stop], counts[start:stop], axis=0).tobytes())
+        start = stop

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from dataclasses import dataclass, field
+import functools
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from dpbundle.release.data.constraints import constraint_mask
+from dpbundle.release.data.distinct import DistinctAccumulator, distinct_rows
 from dpbundle.release.data.csv_read import MAX_PROBLEMS, MAX_REPORTED, CsvReader, Problems, file_sha256, max_cell_chars
 from dpbundle.release.spec.model import Spec
 from dpbundle.release.spec.typed import InputColumn
@@ -76,33 +77,56 @@ class InputError(ValueError):
                    stopped_at=problems.stopped_at, show_counts=problems.show_values, stopped_where=stopped_where)
 
 
-@dataclass
 class Prepared:
-    """The private input after validation and raw constraints. Only ``n`` is public: the count
-    of plausible records under the ``declared_public`` policy; under ``dp_count`` it is the DP
-    count m once :func:`dpbundle.release.scheme.records.release_records` attached ``resize`` (the
-    table then keeps its ``resize.n_in`` plausible rows, and :func:`transform` resizes)."""
+    """The private input after validation and raw constraints, held as its distinct rows
+    (``distinct``: one array per input column) and the index of each plausible record's distinct
+    row in file order (``index``, 4 bytes a record): ``table`` (the rows themselves) is
+    ``{k: v[index]}``, built only when asked for. Only ``n`` is public: the count of plausible
+    records under the ``declared_public`` policy; under ``dp_count`` it is the DP count m once
+    :func:`dpbundle.release.scheme.records.release_records` attached ``resize`` (the table then
+    keeps its ``resize.n_in`` plausible rows, and :func:`transform` resizes).
 
-    source: str
-    table: dict[str, np.ndarray]
-    n: int
-    rows_read: int
-    dropped_by: list[tuple[str, int]] = field(default_factory=list)  # rows matching each raw constraint (private)
-    dropped_total: int = 0
-    sha256: str = ""
-    resize: Optional["ResizePlan"] = None
+    ``Prepared(source, table, n, rows_read, ...)`` takes the rows (reduced to distinct rows
+    here); with ``index=`` given, ``table`` is already the distinct rows."""
+
+    def __init__(self, source: str, table: dict[str, np.ndarray], n: int, rows_read: int,
+                 dropped_by: list[tuple[str, int]] | None = None, dropped_total: int = 0,
+                 sha256: str = "", resize: Optional["ResizePlan"] = None, *,
+                 index: np.ndarray | None = None) -> None:
+        if index is None:
+            table, index = distinct_rows(table)
+        self.source, self.distinct, self.index = source, table, index
+        self.n, self.rows_read = n, rows_read
+        self.dropped_by = list(dropped_by or [])   # rows matching each raw constraint (private)
+        self.dropped_total, self.sha256, self.resize = dropped_total, sha256, resize
+        size = len(next(iter(table.values()))) if table else 0
+        self.counts = np.bincount(self.index, minlength=size).astype(np.int64)   # records per distinct row
 
     @property
     def rows(self) -> int:
         """Rows of ``table`` (the plausible records; private under ``dp_count``)."""
         return self.resize.n_in if self.resize is not None else self.n
 
+
+    @functools.cached_property
+    def table(self) -> dict[str, np.ndarray]:
+        """The plausible records' typed columns in file order (n cells a column: for small
+        tables, tests and the selftest; the release works on ``distinct`` and ``index``)."""
+        return {k: v[self.index] for k, v in self.distinct.items()}
+
+    def replaced(self, **changes) -> "Prepared":
+        """A copy with some attributes changed (``n``, ``resize``, ...); the tables are shared."""
+        out = Prepared.__new__(Prepared)
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k != "table"})
+        out.__dict__.update(changes)
+        return out
+
     def subset(self, index: np.ndarray) -> "Prepared":
         """The same prepared data restricted to (or resampled at) ``index`` (used by benchmarks and tests)."""
         if self.resize is not None:
             raise ValueError("subset() of a resized table: subset before the records policy")
-        table = {k: v[index] for k, v in self.table.items()}
-        return Prepared(self.source, table, int(len(index)), int(len(index)), [], 0, self.sha256)
+        return Prepared(self.source, self.distinct, int(len(index)), int(len(index)), [], 0, self.sha256,
+                        index=self.index[np.asarray(index)])
 
 
 def _line(rows: np.ndarray) -> np.ndarray:
@@ -213,9 +237,18 @@ def column_header(meta: InputColumn) -> str:
 def read_typed(path: Path, spec: Spec, show_values: bool = True, *, content: bytes | None = None,
                label: Callable[[int], str] | None = None) -> tuple[dict[str, np.ndarray], int]:
     """Read and validate the input file; return the typed columns (before raw constraints) and the
-    row count. ``show_values=False``: error messages name line, column and rule but not the value.
-    ``content``: the file's bytes, already in memory (``path`` then only names the source);
-    ``label(line)``: where a line is, in messages (default "line L")."""
+    row count (all rows in memory: see :func:`read_distinct` for the compact form)."""
+    distinct, index, rows = read_distinct(path, spec, show_values, content=content, label=label)
+    return {k: v[index] for k, v in distinct.items()}, rows
+
+
+def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: bytes | None = None,
+                  label: Callable[[int], str] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """Read and validate the input file in chunks, each reduced to its distinct typed rows as
+    it arrives; return (the distinct rows before raw constraints, each row's index into them in
+    file order, the row count). ``show_values=False``: error messages name line, column and
+    rule but not the value. ``content``: the file's bytes, already in memory (``path`` then only
+    names the source); ``label(line)``: where a line is, in messages (default "line L")."""
     source = str(path)
     inputs = spec.model.input.by_name
     headers = {name: column_header(meta) for name, meta in inputs.items()}
@@ -225,8 +258,8 @@ def read_typed(path: Path, spec: Spec, show_values: bool = True, *, content: byt
     except ValueError as exc:
         raise InputError(source, [str(exc)]) from None
     problems = _Problems(show_values, label)
-    parts: dict[str, list[np.ndarray]] = {name: [] for name in inputs}
     tokens = {name: spec.model.input.missing_markers(meta) for name, meta in inputs.items()}
+    acc = DistinctAccumulator()
     rows = 0
     gc_was_enabled = gc.isenabled()
     gc.disable()   # millions of small lists and strings, no cycles: the collector only slows reading
@@ -234,14 +267,17 @@ def read_typed(path: Path, spec: Spec, show_values: bool = True, *, content: byt
         with CsvReader(path, problems, cap, content) as reader:
             if reader.ok and reader.check_columns(wanted):
                 for chunk in reader.chunks(wanted):
+                    part = {}
                     for name, meta in inputs.items():
                         header = headers[name]
                         cells = chunk.cells[header]
                         missing = chunk.broken.copy()
                         if tokens[name]:
                             missing |= _is_marker(cells, tokens[name])
-                        parts[name].append(_parse_column(header, meta, cells, missing, problems, chunk.where(header)))
+                        part[name] = _parse_column(header, meta, cells, missing, problems, chunk.where(header))
                     rows += len(chunk.lines)
+                    if not problems.total:
+                        acc.add(part)
                     if problems.total >= MAX_PROBLEMS:
                         problems.stopped_at = chunk.last_line
                         break
@@ -250,8 +286,8 @@ def read_typed(path: Path, spec: Spec, show_values: bool = True, *, content: byt
             gc.enable()
     if problems.total:
         raise InputError.from_problems(source, problems)
-    table = {name: _concat(meta.type, parts[name]) for name, meta in inputs.items()}
-    return table, rows
+    distinct, index = acc.finish({name: _concat(meta.type, []) for name, meta in inputs.items()})
+    return distinct, index, rows
 
 
 def _concat(kind: str, parts: list[np.ndarray]) -> np.ndarray:
@@ -267,8 +303,8 @@ def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:
     ``show_values=False`` (used by ``release``) keeps private cell values and counts out of the
     error messages; ``spec validate --data`` shows them, for the steward inside the enclave."""
     path = Path(path)
-    table, rows = read_typed(path, spec, show_values)
-    return _constrained(str(path), table, rows, spec, show_values, file_sha256(path))
+    distinct, index, rows = read_distinct(path, spec, show_values)
+    return _constrained(str(path), distinct, index, rows, spec, show_values, file_sha256(path))
 
 
 def prepare_frame(frame: "pd.DataFrame", spec: Spec, show_values: bool = True) -> Prepared:
@@ -281,36 +317,44 @@ def prepare_frame(frame: "pd.DataFrame", spec: Spec, show_values: bool = True) -
     ledger keys on, is that of the same data read from a file). A TypeError when ``frame`` is
     not a DataFrame, an :class:`InputError` for a missing column."""
     content, label = frame_csv(frame, spec)
-    table, rows = read_typed(Path(FRAME_SOURCE), spec, show_values, content=content, label=label)
-    return _constrained(FRAME_SOURCE, table, rows, spec, show_values, hashlib.sha256(content).hexdigest())
+    distinct, index, rows = read_distinct(Path(FRAME_SOURCE), spec, show_values, content=content, label=label)
+    return _constrained(FRAME_SOURCE, distinct, index, rows, spec, show_values, hashlib.sha256(content).hexdigest())
 
 
-def _constrained(source: str, table: dict, rows: int, spec: Spec, show_values: bool, sha256: str) -> Prepared:
-    """The read table with the raw constraints applied (the rows they match dropped)."""
+def _constrained(source: str, distinct: dict, index: np.ndarray, rows: int, spec: Spec, show_values: bool,
+                 sha256: str) -> Prepared:
+    """The read table with the raw constraints applied (the rows they match dropped), evaluated
+    once per distinct row and counted with each distinct row's number of records."""
     inputs = spec.model.input.by_name
     kinds = {n: m.type for n, m in inputs.items()}
     cats = {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"}
-    drop = np.zeros(rows, dtype=bool)
+    size = len(next(iter(distinct.values()))) if distinct else 0
+    counts = np.bincount(index, minlength=size).astype(np.int64)
+    drop = np.zeros(size, dtype=bool)
     dropped_by = []
     for c in spec.model.all_raw_constraints:
-        mask = constraint_mask(c, table, kinds, missing=is_missing, categories=cats)
-        dropped_by.append((c.name, int(mask.sum())))
+        mask = constraint_mask(c, distinct, kinds, missing=is_missing, categories=cats)
+        dropped_by.append((c.name, int(counts[mask].sum())))
         drop |= mask
     keep = ~drop
-    kept = {k: v[keep] for k, v in table.items()}
+    kept = {k: v[keep] for k, v in distinct.items()}
     left_missing = [n for n, v in kept.items() if is_missing(kinds[n], v).any()]
     if left_missing:
-        counts = {n: int(is_missing(kinds[n], kept[n]).sum()) for n in left_missing}
+        counts_kept = counts[keep]
+        missing = {n: int(counts_kept[is_missing(kinds[n], kept[n])].sum()) for n in left_missing}
         headers = {n: column_header(m) for n, m in inputs.items()}
         raise InputError(source, [
-            f"column {headers[n]!r}: {counts[n] if show_values else 'some'} row(s) have a missing value and no raw constraint drops them "
+            f"column {headers[n]!r}: {missing[n] if show_values else 'some'} row(s) have a missing value and no raw constraint drops them "
             f"(add {{name: 'missing value', any_missing: true}} to raw_constraints)" for n in left_missing])
-    n = int(keep.sum())
+    n = int(counts[keep].sum())
     if n == 0 and spec.records_policy == "declared_public":
         # Under dp_count no plausible record is a registry like any other (the resize pads it):
         # refusing it would depend on one record, outside the stated neighbouring relation.
         raise InputError(source, ["no rows left after the raw constraints"])
-    return Prepared(source, kept, n, rows, dropped_by, int(drop.sum()), sha256)
+    new_id = np.cumsum(keep) - 1
+    rows_kept = keep[index]
+    index = new_id[index[rows_kept]].astype(index.dtype)
+    return Prepared(source, kept, n, rows, dropped_by, int(counts[drop].sum()), sha256, index=index)
 
 
 FRAME_SOURCE = "<DataFrame>"

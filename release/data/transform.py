@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpbundle.mechanisms.cells import compact_dtype, remember, types_from_rows
-from dpbundle.mechanisms.coding import Coded, ColumnCoding
+from dpbundle.mechanisms.cells import (RecordTypes, compact_dtype, deferred, domain_cells, types_from_cells,
+                                      types_from_rows)
+from dpbundle.mechanisms.coding import Coded, ColumnCoding, mixed_radix_index
 
 from dpbundle.release.data.prepare import Prepared
 from dpbundle.release.spec.coding import (  # noqa: F401  (also importable from here)
@@ -117,18 +118,53 @@ def category_lookup(alt: Alternative, source_categories: list[str],
     return np.array(out, dtype=np.int64)
 
 
-def transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
-    """T = transform(original, config): the integer-coded released columns of the prepared data."""
+def _distinct_codes(prepared: Prepared, spec: Spec, config: dict) -> tuple[list[ColumnCoding], np.ndarray]:
+    """The configuration's codings and the int64 codes of every distinct prepared row."""
     cols = codings(spec, config)
-    codes = np.empty((prepared.rows, len(cols)), dtype=np.int64)
+    size = len(prepared.counts)
+    codes = np.empty((size, len(cols)), dtype=np.int64)
     for j, c in enumerate(cols):
-        codes[:, j] = code_column(spec, c.name, config["columns"][c.name], prepared.table, c)
+        codes[:, j] = code_column(spec, c.name, config["columns"][c.name], prepared.distinct, c)
+    return cols, codes
+
+
+def _rows(prepared: Prepared, cols: list[ColumnCoding], distinct_codes: np.ndarray) -> np.ndarray:
+    """T's rows: each record's distinct row's codes, in file order, then resized (dp_count)."""
+    codes = np.take(distinct_codes, prepared.index, axis=0)
     if prepared.resize is not None:  # dp_count: resized to the DP count (mechanisms/records.py)
         codes = prepared.resize.apply(codes, [c.size for c in cols])
-    return Coded(codes=codes, columns=cols)
+    return np.ascontiguousarray(codes, dtype=np.int64)
 
 
-#: Binnings whose T is kept per prepared table (compact codes: n x d bytes each for <= 256 bins).
+def transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
+    """T = transform(original, config): the integer-coded released columns of the prepared data
+    (coded once per distinct row, gathered per record)."""
+    cols, distinct_codes = _distinct_codes(prepared, spec, config)
+    return Coded(codes=_rows(prepared, cols, distinct_codes), columns=cols)
+
+
+def _types(prepared: Prepared, cols: list[ColumnCoding], distinct_codes: np.ndarray) -> RecordTypes | None:
+    """T's record types without T's rows: the distinct rows' cells weighted by their records
+    (under dp_count: the kept records' and the pads'); the same as ``types_from_rows`` of T's
+    rows (ascending cells, int64 counts). None when the domain has no int64 cell index."""
+    domain = tuple(c.size for c in cols)
+    if domain_cells(domain) is None:
+        return None
+    cells = mixed_radix_index(distinct_codes, domain)
+    if prepared.resize is None:
+        weights = prepared.counts
+    else:
+        kept = np.bincount(prepared.index[prepared.resize.keep], minlength=len(cells))
+        pads = prepared.resize.pad_rows(domain)
+        cells = np.concatenate([cells, mixed_radix_index(pads, domain)])
+        weights = np.concatenate([kept, np.ones(len(pads), dtype=np.int64)])
+    uniq, inverse = np.unique(cells, return_inverse=True)
+    counts = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(uniq))
+    present = counts > 0
+    return types_from_cells(uniq[present], cols, np.rint(counts[present]).astype(np.int64))
+
+
+#: Binnings whose T is kept per prepared table (the distinct rows' codes and T's record types).
 T_CACHE_SIZE = 4
 # id(prepared) -> OrderedDict[binning key, _Entry]; private: in this process's memory only, never
 # pickled or written anywhere; the entries go with their Prepared.
@@ -136,25 +172,28 @@ _T_CACHE: dict[int, OrderedDict] = {}
 
 
 class _Entry:
-    """One cached binning: what it was computed from, T's compact codes and record types, and
-    (weakly) the int64 T last handed out, shared while some result still holds it."""
+    """One cached binning: what it was computed from, the codes of the distinct prepared rows,
+    T's record types, and (weakly) the T last handed out, shared while some result holds it."""
 
-    def __init__(self, prepared: Prepared, real: Coded) -> None:
-        self.table, self.resize = prepared.table, prepared.resize
-        self.compact = real.codes.astype(compact_dtype(real.domain))
-        self.types = types_from_rows(real.codes, real.columns)
+    def __init__(self, prepared: Prepared, spec: Spec, config: dict) -> None:
+        self.table, self.resize, self.index = prepared.distinct, prepared.resize, prepared.index
+        self.cols, self.distinct_codes = _distinct_codes(prepared, spec, config)
+        types = _types(prepared, self.cols, self.distinct_codes)
+        if types is None:   # a domain without int64 cells: from the rows, as before
+            types = types_from_rows(_rows(prepared, self.cols, self.distinct_codes), self.cols)
+        self.types = types
         self.shared = lambda: None
 
     def fresh(self, prepared: Prepared) -> bool:
-        return self.table is prepared.table and self.resize is prepared.resize
+        return self.table is prepared.distinct and self.resize is prepared.resize and self.index is prepared.index
 
-    def coded(self) -> Coded:
-        """T as an int64 Coded (read-only codes), its record types remembered."""
+    def coded(self, prepared: Prepared) -> Coded:
+        """T (its rows deferred, its record types remembered); the same object while an earlier
+        result still holds it."""
         real = self.shared()
         if real is None:
-            codes = self.compact.astype(np.int64)
-            codes.setflags(write=False)  # shared between iterations: nobody may write into it
-            real = remember(Coded.unchecked(codes, self.types.table.columns), self.types)
+            cols, distinct_codes = self.cols, self.distinct_codes
+            real = deferred(self.types, lambda: _rows(prepared, cols, distinct_codes))
             self.shared = weakref.ref(real)
         return real
 
@@ -180,20 +219,19 @@ def _entries(prepared: Prepared) -> OrderedDict:
 
 
 def cached_transform(prepared: Prepared, spec: Spec, config: dict) -> Coded:
-    """:func:`transform`, computed once per prepared table and binning: T's compact codes and
-    record types are kept (at most ``T_CACHE_SIZE`` binnings per table, in memory only). Returns
-    an int64 Coded with the rows of a fresh transform in the same order (read-only; the same
-    object while an earlier result still holds it), its record types remembered
-    (``dpbundle.mechanisms.cells``)."""
+    """:func:`transform`, as record types: computed once per prepared table and binning (at
+    most ``T_CACHE_SIZE`` binnings per table, in memory only) from the distinct prepared rows.
+    Returns T with its record types remembered (``dpbundle.mechanisms.cells``) and its rows
+    (those of a fresh transform, same order, read-only int64) built only if read."""
     entries = _entries(prepared)
     key = binning_key(spec, config)
     entry = entries.get(key)
     if entry is None or not entry.fresh(prepared):
-        entry = entries[key] = _Entry(prepared, transform(prepared, spec, config))
+        entry = entries[key] = _Entry(prepared, spec, config)
         while len(entries) > T_CACHE_SIZE:
             entries.popitem(last=False)
     entries.move_to_end(key)
-    return entry.coded()
+    return entry.coded(prepared)
 
 
 def labels_to_codes(coding: ColumnCoding, labels) -> np.ndarray:
@@ -242,7 +280,8 @@ def synthetic_constraint_hits(prepared: Prepared, spec: Spec) -> list[Constraint
     """Every synthetic constraint evaluated on the real plausible records, under every binning of
     the columns it names (a constraint's matches depend on those columns' alternatives only, so
     these are all the outcomes any configuration can give; at most ``MAX_EVALUATED_BINNINGS`` per
-    constraint). Rows of ``prepared.table`` (before any resize), each coded as a release codes it
+    constraint). Rows of the prepared table (before any resize; once per distinct row, counted with
+    its records), each coded as a release codes it
     and tested as the iteration tests synthetic rows
     (:func:`~dpbundle.release.data.constraints.bin_condition`: a bin matches when every value it stands
     for does). A rule that removes real plausible records is probably wrong: synthetic constraints
@@ -258,11 +297,13 @@ def synthetic_constraint_hits(prepared: Prepared, spec: Spec) -> list[Constraint
         key = (name, alternative)
         if key not in coded:
             coding = column_coding(spec, name, alternative)
-            codes = code_column(spec, name, alternative, prepared.table, coding)
-            coded[key] = coding, codes.astype(compact_dtype([coding.size]))  # n bytes, not 8 n
+            codes = code_column(spec, name, alternative, prepared.distinct, coding)
+            coded[key] = coding, codes.astype(compact_dtype([coding.size]))  # per distinct row
         return coded[key]
 
     n = prepared.rows
+    counts = prepared.counts
+    size = len(counts)
     out = []
     for i, constraint in enumerate(spec.model.all_synthetic_constraints):
         when = constraint.when
@@ -280,8 +321,8 @@ def synthetic_constraint_hits(prepared: Prepared, spec: Spec) -> list[Constraint
         total = prod(len(c) for c in choices)
         for combo in islice(product(*choices), MAX_EVALUATED_BINNINGS):
             chosen = dict(zip(names, combo))
-            mask = np.ones(n, dtype=bool)
+            mask = np.ones(size, dtype=bool)
             for j, (column, _, _) in enumerate(when):
                 mask &= meets(j, chosen[column])
-            out.append(ConstraintHits(i, constraint.name, tuple(chosen.items()), int(mask.sum()), n, total))
+            out.append(ConstraintHits(i, constraint.name, tuple(chosen.items()), int(counts[mask].sum()), n, total))
     return out

@@ -120,6 +120,6 @@ def _content(plan: Plan, spend: Spend, result, budget: dict, transcript, public_
 
     return BundleContent(spec=plan.spec.document(), configuration=result.config,
                          configuration_id=result.config_id, columns=list(result.candidate.columns),
-                         codes=result.candidate.codes, metrics=result.metrics(), budget=budget,
+                         codes=result.candidate, metrics=result.metrics(), budget=budget,
                          transcript_records_jsonl=transcript.to_jsonl(), public_files=public_files,
                          ledger=spend.ledger_info)

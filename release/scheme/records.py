@@ -7,7 +7,6 @@ guarantee through filter -> count -> resize is in :mod:`dpbundle.mechanisms.reco
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 from dpbundle.mechanisms.noise import Randomness
 from dpbundle.mechanisms.records import RESIZE_PURPOSE, dp_record_count, resize_plan
@@ -27,4 +26,4 @@ def release_records(prepared: Prepared, spec: Spec, rand: Randomness) -> Prepare
         raise ValueError("the records policy was already applied to this table")
     m = dp_record_count(prepared.n, spec.epsilon_count, rand)
     plan = resize_plan(prepared.n, m, len(spec.column_names), rand.rng(RESIZE_PURPOSE))
-    return replace(prepared, n=m, resize=plan)
+    return prepared.replaced(n=m, resize=plan)

@@ -24,6 +24,8 @@ import numpy as np
 from . import charts, evidence as ev, value_noise
 from .numbers import PEOPLE_RULE, noisy, plain, points, std_text, with_unit
 from .provenance import provenance_text
+from dpbundle.mechanisms.cells import RecordTypes
+
 from .public import PublicFiles
 
 __all__ = ["build_context", "query_family", "PUBLISHED_EPSILONS", "epsilon_scale",
@@ -468,16 +470,17 @@ def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
-def _min_multiplicity(codes: np.ndarray, cols: Sequence[int] | None = None) -> int:
-    sub = codes if cols is None else codes[:, list(cols)]
-    if len(sub) == 0:
+def _min_multiplicity(types: RecordTypes, cols: Sequence[int] | None = None) -> int:
+    """The fewest records sharing one combination of the columns ``cols`` (all by default)."""
+    if not len(types.counts):
         return 0
+    sub = types.table.codes if cols is None else types.table.codes[:, list(cols)]
     keys = _row_keys(sub)
     if keys is None:
-        _, counts = np.unique(sub, axis=0, return_counts=True)
-    else:   # one integer per distinct row: the same counts, without sorting rows
-        _, counts = np.unique(keys, return_counts=True)
-    return int(counts.min())
+        _, inverse = np.unique(sub, axis=0, return_inverse=True)
+    else:   # one integer per distinct row: the same groups, without sorting rows
+        _, inverse = np.unique(keys, return_inverse=True)
+    return int(np.bincount(inverse.reshape(-1), weights=types.weights).min())
 
 
 def _row_keys(sub: np.ndarray) -> np.ndarray | None:
@@ -636,12 +639,12 @@ class _Facts:
 
 
 def _facts(public: PublicFiles) -> _Facts:
-    spec, columns, codes, metrics = public.spec, public.columns, public.codes, public.metrics
+    spec, columns, metrics = public.spec, public.columns, public.metrics
     publication = publication_facts(public)
-    noise_estimates = value_noise.estimate(spec, columns, codes, metrics)
+    noise_estimates = value_noise.estimate(spec, columns, public.table, metrics)
     # the evidence of every check (evidence.py): fits' and choices' noise simulated on the released data
     evidence_estimates = dict(noise_estimates, **value_noise.choice_estimates(spec, public.configuration, columns,
-                                                                              codes, metrics))
+                                                                              public.table, metrics))
     release = spec.get("release") or {}
     acceptance = {a.get("id"): a for a in spec.get("acceptance") or [] if isinstance(a, dict)}
     records = public.budget.get("records") or {"policy": "declared_public", "epsilon": 0,
@@ -684,7 +687,7 @@ def _section_about(f: _Facts) -> dict:
 
 def _section_records(f: _Facts) -> dict:
     """What the data is: the number of records and columns, and how the count was released."""
-    n, d = f.public.codes.shape
+    n, d = f.public.n, len(f.public.columns)
     records = f.records
     return {
         "n": n,
@@ -713,7 +716,7 @@ def _column_row(public: PublicFiles, j: int, col: Any, ratio: dict | None) -> di
     """One released column: its description, unit, values, provenance and distribution chart."""
     spec, configuration = public.spec, public.configuration
     labels = [str(x) for x in col.labels]
-    counts = np.bincount(public.codes[:, j], minlength=len(labels))[: len(labels)].tolist()
+    counts = public.types.column_counts(j)[: len(labels)].tolist()
     entry = _spec_column(spec, col.name) or {}
     unit = public.units.get(col.name) or ""
     alt = None
@@ -754,7 +757,7 @@ def _criterion_row(f: _Facts, m: dict, vn: dict) -> dict:
     """A criterion's row of the quality table (also a use of part 1 when it checks a query family)."""
     public = f.public
     entry = f.acceptance.get(m["id"])
-    fam = query_family(m, entry, public.spec, public.codes.shape[1], public.units, public.columns)
+    fam = query_family(m, entry, public.spec, len(public.columns), public.units, public.columns)
     vstd = vn["value_noise_std"]
     margin = float(m["threshold"]) - float(m["dp_value"])
     # a DP value within 2 noise standard deviations of its threshold: the real value may lie on the other side
@@ -812,12 +815,12 @@ def _section_faithfulness(f: _Facts, crit_rows: list[dict]) -> dict:
 def _section_face(f: _Facts) -> dict:
     """Face privacy, from the released data itself (public) and the configuration."""
     public = f.public
-    columns, codes = public.columns, public.codes
+    columns, types = public.columns, public.types
     name_index = {c.name: j for j, c in enumerate(columns)}
-    qi_rows = [{"columns": ", ".join(c.name for c in columns), "min": _min_multiplicity(codes)}]
+    qi_rows = [{"columns": ", ".join(c.name for c in columns), "min": _min_multiplicity(types)}]
     for qi in ((public.spec.get("face_privacy") or {}).get("quasi_identifiers") or []):
         if all(q in name_index for q in qi):
-            qi_rows.append({"columns": ", ".join(qi), "min": _min_multiplicity(codes, [name_index[q] for q in qi])})
+            qi_rows.append({"columns": ", ".join(qi), "min": _min_multiplicity(types, [name_index[q] for q in qi])})
     return {"min_count": _find_key(public.configuration, "min_count"), "qi_rows": qi_rows}
 
 

@@ -13,6 +13,7 @@ the files it reads (:func:`read_public_files`). Nothing else goes into the datas
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from dataclasses import dataclass, field
@@ -20,7 +21,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpbundle.mechanisms.coding import ColumnCoding
+from dpbundle.mechanisms.cells import RecordTypes, deferred, retyped, types_from_rows, types_of
+from dpbundle.mechanisms.coding import Coded, ColumnCoding
 
 from .codebook import CodebookError, read_codebook
 
@@ -60,7 +62,7 @@ class PublicFiles:
     columns: tuple[ColumnCoding, ...]
     units: dict[str, str]
     descriptions: dict[str, str]
-    codes: np.ndarray               # data.csv as codes (n, d)
+    codes: Any                      # data.csv as codes (n, d), or a Coded table (record types)
     meta: Meta
     optional: dict[str, Any] = field(default_factory=dict)   # parsed optional JSON files
     has_model: bool = False
@@ -68,6 +70,25 @@ class PublicFiles:
     @property
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    @functools.cached_property
+    def table(self) -> Coded:
+        """data.csv as a Coded table over the codebook's columns, held as its record types
+        (its rows built only if some consumer reads them)."""
+        if isinstance(self.codes, Coded):
+            types = types_of(self.codes)
+        else:
+            types = types_from_rows(np.asarray(self.codes, dtype=np.int64), self.columns)
+        return deferred(retyped(types, self.columns))
+
+    @property
+    def types(self) -> RecordTypes:
+        """data.csv's record types (distinct rows, their counts)."""
+        return types_of(self.table)
+
+    @property
+    def n(self) -> int:
+        return self.table.n
 
 
 def meta_from_manifest(manifest: dict) -> Meta:
@@ -151,4 +172,4 @@ def read_public_files(read: Callable[[str], bytes], has: Callable[[str], bool], 
                        configuration_id=str(spec_doc.get("configuration_id", "")),
                        metrics=metrics["criteria"], budget=budget, datapackage=package,
                        columns=tuple(columns), units=units, descriptions=descriptions,
-                       codes=np.asarray(codes), meta=meta, optional=optional, has_model=has("model.json"))
+                       codes=codes if isinstance(codes, Coded) else np.asarray(codes), meta=meta, optional=optional, has_model=has("model.json"))

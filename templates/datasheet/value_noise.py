@@ -49,16 +49,23 @@ def noise_on(mechanism: str) -> str:
     return ON_VALUE
 
 
+def _synth(codes: Any, columns: Sequence[Any]) -> Any:
+    """The released table as a Coded over ``columns``: a Coded is used as it is (its record
+    types), an array of codes is wrapped."""
+    from dpbundle.mechanisms.coding import Coded
+
+    return codes if isinstance(codes, Coded) else Coded(codes=np.asarray(codes), columns=tuple(columns))
+
+
 def _regression_estimate(entry: dict, row: dict, columns: Sequence[Any], codes: np.ndarray,
                          draws: int, seed: int) -> dict | None:
     from dpbundle.mechanisms.cells import types_of
-    from dpbundle.mechanisms.coding import Coded
     from dpbundle.mechanisms.criteria import regression as R
 
     target, L, U, features = R.parse_regression_entry(entry, f"acceptance {row['id']}")
     fit = entry.get("fit", "functional_mechanism")
     include_intercept = bool(entry.get("include_intercept", False))
-    synth = Coded(codes=np.asarray(codes), columns=tuple(columns))
+    synth = _synth(codes, columns)
     des = R.RegressionDesign.from_synth(synth, target, L, U, features)
     d = des.d
     stated_d = (row.get("sensitivity_inputs") or {}).get("d")
@@ -95,7 +102,6 @@ def _classification_estimate(entry: dict, row: dict, columns: Sequence[Any], cod
     the released data: the noise-free fit is the candidate's own, so each draw's distance is the
     noise's alone (as for the linear regression)."""
     from dpbundle.mechanisms.cells import types_of
-    from dpbundle.mechanisms.coding import Coded
     from dpbundle.mechanisms.criteria import classification as K
     from dpbundle.mechanisms.criteria.base import EvalContext
     from dpbundle.mechanisms.criteria.regression import coef_distance
@@ -104,7 +110,7 @@ def _classification_estimate(entry: dict, row: dict, columns: Sequence[Any], cod
     crit = K.Classification(entry)
     if crit.report != "coefficients":
         return None
-    synth = Coded(codes=np.asarray(codes), columns=tuple(columns))
+    synth = _synth(codes, columns)
     ctx = EvalContext(real=synth, synth=synth, spec=spec)
     des = crit.design(ctx)
     d = des.d
@@ -161,7 +167,6 @@ def choice_estimates(spec: dict, configuration: dict, columns: Sequence[Any], co
     from data.csv, the same scale, ``draws`` times with a fixed seed; the largest error over the
     compared groups and levels per draw). {id: {"mean", "std", "draws", "q95", "method"}}; the
     datasheet states from q95 the error a check rules out (evidence.py)."""
-    from dpbundle.mechanisms.coding import Coded
     from dpbundle.mechanisms.criteria.base import EvalContext
     from dpbundle.mechanisms.criteria.quantile import Quantile, quantile_scores
 
@@ -177,7 +182,7 @@ def choice_estimates(spec: dict, configuration: dict, columns: Sequence[Any], co
             if not (scale > 0 and math.isfinite(scale)):
                 continue
             crit = Quantile(entry)
-            synth = Coded(codes=np.asarray(codes), columns=tuple(columns))
+            synth = _synth(codes, columns)
             ctx = EvalContext(real=synth, synth=synth, spec=spec,
                               alternatives={k: v for k, v in cfg.items() if isinstance(v, str)})
             cand, of_code, plan = crit._plan(ctx)

@@ -1,0 +1,140 @@
+"""National scale (issue 28): release, audit and enclave replay of a births registry of N rows.
+
+Generates the registry by resampling the public 160k sample with replacement (seeded, streamed
+in chunks of a million rows: the file is never held in memory), then times, each in its own
+process, with its peak resident memory (``os.wait4``: the process and the children it waited
+for):
+
+1. ``dpbundle release`` (births spec, the narrowed list measured at 160k, ``--allow-other-size``,
+   stop probability 0) with ``DPBUNDLE_TIMINGS=1`` (its stage times, PRIVATE in a real release:
+   use only on example data);
+2. ``dpbundle audit`` of the bundle (public checks);
+3. ``dpbundle audit --transcript --data`` (the enclave replay).
+
+    python benchmarks/bench_national.py --rows 50000000 [--records-policy declared_public|dp_count]
+        [--dir /tmp/national] [--keep]
+
+The large files go to --dir (default: a temporary directory, removed unless --keep); nothing
+is committed. Figures: docs/benchmarks.md, "National scale".
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "data" / "nvss2019_singleton_160k.csv.gz"
+TIMING = re.compile(r"^dpbundle timing: (?P<stage>\S+) (?P<seconds>[0-9.]+) s$")
+CHUNK = 1_000_000
+
+
+def write_resampled(out: Path, rows: int, seed: int = 2028) -> float:
+    """``rows`` lines drawn with replacement from the 160k sample (its header first); seconds."""
+    t0 = time.perf_counter()
+    lines = gzip.decompress(SAMPLE.read_bytes()).splitlines()
+    header, body = lines[0], np.array(lines[1:], dtype=object)
+    rng = np.random.default_rng(seed)
+    with open(out, "wb") as f:
+        f.write(header + b"\n")
+        for start in range(0, rows, CHUNK):
+            pick = rng.integers(0, len(body), size=min(CHUNK, rows - start))
+            f.write(b"\n".join(body[pick]) + b"\n")
+    return time.perf_counter() - t0
+
+
+def run(argv: list[str], env: dict) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MB, stderr) of one command; a failure stops the benchmark."""
+    t0 = time.perf_counter()
+    err_file = tempfile.TemporaryFile()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_file, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err_file.seek(0)
+    err = err_file.read().decode("utf-8", errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({os.waitstatus_to_exitcode(status)}):\n{err[-3000:]}")
+    return wall, usage.ru_maxrss / 1024, err
+
+
+def stages(err: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for line in err.splitlines():
+        m = TIMING.match(line.strip())
+        if m:
+            found[m["stage"]] = found.get(m["stage"], 0.0) + float(m["seconds"])
+    return found
+
+
+def spec_with_policy(where: Path, policy: str) -> Path:
+    """The births spec, with its records policy set to ``policy``."""
+    text = (ROOT / "examples" / "births.yaml").read_text()
+    if policy != "declared_public":
+        text, k = re.subn(r"policy: declared_public", f"policy: {policy}", text)
+        if k != 1:
+            raise SystemExit("examples/births.yaml: no 'policy: declared_public' line to change")
+    out = where / f"births-{policy}.yaml"
+    out.write_text(text)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=3_600_000)
+    ap.add_argument("--records-policy", default="declared_public", choices=["declared_public", "dp_count"])
+    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--skip", default="", help="comma-separated phases to skip: audit, replay")
+    a = ap.parse_args()
+    where = a.dir or Path(tempfile.mkdtemp(prefix="national-"))
+    where.mkdir(parents=True, exist_ok=True)
+    exe = str(Path(sys.executable).parent / "dpbundle")
+    private = where / "private"
+    private.mkdir(mode=0o700, exist_ok=True)
+    env = {**os.environ, "COLUMNS": "100", "DPBUNDLE_PRIVATE_DIR": str(private), "DPBUNDLE_TIMINGS": "1"}
+    try:
+        data = where / f"births-{a.rows}.csv"
+        if not data.exists():
+            print(f"generating {data} ({a.rows:,} rows): {write_resampled(data, a.rows):.1f} s, "
+                  f"{data.stat().st_size / 1e6:,.0f} MB", flush=True)
+        spec = spec_with_policy(where, a.records_policy)
+        bundle, transcript = where / "bundle", private / "run.transcript.jsonl"
+        shutil.rmtree(bundle, ignore_errors=True)
+        transcript.unlink(missing_ok=True)
+        ledger = where / "ledger.json"
+        ledger.unlink(missing_ok=True)
+        key = where / "bench.key"
+        if not key.exists():
+            subprocess.run([exe, "keygen", "--out", str(where / "bench")], check=True,
+                           stdout=subprocess.DEVNULL, env={k: v for k, v in env.items()
+                                                           if k != "DPBUNDLE_KEY_PASSPHRASE"})
+        wall, rss, err = run([exe, "release", str(spec), str(data), "--out", str(bundle), "--key", str(key),
+                              "--configs", str(ROOT / "examples" / "births-narrowed-nvss160k.yaml"),
+                              "--allow-other-size", "--allow-other-spec", "--stop-probability", "0",
+                              "--transcript", str(transcript), "--ledger", str(ledger)], env)
+        print(f"release ({a.records_policy}): {wall:.1f} s, peak {rss:,.0f} MB", flush=True)
+        for name, sec in stages(err).items():
+            print(f"  {name:<32} {sec:8.1f} s")
+        if "audit" not in a.skip:
+            wall, rss, _ = run([exe, "audit", str(bundle), "--pubkey", str(where / "bench.pub")], env)
+            print(f"audit (public): {wall:.1f} s, peak {rss:,.0f} MB", flush=True)
+        if "replay" not in a.skip:
+            wall, rss, _ = run([exe, "audit", str(bundle), "--pubkey", str(where / "bench.pub"), "--transcript", str(transcript),
+                                "--data", str(data)], env)
+            print(f"audit --transcript --data (enclave replay): {wall:.1f} s, peak {rss:,.0f} MB", flush=True)
+    finally:
+        if not a.keep and a.dir is None:
+            shutil.rmtree(where, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
