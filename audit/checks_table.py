@@ -15,8 +15,9 @@ __all__ = ["check_size", "check_face_privacy", "check_constraints", "cell_counts
 
 
 
-def cell_counts(codes: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct rows as flat keys, their counts) over the columns with these domain sizes."""
+def cell_counts(codes: np.ndarray, sizes: list[int], weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows as flat keys, their counts) over the columns with these domain sizes;
+    ``weights``: how many records each row of ``codes`` stands for (default 1)."""
     if codes.shape[0] == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     total = 1
@@ -27,9 +28,12 @@ def cell_counts(codes: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.nda
         for j, s in enumerate(sizes):
             key *= int(s)
             key += codes[:, j]
-        return np.unique(key, return_counts=True)
-    _, inv, counts = np.unique(codes, axis=0, return_inverse=True, return_counts=True)
-    return np.arange(len(counts)), counts
+        uniq, inv = np.unique(key, return_inverse=True)
+    else:
+        _, inv = np.unique(codes, axis=0, return_inverse=True)
+        uniq = np.arange(int(inv.max()) + 1)
+    counts = np.bincount(inv.reshape(-1), weights=weights, minlength=len(uniq))
+    return uniq, np.rint(counts).astype(np.int64)
 
 
 def check_size(ctx: AuditContext) -> CheckResult:
@@ -51,7 +55,7 @@ def check_size(ctx: AuditContext) -> CheckResult:
         if v != n:
             r.fail(f"{name}: n = {v!r} differs from the public n {n}")
     r.facts.update({"n": n, "rows": table.rows})
-    if table.codes is None:
+    if table.data is None:
         r.fail("data.csv: unusable, rows not counted")
     elif table.rows != n:
         r.fail(f"data.csv has {table.rows} rows, the public n is {n}")
@@ -69,14 +73,14 @@ def check_face_privacy(ctx: AuditContext) -> CheckResult:
     except Missing as e:
         r.fail(str(e))
         return r
-    if table.codes is None:
+    if table.data is None:
         r.fail("data.csv: unusable")
         return r
     if table.problems:
         r.fail(f"data.csv: {table.bad_rows} row(s) could not be read; face privacy cannot be verified")
-    codes = table.codes
+    codes, weights = table.data.rows, table.data.counts
     sizes = [c.size for c in view.columns]
-    _, counts = cell_counts(codes, sizes)
+    _, counts = cell_counts(codes, sizes, weights)
     r.facts["min_count"] = k
     r.facts["distinct_records"] = int(counts.size)
     low = int(np.sum(counts < k))
@@ -104,7 +108,7 @@ def check_face_privacy(ctx: AuditContext) -> CheckResult:
         except (KeyError, TypeError):
             r.fail(f"spec.json: face_privacy.quasi_identifiers[{i}] names an unknown column ({qi})")
             continue
-        _, qc = cell_counts(codes[:, idx], [sizes[j] for j in idx])
+        _, qc = cell_counts(codes[:, idx], [sizes[j] for j in idx], weights)
         bad = int(np.sum(qc < k))
         if bad:
             r.fail(f"k-anonymity (k = {k}) fails for {qi}: {bad} combination(s) appear fewer than "
@@ -124,7 +128,7 @@ def check_constraints(ctx: AuditContext) -> CheckResult:
     except Missing as e:
         r.fail(str(e))
         return r
-    if table.codes is None:
+    if table.data is None:
         r.fail("data.csv: unusable")
         return r
     if table.problems:
@@ -133,8 +137,8 @@ def check_constraints(ctx: AuditContext) -> CheckResult:
     if not isinstance(cons, list):
         r.fail("spec.json: synthetic_constraints is not a list")
         return r
-    codes = table.codes
-    n = codes.shape[0]
+    codes, weights, first_rows = table.data.rows, table.data.counts, table.data.first
+    n = table.data.n
     from .constraints import ConstraintError, conditions_over_limit, violations
 
     too_many = conditions_over_limit(cons)   # each condition is a pass over every row
@@ -150,9 +154,9 @@ def check_constraints(ctx: AuditContext) -> CheckResult:
             r.fail(str(e).replace("synthetic_constraints[0]", f"synthetic_constraints[{i}]"))
             continue
         checked += 1
-        bad = int(mask.sum())
+        bad = int(weights[mask].sum())
         if bad:
-            first = int(np.flatnonzero(mask)[0]) + 2     # line number in data.csv (header = 1)
+            first = int(first_rows[mask].min()) + 2      # line number in data.csv (header = 1)
             r.fail(f"{bad} row(s) violate synthetic constraint {name!r} (first at data.csv line {first})")
     if not r.failed:
         r.detail = f"{checked} synthetic constraint(s) hold on all {n} rows"

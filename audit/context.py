@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from .bundle_io import Bundle, BundleFileError
-from .data_csv import DataTable, read_data_csv, read_header_and_labels
+from .data_csv import Counted, DataTable, read_data_csv, read_header_and_labels
 from .labels import AmbiguousAlternative, SpecView, SpecViewError, build_view
 
 __all__ = ["AuditContext", "Missing", "need", "need_number"]
@@ -97,14 +97,14 @@ class AuditContext:
             self._table = read_data_csv(self.bundle, view)
         return self._table
 
-    def codes(self):
-        """The codes of data.csv; Missing if the file could not be read cleanly."""
+    def codes(self) -> Counted:
+        """data.csv's rows (distinct, with their counts); Missing if it could not be read cleanly."""
         t = self.table()
-        if t.codes is None:
+        if t.data is None:
             raise Missing("data.csv: unusable (" + "; ".join(t.problems[:2]) + ")")
         if t.problems:
             raise Missing(f"data.csv: {len(t.problems)} problem(s), first: {t.problems[0]}")
-        return t.codes
+        return t.data
 
     def declared_n(self) -> int:
         """The public n (manifest.json's n, else metrics.json's)."""

@@ -1,4 +1,4 @@
-"""Read a released data.csv into integer codes (the audit's own parser).
+"""Read a released data.csv into its distinct rows and their counts (the audit's own parser).
 
 Every cell must be one of the column's declared labels; empty cells, short or long rows,
 undeclared labels, a wrong header, bad UTF-8 and NUL bytes are reported as problems (with row
@@ -7,6 +7,7 @@ and column), never raised.
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -16,23 +17,62 @@ from .bundle_io import Bundle, BundleFileError
 from .bounds import MAX_BINS_PER_COLUMN, MAX_COLUMNS, MAX_RECORD_CHARS
 from .labels import SpecView
 
-__all__ = ["DataTable", "read_data_csv", "read_header_and_labels"]
+__all__ = ["Counted", "DataTable", "as_counted", "read_data_csv", "read_header_and_labels"]
 
 MAX_REPORTED = 20
 FIELD_LIMIT = 1 << 20     # the csv module's limit on one field (its reader raises beyond it)
 
 
+@dataclass(frozen=True)
+class Counted:
+    """A table held as its distinct rows and how often each occurs (a released table repeats
+    its rows: face privacy), with the 0-based position of each distinct row's first occurrence
+    among the readable rows."""
+
+    rows: np.ndarray                 # int64 (u, d), distinct
+    counts: np.ndarray               # int64 (u,), >= 1
+    first: np.ndarray                # int64 (u,)
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+    def column_counts(self, j: int, size: int) -> np.ndarray:
+        """Records with each code of column j (int64)."""
+        return np.bincount(self.rows[:, j], weights=self.counts, minlength=size).astype(np.int64)
+
+
+def as_counted(codes) -> Counted:
+    """A Counted table of an int array of rows (or the Counted itself)."""
+    if isinstance(codes, Counted):
+        return codes
+    codes = np.asarray(codes, dtype=np.int64)
+    if codes.shape[0] == 0:
+        return Counted(codes.reshape(0, codes.shape[1] if codes.ndim == 2 else 0), np.zeros(0, np.int64),
+                       np.zeros(0, np.int64))
+    rows, first, counts = np.unique(codes, axis=0, return_index=True, return_counts=True)
+    return Counted(rows, counts.astype(np.int64), first.astype(np.int64))
+
+
 @dataclass
 class DataTable:
     header: list[str]
-    codes: np.ndarray | None         # int64 (rows, d); None if the header is unusable
+    data: Counted | None             # the readable rows; None if the header is unusable
     rows: int                        # number of data rows read
     problems: list[str] = field(default_factory=list)
-    bad_rows: int = 0                # rows with at least one problem (not in codes)
+    bad_rows: int = 0                # rows with at least one problem (not in data)
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def codes(self) -> np.ndarray | None:
+        """The readable rows as codes (int64 (rows, d)), in the order of their distinct rows (the
+        multiset of data.csv's rows; built on request: the checks work on ``data``)."""
+        if self.data is None:
+            return None
+        return np.repeat(self.data.rows, self.data.counts, axis=0)
 
 
 class RecordTooLong(ValueError):
@@ -118,8 +158,8 @@ def read_data_csv(bundle: Bundle, view: SpecView, name: str = "data.csv") -> Dat
     except (BundleFileError, UnicodeDecodeError, OSError, ValueError):
         clean = None
     if clean is not None:
-        codes, rows = clean
-        return DataTable(header=list(expected), codes=codes, rows=rows)
+        data, rows = clean
+        return DataTable(header=list(expected), data=data, rows=rows)
     return _read_checked(bundle, view, name, expected, lookups)
 
 
@@ -143,15 +183,16 @@ def _plain_labels(names: list[str], lookups: list[dict]) -> bool:
 
 
 def _read_clean(bundle: Bundle, name: str, expected: list[str], lookups: list[dict],
-                limit: int) -> tuple[np.ndarray, int] | None:
-    """(codes, rows) of a data.csv in plain form, or None: the header line is exactly the
-    released columns joined by commas, and every other line, ending in a line feed (the last one
-    may not), holds one declared label per column; no quote, carriage return or NUL anywhere, no
-    line longer than ``limit`` characters. csv.reader reads such a file as these lines split at their commas,
-    so the codes and row count are the ones :func:`_read_checked` finds, with no problem."""
+                limit: int) -> tuple[Counted, int] | None:
+    """(its distinct rows and counts, rows) of a data.csv in plain form, or None: the header line
+    is exactly the released columns joined by commas, and every other line, ending in a line feed
+    (the last one may not), holds one declared label per column; no quote, carriage return or NUL
+    anywhere, no line longer than ``limit`` characters. csv.reader reads such a file as these
+    lines split at their commas, so the rows are the ones :func:`_read_checked` finds, with no
+    problem. Memory: the distinct lines and a chunk of text."""
     if not _plain_labels(expected, lookups):
         return None
-    chunks: list[np.ndarray] = []
+    types = _LineTypes(lookups, limit)
     header: str | None = None
     carry = ""
     with bundle.open_text(name) as f:
@@ -170,26 +211,53 @@ def _read_clean(bundle: Bundle, name: str, expected: list[str], lookups: list[di
                         return None
                     if not more:
                         lines = None
-                if lines is not None:
-                    codes = _clean_codes(lines, lookups, limit)
-                    if codes is None:
-                        return None
-                    chunks.append(codes)
+                if lines is not None and not types.add(lines.split("\n")):
+                    return None
             if not block:
                 break
     if header is None:
         return None
-    codes = np.concatenate(chunks) if chunks else np.zeros((0, len(expected)), dtype=np.int64)
-    return codes, len(codes)
+    return types.counted(len(expected)), types.rows
 
 
-def _clean_codes(text: str, lookups: list[dict], limit: int) -> np.ndarray | None:
-    """The codes of the lines of ``text`` (separated by line feeds; each must be d declared
-    labels joined by commas, else None). A released table repeats its rows (face privacy): each
-    distinct line is split and looked up once."""
+class _LineTypes:
+    """The distinct lines of a plain data.csv, their codes, counts and first positions."""
+
+    def __init__(self, lookups: list[dict], limit: int) -> None:
+        self.lookups, self.limit = lookups, limit
+        self.where: dict[str, int] = {}
+        self.codes: list[np.ndarray] = []
+        self.counts: list[int] = []
+        self.first: list[int] = []
+        self.rows = 0
+
+    def add(self, lines: list[str]) -> bool:
+        """Count a chunk's lines; False when one is not d declared labels joined by commas."""
+        seen = Counter(lines)
+        new = [line for line in seen if line not in self.where]
+        if new:
+            codes = _clean_codes(new, self.lookups, self.limit)
+            if codes is None:
+                return False
+            position = dict(zip(reversed(lines), range(len(lines) - 1, -1, -1)))   # first index
+            for line in new:
+                self.where[line] = len(self.counts)
+                self.counts.append(0)
+                self.first.append(self.rows + position[line])
+            self.codes.append(codes)
+        for line, c in seen.items():
+            self.counts[self.where[line]] += c
+        self.rows += len(lines)
+        return True
+
+    def counted(self, d: int) -> Counted:
+        rows = np.concatenate(self.codes) if self.codes else np.zeros((0, d), dtype=np.int64)
+        return Counted(rows, np.asarray(self.counts, dtype=np.int64), np.asarray(self.first, dtype=np.int64))
+
+
+def _clean_codes(distinct: list[str], lookups: list[dict], limit: int) -> np.ndarray | None:
+    """The codes of distinct lines (each must be d declared labels joined by commas, else None)."""
     d = len(lookups)
-    lines = text.split("\n")
-    distinct = list(dict.fromkeys(lines))
     if max(map(len, distinct)) + 1 > limit or set(map(str.count, distinct, repeat(","))) != {d - 1}:
         return None
     cells = ",".join(distinct).split(",")
@@ -199,10 +267,7 @@ def _clean_codes(text: str, lookups: list[dict], limit: int) -> np.ndarray | Non
         if None in codes:
             return None
         table[:, j] = codes
-    if len(distinct) == len(lines):
-        return table
-    where = dict(zip(distinct, range(len(distinct))))
-    return table[np.fromiter(map(where.__getitem__, lines), dtype=np.intp, count=len(lines))]
+    return table
 
 
 def _read_checked(bundle: Bundle, view: SpecView, name: str, expected: list[str],
@@ -213,7 +278,7 @@ def _read_checked(bundle: Bundle, view: SpecView, name: str, expected: list[str]
     try:
         f, reader, lines = _iter_rows(bundle, name, record_limit(view))
     except BundleFileError as e:
-        return DataTable(header=[], codes=None, rows=0, problems=[str(e)])
+        return DataTable(header=[], data=None, rows=0, problems=[str(e)])
     chunks: list[np.ndarray] = []
     buf: list[list[int]] = []
     rows = bad = 0
@@ -222,10 +287,10 @@ def _read_checked(bundle: Bundle, view: SpecView, name: str, expected: list[str]
         with f:
             header = next(reader, None) or []
             if not header:
-                return DataTable(header=[], codes=None, rows=0, problems=[f"{name}: empty file (no header)"])
+                return DataTable(header=[], data=None, rows=0, problems=[f"{name}: empty file (no header)"])
             if header != expected:
                 problems.append(f"{name}: header {header} differs from the spec's released columns {expected}")
-                return DataTable(header=header, codes=None, rows=0, problems=problems)
+                return DataTable(header=header, data=None, rows=0, problems=problems)
             lines.used = 0
             for row in reader:
                 lines.used = 0
@@ -261,7 +326,7 @@ def _read_checked(bundle: Bundle, view: SpecView, name: str, expected: list[str]
                     buf = []
     except RecordTooLong as e:
         if not header:   # the header itself: no row was read
-            return DataTable(header=[], codes=None, rows=0, problems=[
+            return DataTable(header=[], data=None, rows=0, problems=[
                 f"{name}: the header is {e}, longer than the spec's released columns can be "
                 f"({len(expected)} columns)"])
         problems.append(f"{name}: line {reader.line_num + 1} or after: {e}, longer than a row of "
@@ -277,4 +342,4 @@ def _read_checked(bundle: Bundle, view: SpecView, name: str, expected: list[str]
     codes = np.concatenate(chunks) if chunks else np.zeros((0, d), dtype=np.int64)
     if bad > MAX_REPORTED:
         problems.append(f"{name}: {bad} bad rows in all")
-    return DataTable(header=header, codes=codes, rows=rows, problems=problems, bad_rows=bad)
+    return DataTable(header=header, data=as_counted(codes), rows=rows, problems=problems, bad_rows=bad)

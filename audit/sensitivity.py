@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from .bounds import MAX_GROUP_CELLS
+from .data_csv import Counted, as_counted
 from .labels import SpecView
 
 __all__ = ["Unverifiable", "recompute_sensitivity", "derive_threshold", "ratio_delta",
@@ -220,7 +221,7 @@ def _logistic_legacy_delta(d: int) -> float:
     return d + (d - 1) / 8.0 + d * (d - 1) / 4.0
 
 
-def _design_size(view: SpecView, codes: np.ndarray, target, feats) -> int:
+def _design_size(view: SpecView, codes: Counted, target, feats) -> int:
     """d of the regression design from data.csv: each ordered feature that is not constant, and
     each one-hot indicator (categories 2..k of an unordered feature) that is neither always 0
     nor always 1, plus the intercept's constant."""
@@ -234,11 +235,11 @@ def _design_size(view: SpecView, codes: np.ndarray, target, feats) -> int:
             raise Unverifiable(f"feature {f!r} is not a released column") from None
         col = view.columns[j]
         if col.ordered:
-            x = col.numbers[codes[:, j]]
+            x = col.numbers[codes.rows[:, j]]
             used += int(x.size > 0 and float(x.max()) > float(x.min()))
         else:
-            count = np.bincount(codes[:, j], minlength=col.size)
-            used += int(np.sum((count[1:] > 0) & (count[1:] < codes.shape[0])))
+            count = codes.column_counts(j, col.size)
+            used += int(np.sum((count[1:] > 0) & (count[1:] < codes.n)))
     return used + 1
 
 
@@ -271,9 +272,10 @@ def quantile_releases(entry: dict, where: str = "criterion") -> int:
     return len(levels) * sum(1 if b is None else 2 for b in by)
 
 
-def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndarray | None,
+def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: Counted | np.ndarray | None,
                           n: int) -> tuple[float, dict]:
-    """(Delta, facts) for one criterion from public data; Unverifiable if it cannot be done."""
+    """(Delta, facts) for one criterion from public data (data.csv as its distinct rows and
+    counts, or as rows); Unverifiable if it cannot be done."""
     typ = entry.get("type")
     where = f"criterion {entry.get('id')}"
     if n <= 0:
@@ -283,8 +285,9 @@ def recompute_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndar
         return public
     if codes is None:
         raise Unverifiable(f"{where}: data.csv is needed to recompute the sensitivity and is unusable")
-    if codes.shape[0] != n:
-        raise Unverifiable(f"{where}: data.csv has {codes.shape[0]} rows, not n = {n}")
+    codes = as_counted(codes)
+    if codes.n != n:
+        raise Unverifiable(f"{where}: data.csv has {codes.n} rows, not n = {n}")
     if typ == "smoothed_ratio":
         return _smoothed_ratio_sensitivity(entry, view, codes, where)
     if typ == "conditional_means":
@@ -318,7 +321,7 @@ def _sensitivity_without_data(entry: dict, row: dict, view: SpecView, n: int,
     return None
 
 
-def _smoothed_ratio_sensitivity(entry: dict, view: SpecView, codes: np.ndarray,
+def _smoothed_ratio_sensitivity(entry: dict, view: SpecView, codes: Counted,
                                 where: str) -> tuple[float, dict]:
     """smoothed_ratio: the ratio bound at the smallest smoothed count of any released label."""
     c = _num(entry, "clip", where)
@@ -327,7 +330,7 @@ def _smoothed_ratio_sensitivity(entry: dict, view: SpecView, codes: np.ndarray,
         raise Unverifiable(f"{where}: clip {c} must be > 1 and smoothing {k} >= 1")
     s_min = None
     for j, col in enumerate(view.columns):
-        cnt = np.bincount(codes[:, j], minlength=col.size)
+        cnt = codes.column_counts(j, col.size)
         m = int(cnt.min()) + k     # smoothed: (count + k), k = 1 unless the spec says
         s_min = m if s_min is None else min(s_min, m)
     if float(s_min).is_integer():
@@ -338,7 +341,7 @@ def _smoothed_ratio_sensitivity(entry: dict, view: SpecView, codes: np.ndarray,
     return ratio_delta(float(s_min), c), facts
 
 
-def _conditional_means_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndarray,
+def _conditional_means_sensitivity(entry: dict, row: dict, view: SpecView, codes: Counted,
                                    n: int) -> tuple[float, dict]:
     """conditional_means: (U - L) over the smallest group size less the margin, over every ``by``."""
     where = f"criterion {entry.get('id')}"
@@ -354,10 +357,10 @@ def _conditional_means_sensitivity(entry: dict, row: dict, view: SpecView, codes
         if col is None:
             continue
         try:
-            ids, reach = _joint_groups(view, codes, col)
+            ids, reach = _joint_groups(view, codes.rows, col)
         except KeyError:
             raise Unverifiable(f"{where}: by column {col!r} is not released") from None
-        s = np.bincount(ids, minlength=reach.size)
+        s = np.bincount(ids, weights=codes.counts, minlength=reach.size).astype(np.int64)
         # groups no label's number falls in hold no record of T or C: left out
         m = int(np.maximum(s - margin, 1)[reach].min())
         best = m if best is None else min(best, m)
@@ -370,7 +373,7 @@ def _conditional_means_sensitivity(entry: dict, row: dict, view: SpecView, codes
     return (U - L) / best, facts
 
 
-def _design_sensitivity(entry: dict, row: dict, view: SpecView, codes: np.ndarray,
+def _design_sensitivity(entry: dict, row: dict, view: SpecView, codes: Counted,
                         where: str) -> tuple[float, dict]:
     """regression_coefficients and classification: the fit's bound at the design size d."""
     typ = entry.get("type")

@@ -21,8 +21,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpbundle.mechanisms.cells import RecordTypes, deferred, retyped, types_from_rows, types_of
-from dpbundle.mechanisms.coding import Coded, ColumnCoding
+from dpbundle.mechanisms.cells import (RecordTypes, deferred, domain_cells, retyped, types_from_cells, types_from_rows,
+                                      types_of)
+from dpbundle.mechanisms.coding import Coded, ColumnCoding, mixed_radix_index
 
 from .codebook import CodebookError, read_codebook
 
@@ -76,10 +77,12 @@ class PublicFiles:
         """data.csv as a Coded table over the codebook's columns, held as its record types
         (its rows built only if some consumer reads them)."""
         if isinstance(self.codes, Coded):
-            types = types_of(self.codes)
+            types = retyped(types_of(self.codes), self.columns)
+        elif hasattr(self.codes, "rows") and hasattr(self.codes, "counts"):   # distinct rows, counts
+            types = _canonical_types(self.codes.rows, self.codes.counts, self.columns)
         else:
             types = types_from_rows(np.asarray(self.codes, dtype=np.int64), self.columns)
-        return deferred(retyped(types, self.columns))
+        return deferred(types)
 
     @property
     def types(self) -> RecordTypes:
@@ -89,6 +92,18 @@ class PublicFiles:
     @property
     def n(self) -> int:
         return self.table.n
+
+
+def _canonical_types(rows: np.ndarray, counts: np.ndarray, columns: Sequence[ColumnCoding]) -> RecordTypes:
+    """The record types of rows occurring ``counts`` times, in the canonical order
+    ``types_from_rows`` gives (ascending cells): the same arrays as from the rows themselves."""
+    rows, counts = np.asarray(rows, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+    domain = tuple(c.size for c in columns)
+    if domain_cells(domain) is None:
+        return types_from_rows(np.repeat(rows, counts, axis=0), columns)
+    uniq, inverse = np.unique(mixed_radix_index(rows, domain), return_inverse=True)
+    total = np.bincount(inverse.reshape(-1), weights=counts, minlength=len(uniq))
+    return types_from_cells(uniq, columns, np.rint(total).astype(np.int64))
 
 
 def meta_from_manifest(manifest: dict) -> Meta:
@@ -172,4 +187,5 @@ def read_public_files(read: Callable[[str], bytes], has: Callable[[str], bool], 
                        configuration_id=str(spec_doc.get("configuration_id", "")),
                        metrics=metrics["criteria"], budget=budget, datapackage=package,
                        columns=tuple(columns), units=units, descriptions=descriptions,
-                       codes=codes if isinstance(codes, Coded) else np.asarray(codes), meta=meta, optional=optional, has_model=has("model.json"))
+                       codes=codes if isinstance(codes, Coded) or hasattr(codes, "counts") else np.asarray(codes),
+                       meta=meta, optional=optional, has_model=has("model.json"))
