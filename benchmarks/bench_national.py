@@ -76,12 +76,15 @@ def stages(err: str) -> dict[str, float]:
 
 
 def spec_with_policy(where: Path, policy: str) -> Path:
-    """The births spec, with its records policy set to ``policy``."""
+    """The births spec, with its records policy set to ``policy`` (dp_count: the cap raised by
+    the count's epsilon, 0.1)."""
     text = (ROOT / "examples" / "births.yaml").read_text()
     if policy != "declared_public":
         text, k = re.subn(r"policy: declared_public", f"policy: {policy}", text)
-        if k != 1:
-            raise SystemExit("examples/births.yaml: no 'policy: declared_public' line to change")
+        # the DP count's epsilon (0.1) on top of the 9.98: the cap is raised to 10.1
+        text, c = re.subn(r"epsilon_cap: 10\.0\b", "epsilon_cap: 10.1", text)
+        if k != 1 or c != 1:
+            raise SystemExit("examples/births.yaml: no 'policy: declared_public' / 'epsilon_cap: 10' line to change")
     out = where / f"births-{policy}.yaml"
     out.write_text(text)
     return out

@@ -165,3 +165,37 @@ def test_speed(tmp_path):
     t = time.process_time()  # CPU time: the test machine may be shared
     write_example(tmp_path / "s.csv")
     assert time.process_time() - t < 5.0
+
+
+@pytest.mark.parametrize("name", ["births", "persons"])
+def test_a_long_example_is_written_chunk_by_chunk_and_the_seed_still_fixes_it(tmp_path, monkeypatch, name):
+    """Files longer than a chunk (3 chunks of 1,000 rows here): one header, every row, the same
+    bytes for the same seed, other bytes for another; the first chunk is the short file's."""
+    from dpbundle.release.data import example as ex
+
+    monkeypatch.setattr(ex, "CHUNK_ROWS", 1000)
+    a, b, c, short = (tmp_path / f"{x}.csv" for x in "abcs")
+    assert write_example(a, rows=2_500, seed=7, name=name) == 2_500
+    write_example(b, rows=2_500, seed=7, name=name)
+    write_example(c, rows=2_500, seed=8, name=name)
+    write_example(short, rows=1_000, seed=7, name=name)
+    text = a.read_bytes()
+    assert text == b.read_bytes() and text != c.read_bytes()
+    lines = text.split(b"\n")
+    assert lines[-1] == b"" and len(lines) == 2_500 + 2
+    assert lines.count(lines[0]) == 1                       # the header once
+    assert text.startswith(short.read_bytes())             # chunk 0 is the seed's own simulation
+    assert lines[1_001:2_001] != lines[1:1_001]             # chunk 1 is not chunk 0 again
+    blocks = list(ex.example_blocks(name, 2_500, 7))
+    assert len(blocks) == 3 and b"".join(blocks) == text
+
+
+def test_example_rows_far_above_the_old_limit_are_accepted_and_checked_first(tmp_path):
+    from dpbundle.release.data import example as ex
+
+    assert ex.check_rows(50_000_000) == 50_000_000
+    with pytest.raises(ExampleError, match="--rows"):
+        ex.check_rows(ex.MAX_ROWS + 1)
+    with pytest.raises(ExampleError, match="--seed"):
+        write_example(tmp_path / "z.csv", rows=10, seed=-1)
+    assert not (tmp_path / "z.csv").exists() and not list(tmp_path.iterdir())

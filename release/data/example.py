@@ -16,12 +16,14 @@ recording error, which makes the rare implausible week/weight rows of real regis
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 from dpbundle.release.data.example_errors import ExampleError  # noqa: F401  (also importable from here)
@@ -36,7 +38,11 @@ INPUT_RANGES = {"mother_age": (10, 70), "parity": (1, 30), "gestation_week": (10
                 "birth_weight": (100, 10000)}
 
 
-MAX_ROWS = 2_000_000   # simulating 1e6 rows takes about 1.6 (births) to 2.5 GB (persons) of memory
+MAX_ROWS = 1_000_000_000   # written CHUNK_ROWS at a time: about 30 GB of CSV (births) at the most
+#: Rows simulated and written at a time (about 0.4-0.6 GB of memory). A file of at most this
+#: many rows is the one simulation of its seed; a longer one continues, chunk k >= 1, with the
+#: generator of SeedSequence(seed, spawn_key=(k,)): the same seed still gives the same file.
+CHUNK_ROWS = 250_000
 
 
 def check_rows(rows) -> int:
@@ -71,13 +77,22 @@ def _conditional(rng: np.random.Generator, table, parent: np.ndarray) -> np.ndar
     return np.minimum(idx, t.shape[1] - 1)
 
 
-def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | None = None) -> dict[str, np.ndarray]:
-    """Simulated births as a dict of columns (deterministic for a seed)."""
+def chunk_generator(seed: int, k: int) -> np.random.Generator:
+    """The generator of chunk ``k`` of an example file of seed ``seed`` (see CHUNK_ROWS)."""
+    if k == 0:
+        return np.random.Generator(np.random.PCG64(seed))
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(k,))))
+
+
+def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | None = None,
+             rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
+    """Simulated births as a dict of columns (deterministic for a seed; ``rng``: draw from this
+    generator instead of the seed's)."""
     rows = check_rows(rows)
     if seed < 0:
         raise ExampleError(f"--seed: must be a non-negative integer (got {seed})")
     m = load_model() if model is None else model
-    rng = np.random.Generator(np.random.PCG64(seed))
+    rng = np.random.Generator(np.random.PCG64(seed)) if rng is None else rng
     month = _categorical(rng, m["month_counts"], rows) + 1
     age = _categorical(rng, m["mother_age"]["counts"], rows) + m["mother_age"]["min"]
     band = np.searchsorted(np.asarray(m["age_bands"]), age, side="right") - 1
@@ -117,14 +132,15 @@ def _integer_text(col: np.ndarray) -> np.ndarray:
     return np.array([str(i) for i in range(lo, hi + 1)], dtype=object)[col - lo]
 
 
-def _csv_bytes(cols: dict[str, np.ndarray]) -> bytes:
+def _csv_bytes(cols: dict[str, np.ndarray], header: bool = True) -> bytes:
     """The input-format CSV (header, True/False booleans, YYYY-MM-15 dates, '\\n' line ends)."""
     months = np.array([f"{YEAR}-{mo:02d}-15" for mo in range(1, 13)], dtype=object)
     sex = np.array(["False", "True"], dtype=object)
     parts = [_integer_text(cols["mother_age"]), _integer_text(cols["parity"]),
              _integer_text(cols["gestation_week"]), sex[cols["is_female"].astype(np.int64)],
              _integer_text(cols["birth_weight"]), months[cols["month"] - 1]]
-    return (",".join(COLUMNS) + "\n" + "\n".join(map(",".join, zip(*parts))) + "\n").encode("ascii")
+    head = ",".join(COLUMNS) + "\n" if header else ""
+    return (head + "\n".join(map(",".join, zip(*parts))) + "\n").encode("ascii")
 
 
 def example_defaults(name: str) -> tuple[int, int]:
@@ -139,13 +155,27 @@ def example_defaults(name: str) -> tuple[int, int]:
 
 
 def example_csv(name: str, rows: int, seed: int) -> bytes:
-    """The CSV bytes of a built-in example."""
-    if name == "persons":
-        from dpbundle.release.data.example_persons import example_bytes
+    """The CSV bytes of a built-in example (in memory: see :func:`example_blocks`)."""
+    return b"".join(example_blocks(name, rows, seed))
 
-        return example_bytes(rows, seed)
-    example_defaults(name)  # refuses an unknown name
-    return _csv_bytes(simulate(rows, seed))
+
+def example_blocks(name: str, rows: int, seed: int) -> Iterator[bytes]:
+    """The CSV of a built-in example, CHUNK_ROWS rows at a time (the header first)."""
+    rows = check_rows(rows)
+    if name == "persons":
+        from dpbundle.release.data.example_persons import csv_bytes, simulate as simulate_persons
+
+        def chunk(size: int, k: int) -> bytes:
+            return csv_bytes(simulate_persons(size, seed, rng=chunk_generator(seed, k)), header=k == 0)
+    else:
+        example_defaults(name)  # refuses an unknown name
+
+        def chunk(size: int, k: int) -> bytes:
+            return _csv_bytes(simulate(size, seed, rng=chunk_generator(seed, k)), header=k == 0)
+    if seed < 0:
+        raise ExampleError(f"--seed: must be a non-negative integer (got {seed})")
+    for k, start in enumerate(range(0, rows, CHUNK_ROWS)):
+        yield chunk(min(CHUNK_ROWS, rows - start), k)
 
 
 def write_example(out: Path, rows: int | None = None, seed: int | None = None, force: bool = False,
@@ -168,17 +198,25 @@ def write_example(out: Path, rows: int | None = None, seed: int | None = None, f
     problem = replace_problem(out, "the example registry")
     if problem:                      # never a device node, FIFO or link, even with --force
         raise ExampleError(problem)
-    try:
-        data = example_csv(name, rows, seed)
-    except MemoryError:
-        raise ExampleError(f"--rows {rows:,}: not enough memory to simulate them; ask for fewer") from None
+    blocks = example_blocks(name, rows, seed)
+    first = next(blocks)             # bad arguments fail here, before any file is made
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            fh.write(first)
+            for block in blocks:     # one chunk in memory at a time
+                fh.write(block)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, out)
+    except MemoryError:
+        Path(tmp).unlink(missing_ok=True)
+        raise ExampleError(f"--rows {rows:,}: not enough memory to simulate a chunk of {CHUNK_ROWS:,} rows") from None
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.errno == errno.ENOSPC:
+            raise ExampleError(f"{out}: no space left on the device for {rows:,} rows; nothing was written") from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -136,7 +136,8 @@ def _earnings_band(rng: np.random.Generator, m: dict, edu: np.ndarray, female: n
     return np.searchsorted(np.asarray(e["band_edges"], dtype=float), annual, side="right")
 
 
-def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | None = None) -> dict[str, np.ndarray]:
+def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | None = None,
+             rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
     """Simulated persons as a dict of columns (deterministic for a seed).
 
     Keys: date_of_birth (datetime64[D]), age (years at the reference date), female (bool),
@@ -150,7 +151,7 @@ def simulate(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED, model: dict | N
     if seed < 0:
         raise ExampleError(f"--seed: must be a non-negative integer (got {seed})")
     m = load_model() if model is None else model
-    rng = np.random.Generator(np.random.PCG64(seed))
+    rng = np.random.Generator(np.random.PCG64(seed)) if rng is None else rng
     reference = date.fromisoformat(m["reference_date"])
     female = rng.random(rows) < m["female_share"]
     age = _ages(rng, m, rows)
@@ -185,7 +186,7 @@ def _quote(text: str) -> str:
     return text
 
 
-def csv_bytes(cols: dict[str, np.ndarray], model: dict | None = None) -> bytes:
+def csv_bytes(cols: dict[str, np.ndarray], model: dict | None = None, header: bool = True) -> bytes:
     """The input-format CSV of the persons spec (header texts as in HEADERS, '\\n' line ends)."""
     m = load_model() if model is None else model
     occ_names = np.array(m["occupation"]["groups"])
@@ -197,8 +198,8 @@ def csv_bytes(cols: dict[str, np.ndarray], model: dict | None = None) -> bytes:
     body = parts[0].astype(str)
     for p in parts[1:]:
         body = np.char.add(np.char.add(body, ","), np.asarray(p, dtype=str))
-    header = ",".join(_quote(h) for h in HEADERS)
-    return (header + "\n" + "\n".join(body.tolist()) + "\n").encode("utf-8")
+    head = ",".join(_quote(h) for h in HEADERS) + "\n" if header else ""
+    return (head + "\n".join(body.tolist()) + "\n").encode("utf-8")
 
 
 def example_bytes(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED) -> bytes:
