@@ -158,7 +158,7 @@ _RELEASE_OPTIONS = {"out": "path", "example": "str?", "key": "path?", "passphras
                     "allow_additional_spend": "bool", "force": "bool", "zip": "bool",
                     "stop_probability": "number?", "allow_other_spec": "bool", "allow_other_size": "bool",
                     "resume": "path?", "example_rows": "int?", "preregistration": "path?", "beacon": "str?",
-                    "preregistration_secret": "path?"}
+                    "preregistration_secret": "path?", "scheduler": "str?"}
 
 
 def release(spec: "PathLike | dict | Spec | None" = None, data: "PathLike | pd.DataFrame | None" = None, *,

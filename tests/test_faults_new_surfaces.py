@@ -359,7 +359,7 @@ def test_a_signal_before_the_spend_says_nothing_was_spent(env, tmp_path, monkeyp
 def test_sigterm_never_ends_a_command_silently(tmp_path):
     """Any dpbundle command stopped by SIGTERM says so and exits 130 (never a silent 143)."""
     exe = Path(sys.executable).with_name("dpbundle")
-    proc = subprocess.Popen([str(exe), "example", "births", "--rows", "2000000", "--out",
+    proc = subprocess.Popen([str(exe), "example", "births", "--rows", "50000000", "--out",
                              str(tmp_path / "x.csv")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     time.sleep(2.0)
@@ -877,7 +877,7 @@ def test_example_rows_far_from_the_list_are_refused_before_simulating(tmp_path, 
 
     def never(*_a, **_k):
         raise AssertionError("simulated")
-    monkeypatch.setattr(example_mod, "example_csv", never)
+    monkeypatch.setattr(example_mod, "example_blocks", never)
     with _deadline(30):
         res = _invoke("release", "--example", "births", "--example-rows", rows, "--out", tmp_path / "b")
     assert res.exit_code == 2 and "nothing was simulated" in _text(res), res.output
@@ -893,8 +893,8 @@ def test_example_rows_out_of_range(tmp_path):
             release(example="births", example_rows=10 ** 9, out=tmp_path / "b")
         with pytest.raises(UnusableInput, match="--example-rows"):
             release(example="births", example_rows=10, out=tmp_path / "b")
-    res = _invoke("example", "births", "--rows", str(10 ** 9), "--out", tmp_path / "x.csv")
-    assert res.exit_code == 2 and "2,000,000" in res.output
+    res = _invoke("example", "births", "--rows", str(10 ** 9 + 1), "--out", tmp_path / "x.csv")
+    assert res.exit_code == 2 and "1,000,000,000" in res.output
     assert not list(tmp_path.iterdir())
 
 
@@ -973,7 +973,7 @@ def test_an_example_error_arrives_in_the_hierarchy(tmp_path, monkeypatch):
 
     def no_memory(*_a, **_k):
         raise MemoryError
-    monkeypatch.setattr(example_mod, "example_csv", no_memory)
+    monkeypatch.setattr(example_mod, "example_blocks", no_memory)
     with pytest.raises(DpbundleError) as info:
         release(example="births", out=tmp_path / "b")
     assert info.value.code == 2 and "memory" in info.value.message and "nothing was spent" in info.value.message

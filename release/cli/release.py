@@ -16,7 +16,7 @@ __all__ = ["cli_release"]
 
 def cli_release(
     spec: Annotated[Optional[Path], typer.Argument(help="Release spec (YAML or JSON).", show_default=False)] = None,
-    data: Annotated[Optional[Path], typer.Argument(help="The confidential registry (CSV or CSV.gz).", show_default=False)] = None,
+    data: Annotated[Optional[Path], typer.Argument(help="The confidential registry (CSV or CSV.gz), or a directory of its parts (*.csv, *.csv.gz, in name order).", show_default=False)] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Bundle directory to create (must not exist unless --force).")] = ...,
     example: Annotated[Optional[str], typer.Option("--example", help="Use a built-in example (spec + simulated registry) instead of SPEC and DATA: 'births' or 'persons'.")] = None,
     key: Annotated[Optional[Path], typer.Option("--key", help="Ed25519 private key (PEM) from `dpbundle keygen`. With --example a demo key is generated next to the bundle.")] = None,
@@ -34,6 +34,7 @@ def cli_release(
     preregistration: Annotated[Optional[Path], typer.Option("--preregistration", help="The signed record from `dpbundle preregister` (REC, with REC.sig beside it): the spec, --configs list and key must be the registered ones (refused before anything is read), and the sampling and projection seeds are derived from its committed secret and --beacon.", show_default=False)] = None,
     beacon: Annotated[Optional[str], typer.Option("--beacon", help="The public value the pre-registration record names (its beacon_source), taken after the record was published.", show_default=False)] = None,
     preregistration_secret: Annotated[Optional[Path], typer.Option("--preregistration-secret", help="The PRIVATE secret file `dpbundle preregister` wrote (default: its place in the private directory).", show_default=False)] = None,
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address inside the enclave, e.g. tcp://10.0.0.5:8786: each part of DATA is read and counted on a worker; only the parts' distinct records and counts come back (the order of the records too under the dp_count policy). Everything else runs here.", show_default=False)] = None,
     example_rows: Annotated[Optional[int], typer.Option("--example-rows", help=f"Rows of the simulated registry for --example (default: births 167000, persons 45000; at most {MAX_EXAMPLE_ROWS:,}).", min=MIN_EXAMPLE_ROWS, max=MAX_EXAMPLE_ROWS, show_default=False)] = None,
 ) -> None:
     """Produce a signed, differentially private release bundle.
@@ -60,6 +61,8 @@ def cli_release(
             --configs sweep/narrowed.yaml
         dpbundle release spec.yaml registry.csv.gz --out bundle --key steward.key \\
             --configs sweep/narrowed.yaml --stop-probability 0.05
+        dpbundle release spec.yaml registry-parts/ --out bundle --key steward.key \\
+            --configs sweep/narrowed.yaml --scheduler tcp://10.0.0.5:8786
     """
     from rich.text import Text
 
@@ -74,7 +77,7 @@ def cli_release(
                              make_zip=make_zip, stop_probability=stop_probability,
                              allow_other_spec=allow_other_spec, allow_other_size=allow_other_size,
                              resume=resume, preregistration=preregistration, beacon=beacon,
-                             preregistration_secret=preregistration_secret)
+                             preregistration_secret=preregistration_secret, scheduler=scheduler)
     try:
         run_release(request)
         signal_note(reported=True)      # a signal from now on changes nothing: the release said how it ended

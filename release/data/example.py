@@ -199,7 +199,10 @@ def write_example(out: Path, rows: int | None = None, seed: int | None = None, f
     if problem:                      # never a device node, FIFO or link, even with --force
         raise ExampleError(problem)
     blocks = example_blocks(name, rows, seed)
-    first = next(blocks)             # bad arguments fail here, before any file is made
+    try:
+        first = next(blocks)         # bad arguments fail here, before any file is made
+    except MemoryError:
+        raise ExampleError(f"--rows {rows:,}: not enough memory to simulate a chunk of {CHUNK_ROWS:,} rows") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

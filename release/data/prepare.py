@@ -68,6 +68,10 @@ class InputError(ValueError):
                 if any(p.startswith("line ") for p in problems) else "")
         super().__init__(f"{source}: unusable input data ({count}):\n{text}{more}{hint}")
 
+    def __reduce__(self):
+        """Pickled with its message (it crosses a process or a Dask cluster whole)."""
+        return (_input_error_of, (self.source, self.problems, self.total, self.stopped_at, str(self)))
+
     @classmethod
     def from_problems(cls, source: str, problems: "_Problems") -> "InputError":
         stopped_where = None
@@ -75,6 +79,14 @@ class InputError(ValueError):
             stopped_where = problems.label(problems.stopped_at)
         return cls(source, problems.messages(), problems.total, represented=problems.represented(),
                    stopped_at=problems.stopped_at, show_counts=problems.show_values, stopped_where=stopped_where)
+
+
+def _input_error_of(source: str, problems: list[str], total: int, stopped_at: int | None,
+                    message: str) -> InputError:
+    err = InputError.__new__(InputError)
+    ValueError.__init__(err, message)
+    err.source, err.problems, err.total, err.stopped_at = source, problems, total, stopped_at
+    return err
 
 
 class Prepared:

@@ -107,6 +107,23 @@ def _outputs(request: ReleaseRequest):
     return transcript_path, ledger
 
 
+def _check_data_files(request: ReleaseRequest) -> None:
+    """DATA is a regular file, or a directory of regular CSV files (its parts); --scheduler
+    needs data on a path (the workers read the parts)."""
+    from dpbundle.release.data.parts import registry_parts
+    from dpbundle.release.data.prepare import InputError
+
+    data = Path(request.data)
+    if not data.is_dir():
+        check_input_file(data, "data file", None)
+        return
+    try:
+        for part in registry_parts(data):
+            check_input_file(part, "data file", None)
+    except InputError as exc:
+        unusable(f"{exc}; nothing was read or spent")
+
+
 def _load_spec(request: ReleaseRequest):
     """The spec and data files are regular files; the validated spec, its every string writable
     as UTF-8. A spec in memory (dict or Spec) is validated as a file's document would be."""
@@ -115,7 +132,7 @@ def _load_spec(request: ReleaseRequest):
     if not in_memory(request.spec):
         check_input_file(request.spec, "spec", MAX_SPEC_BYTES)
     if not in_memory(request.data):
-        check_input_file(request.data, "data file", None)
+        _check_data_files(request)
     try:
         spec = spec_of(request.spec) if in_memory(request.spec) else load_spec(request.spec)
     except SpecError as exc:
@@ -187,7 +204,12 @@ def _prepare(request: ReleaseRequest, spec):
                      "nothing was read or spent")
         try:
             if frame:
+                if request.scheduler:
+                    unusable("--scheduler reads DATA's files on the cluster: give a path, not a DataFrame; "
+                             "nothing was read or spent")
                 prepared = prepare_frame(request.data, spec, show_values=False)
+            elif request.scheduler or Path(request.data).is_dir():
+                prepared = _prepare_parts(request, spec)
             else:
                 prepared = prepare(request.data, spec, show_values=False)
         except InputError as exc:
@@ -203,6 +225,19 @@ def _prepare(request: ReleaseRequest, spec):
         say(f"prepared {shown}: the number of plausible records will be released as a DP count "
             f"(epsilon {spec.epsilon_count:g})")
     return prepared
+
+
+def _prepare_parts(request: ReleaseRequest, spec):
+    """DATA's parts read and counted (on the cluster with --scheduler) and gathered here."""
+    from dpbundle.release.data.parts import prepare_parts
+
+    try:
+        return prepare_parts(request.data, spec, show_values=False, scheduler=request.scheduler)
+    except (OSError, TimeoutError) as exc:
+        unusable(f"--scheduler {request.scheduler}: cannot use the Dask cluster ({type(exc).__name__}: "
+                 f"{exc}); nothing was spent")
+    except RuntimeError as exc:
+        unusable(f"{exc}; nothing was spent")
 
 
 def _room(request: ReleaseRequest, spec, prepared, ledger, run: Run) -> None:

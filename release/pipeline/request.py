@@ -70,6 +70,8 @@ class ReleaseOptions:
     preregistration: Optional[Path] = _opt(None, "the published pre-registration record")
     beacon: Optional[str] = _opt(None, "the public beacon value that binds a pre-registered release's seeds")
     preregistration_secret: Optional[Path] = _opt(None, "the pre-registration's secret file")
+    scheduler: Optional[str] = _opt(None, "a Dask scheduler address: the parts of DATA (a directory of CSV "
+                                          "files) are read and counted on the cluster's workers")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,119 @@
+"""A registry split into files ("parts"): read and counted part by part, on this machine or on
+the workers of a Dask cluster, and gathered into one prepared table on the steward's machine.
+
+``DATA`` may be a directory: its ``*.csv`` and ``*.csv.gz`` files, in name order, are the parts
+of one registry (each with its header row; errors name the part, line, column and rule).
+
+What runs where (``--scheduler ADDRESS``): each worker reads and validates one part with the
+spec's input columns and reduces it to its distinct typed records and their counts
+(:func:`count_part`: the same reader and checks as a single file). Only that crosses the network
+back to the steward: the distinct records of the part and how many times each occurs (the
+registry's records up to their order, never the file's text), the number of rows read and the
+part's SHA-256. Under the ``dp_count`` records policy the order of the records crosses too (a
+4-byte index per record): the DP count's resize keeps a uniform subset of the records in file
+order, and the enclave replay repeats it from the file. Everything after that (raw
+constraints, the ledger's fingerprint, the selection, the bundle) runs on the steward's machine,
+as for a single file. The cluster must be inside the enclave: its workers read the private files
+and hold their counts in memory.
+
+Under ``declared_public`` the gathered records are put in a canonical order (the distinct
+records, each repeated by its count); the release does not depend on the order of the records
+(every step after the preparation works on their multiset), so its bundle, given the same
+transcript, is the one made from the parts' concatenation in a single file.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dpbundle.release.data.csv_read import file_sha256
+from dpbundle.release.data.distinct import distinct_rows, index_dtype
+from dpbundle.release.data.prepare import InputError, Prepared, _constrained, read_distinct
+from dpbundle.release.spec.model import Spec
+
+__all__ = ["PART_PATTERNS", "PartCounts", "count_part", "prepare_parts", "registry_parts"]
+
+PART_PATTERNS = ("*.csv", "*.csv.gz")
+
+
+def registry_parts(path: Path | str) -> list[Path]:
+    """The parts of a registry: a file is its only part; a directory's parts are its ``*.csv``
+    and ``*.csv.gz`` files in name order (InputError when it has none)."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    parts = sorted({p for pattern in PART_PATTERNS for p in path.glob(pattern) if p.is_file()},
+                   key=lambda p: p.name)
+    if not parts:
+        raise InputError(str(path), [f"a directory of registry parts must hold *.csv or *.csv.gz files; "
+                                     f"{path} has none"])
+    return parts
+
+
+@dataclass
+class PartCounts:
+    """One part, read and counted (what a worker sends back)."""
+
+    source: str
+    distinct: dict[str, np.ndarray]       # the part's distinct typed records
+    counts: np.ndarray                    # how many rows hold each
+    index: np.ndarray | None              # each row's distinct record, in file order (dp_count)
+    rows_read: int
+    sha256: str
+
+
+def count_part(path: str, spec: Spec, show_values: bool = True, keep_order: bool = False) -> PartCounts:
+    """Read and validate one part (InputError naming its line, column and rule)."""
+    distinct, index, rows = read_distinct(Path(path), spec, show_values)
+    size = len(next(iter(distinct.values()))) if distinct else 0
+    counts = np.bincount(index, minlength=size).astype(np.int64)
+    return PartCounts(str(path), distinct, counts, index if keep_order else None, rows, file_sha256(Path(path)))
+
+
+def _counted(paths: list[Path], spec: Spec, show_values: bool, keep_order: bool,
+             scheduler: str | None) -> list[PartCounts]:
+    if scheduler is None:
+        return [count_part(str(p), spec, show_values, keep_order) for p in paths]
+    try:
+        from distributed import Client
+    except ImportError as exc:  # pragma: no cover - optional dependency
+        raise RuntimeError("--scheduler needs dask.distributed: pip install 'dpbundle[dask]'") from exc
+    with Client(scheduler, timeout=15, set_as_default=False) as client:
+        futures = client.map(count_part, [str(p) for p in paths], spec=spec, show_values=show_values,
+                             keep_order=keep_order, pure=False)
+        return client.gather(futures)      # an InputError of a part is raised here, whole
+
+
+def registry_sha256(parts: list[PartCounts]) -> str:
+    """The registry's file hash (the ledger's second key): of one part, its SHA-256; of several,
+    the SHA-256 of 'name<TAB>sha256' lines of the parts in order."""
+    if len(parts) == 1:
+        return parts[0].sha256
+    text = "".join(f"{Path(p.source).name}\t{p.sha256}\n" for p in parts)
+    return hashlib.sha256(("dpbundle-registry-parts/1\n" + text).encode("utf-8")).hexdigest()
+
+
+def prepare_parts(path: Path | str, spec: Spec, show_values: bool = True,
+                  scheduler: str | None = None) -> Prepared:
+    """:func:`~dpbundle.release.data.prepare.prepare` of a registry given as one file or a
+    directory of parts, each part read and counted here or (``scheduler``) on a Dask worker."""
+    paths = registry_parts(path)
+    keep_order = spec.records_policy != "declared_public"
+    parts = _counted(paths, spec, show_values, keep_order, scheduler)
+    merged = {k: np.concatenate([p.distinct[k] for p in parts]) for k in parts[0].distinct}
+    distinct, global_of = distinct_rows(merged)
+    size = len(next(iter(distinct.values()))) if distinct else 0
+    offsets = np.cumsum([0] + [len(p.counts) for p in parts])
+    counts = np.zeros(size, dtype=np.int64)
+    for p, start in zip(parts, offsets):
+        np.add.at(counts, global_of[start:start + len(p.counts)], p.counts)
+    if keep_order:
+        index = np.concatenate([global_of[start + p.index] for p, start in zip(parts, offsets)])
+    else:   # canonical: each distinct record repeated by its count
+        index = np.repeat(np.arange(size, dtype=index_dtype(size)), counts)
+    source = str(path)
+    return _constrained(source, distinct, index.astype(index_dtype(size), copy=False),
+                        sum(p.rows_read for p in parts), spec, show_values, registry_sha256(parts))
