@@ -22,6 +22,7 @@ import operator
 import os
 import re
 import zlib
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ import numpy as np
 
 from .labels import SpecView
 
-__all__ = ["PrivateDataError", "PrivateTable", "load_private", "bin_private"]
+__all__ = ["PrivateDataError", "PrivateTable", "load_private", "bin_private", "bin_stored"]
 
 TRUE_TOKENS = {"true", "1", "t", "yes"}
 FALSE_TOKENS = {"false", "0", "f", "no"}
@@ -52,9 +53,12 @@ class PrivateDataError(ValueError):
 
 @dataclass
 class PrivateTable:
-    """Typed input columns after the raw constraints (private). ``values[name]`` is float64 with
-    NaN for missing (dates: proleptic ordinal; booleans 0/1; categories: index); dates also keep
-    their year, month and day."""
+    """Typed input columns after the raw constraints (private), held as *stored rows*: each
+    distinct row of the file's wanted cells is parsed and stored once (while the memo of rows
+    seen holds fewer than MEMO_ROWS; a row seen again later may be stored again), and
+    ``index[i]`` is the stored row of plausible record i, in file order. ``values[name]`` is
+    float64 with NaN for missing (dates: proleptic ordinal; booleans 0/1; categories: index);
+    dates also keep their year, month and day. ``n``: the plausible records."""
 
     values: dict[str, np.ndarray]
     months: dict[str, np.ndarray]
@@ -63,6 +67,11 @@ class PrivateTable:
     kinds: dict[str, str]
     n: int
     rows_read: int
+    index: np.ndarray | None = None    # None: one stored row per record (index = arange(n))
+
+    def record_rows(self) -> np.ndarray:
+        """The stored row of every plausible record, in file order."""
+        return np.arange(self.n) if self.index is None else self.index
 
 
 def _open(path: Path):
@@ -369,40 +378,63 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
     names = [c["name"] for c in inputs]
     headers = {c["name"]: str(c.get("header", c["name"])) for c in inputs}
     kinds = {c["name"]: c.get("type") for c in inputs}
-    cols, (months, years, days), rows = _read_private(path, inputs, tokens, headers, kinds)
+    cols, (months, years, days), rows, index = _read_private(path, inputs, tokens, headers, kinds)
     values = {nm: np.asarray(cols[nm], dtype=np.float64) for nm in names}
     mon = {nm: np.asarray(v, dtype=np.float64) for nm, v in months.items()}
     yea = {nm: np.asarray(v, dtype=np.float64) for nm, v in years.items()}
     day = {nm: np.asarray(v, dtype=np.float64) for nm, v in days.items()}
     cats = {c["name"]: [_text(x) for x in c.get("categories", [])] for c in inputs}
-    keep = ~_raw_constraint_drop(spec, values, kinds, cats, rows)
+    stored = len(values[names[0]])
+    keep = ~_raw_constraint_drop(spec, values, kinds, cats, stored)      # per stored row
     left = [nm for nm in names if np.isnan(values[nm][keep]).any()]
     if left:
         raise PrivateDataError(f"{path}: missing values left after the raw constraints in {left}")
+    renumber = np.cumsum(keep) - 1
+    kept = index[keep[index]]
     return PrivateTable(values={k: v[keep] for k, v in values.items()},
                         months={k: v[keep] for k, v in mon.items()},
                         years={k: v[keep] for k, v in yea.items()},
                         days={k: v[keep] for k, v in day.items()},
-                        kinds=kinds, n=int(keep.sum()), rows_read=rows)
+                        kinds=kinds, n=int(kept.size), rows_read=rows,
+                        index=renumber[kept].astype(np.int64))
+
+
+#: Distinct rows remembered while reading the private file (then the memo starts again: a
+#: registry of unique rows stores each once, one of repeated rows far fewer than its records).
+MEMO_ROWS = 1 << 21
 
 
 def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
-                  kinds: dict) -> tuple[dict, tuple[dict, dict, dict], int]:
-    """Every input column's parsed cells (and a date's month, year, day), and the rows read;
-    PrivateDataError naming where and which rule (never a cell) if a row is unusable."""
+                  kinds: dict) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
+    """Every input column's parsed cells (and a date's month, year, day) of each stored row,
+    the rows read and the stored row of each (see :class:`PrivateTable`); PrivateDataError
+    naming where and which rule (never a cell) if a row is unusable (a row repeated is
+    reported at its first line)."""
     names = [c["name"] for c in inputs]
     cols: dict[str, list] = {nm: [] for nm in names}
     months: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
     years: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
     days: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
     rows = 0
+    index = array("q")
+    memo: dict[tuple, int] = {}
     trouble = _Trouble()
     records = _records(path, [headers[nm] for nm in names], trouble)
     pos_by_header = next(records, None)
     if pos_by_header is not None:
         pos = {nm: pos_by_header[headers[nm]] for nm in names}
+        wanted = [pos[c["name"]] for c in inputs]
         for line, row, spans in records:
             rows += 1
+            key = tuple([row[p] for p in wanted])
+            stored = memo.get(key)
+            if stored is not None:
+                index.append(stored)
+                continue
+            if len(memo) >= MEMO_ROWS:
+                memo.clear()
+            memo[key] = len(cols[names[0]])
+            index.append(memo[key])
             for c in inputs:
                 nm = c["name"]
                 cell = row[pos[nm]]
@@ -420,7 +452,7 @@ def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
         more = "; and more" if trouble.total > len(trouble.shown) else ""
         stopped = "; reading stopped there" if trouble.total >= MAX_PROBLEMS else ""
         raise PrivateDataError(f"{path}: unusable rows: " + "; ".join(trouble.shown) + more + stopped)
-    return cols, (months, years, days), rows
+    return cols, (months, years, days), rows, np.frombuffer(index, dtype=np.int64) if rows else np.zeros(0, np.int64)
 
 
 def _raw_constraint_drop(spec: dict, values: dict, kinds: dict, cats: dict, rows: int) -> np.ndarray:
@@ -616,10 +648,18 @@ def _derived(table: PrivateTable, source: dict) -> np.ndarray:
 def bin_private(table: PrivateTable, view: SpecView) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
     """Codes (n, d) of the private table under the view's selected alternatives, and the
     (lower, upper) bin edges of each column (NaN for categories)."""
+    codes, edges = bin_stored(table, view)
+    return np.take(codes, table.record_rows(), axis=0), edges
+
+
+def bin_stored(table: PrivateTable, view: SpecView) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """:func:`bin_private` of each stored row (the records' codes are these rows at
+    ``table.record_rows()``)."""
     spec = view.spec
     cols = {c["name"]: c for c in spec["columns"]}
     inputs = {c["name"]: c for c in spec["input"]["columns"]}
-    codes = np.empty((table.n, len(view.columns)), dtype=np.int64)
+    stored = len(next(iter(table.values.values()))) if table.values else table.n
+    codes = np.empty((stored, len(view.columns)), dtype=np.int64)
     removed = always_removed(spec)
     edges_out = []
     for j, vc in enumerate(view.columns):

@@ -43,7 +43,8 @@ import numpy as np
 
 from .configurations import config_id  # noqa: F401 - also dpbundle.audit.replay.config_id
 from .context import AuditContext, Missing
-from .private_data import PrivateDataError, bin_private, load_private
+from .private_data import PrivateDataError, bin_stored, load_private
+from .replay_data import PrivateCodes, arranged_csv_blocks, csv_blocks, digest_of, fit_replayed
 from .report import CheckResult, StopCheck
 
 __all__ = ["check_replay", "read_transcript", "check_records", "commitment_of", "TranscriptError",
@@ -284,8 +285,11 @@ def csv_bytes(view, codes: np.ndarray) -> bytes:
 
 def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: np.ndarray,
                      edges, fitted: list | None = None) -> tuple[bytes, list]:
-    """Replay one iteration from its records; (data.csv bytes, criterion results). ``fitted``:
-    a list that receives the fitted model (for the comparison with a published model.json)."""
+    """Replay one iteration from its records; (a callable giving data.csv's bytes in blocks,
+    criterion results). ``real_codes``: T's rows, or the binned private records
+    (:class:`PrivateCodes`: T as record types). ``fitted``: a list that receives the fitted
+    model (for the comparison with a published model.json)."""
+    from dpbundle.mechanisms.cells import deferred
     from dpbundle.mechanisms.coding import Coded, ColumnCoding
     from dpbundle.mechanisms.criteria import EvalContext, make_criterion
     from dpbundle.mechanisms.noise import Randomness
@@ -298,25 +302,52 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     columns = tuple(ColumnCoding(c.name, c.labels, c.numbers, c.ordered, c.lower, c.upper,
                                  categories=c.categories, integer=c.integer)
                     for c in view.columns)
-    real = Coded(codes=real_codes, columns=columns)
+    if isinstance(real_codes, PrivateCodes):      # T as record types, its rows only if needed
+        real = deferred(real_codes.types(columns), make=real_codes.rows)
+    else:
+        real = Coded(codes=real_codes, columns=columns)
     rand = Randomness.replay(records)
     rand.mark("iteration", index=index, config=config, config_id=config_id(config))
     spec = view.spec
     generator = config_generator(config, float(spec["privacy"]["epsilon_generation"]), spec,
                                  list(view.names))
-    model = generator.fit(real.codes, real.domain, rand)
+    model = fit_replayed(generator, real, rand)
     version = _sampler_version(records)
     if version != 1:   # the count sampler's mark, right before its first seed
         rand.mark("sampler", version=version)
     _set_sampler(model, version)
     if fitted is not None:
         fitted.append(model)
-    cand = real.with_codes(sample_and_project(model, real.n, config, view, rand.rng, sampler=version))
+    cand, blocks = _replayed_candidate(model, real, config, view, rand, version)
     ctx = EvalContext(real=real, synth=cand, spec=spec, alternatives={c.name: c.alternative for c in view.columns})
     results = [make_criterion(entry).evaluate(ctx, rand) for entry in spec["acceptance"]]
     rand.mark("iteration end", index=index, passed=all(r.passed for r in results))
     rand.check_finished()
-    return csv_bytes(view, cand.codes), results
+    return blocks, results
+
+
+def _replayed_candidate(model, real, config: dict, view, rand, version: int):
+    """(C, a callable giving data.csv's blocks): a count-sampled candidate held as its record
+    types and their order (no row built), else the sampled and projected rows."""
+    from dpbundle.mechanisms.cells import deferred, types_from_cells
+    from dpbundle.mechanisms.coding import mixed_radix_index
+    from dpbundle.mechanisms.projection import project_counts_order
+    from dpbundle.mechanisms.sampling import model_sampler
+
+    from .bounds import max_drawn
+
+    sampler = model_sampler(model) if version is None else version
+    if sampler != 2:
+        rows = sample_and_project(model, real.n, config, view, rand.rng, sampler=version)
+        return real.with_codes(rows), lambda: csv_blocks(view, rows)
+    constraints = view.spec.get("synthetic_constraints", []) or []
+    types, counts = _sample_counts(model, real.n, view, rand.rng, max_drawn(real.n), constraints)
+    out, which = project_counts_order(types, counts, int(config["projection"]["min_count"]), rand.rng("projection"))
+    keep = out > 0
+    domain = tuple(len(c.labels) for c in view.columns)
+    cand = deferred(types_from_cells(mixed_radix_index(types[keep], domain), real.columns, out[keep]),
+                    make=lambda: np.take(types, which, axis=0))
+    return cand, lambda: arranged_csv_blocks(view, types, which)
 
 
 def sample_and_project(model, n: int, config: dict, view, rng_for,
@@ -377,6 +408,13 @@ def _sample_counts_and_project(model, n: int, config: dict, view, rng_for, limit
     """Sampler version 2 (:func:`sample_and_project`): counts of record types, then the
     projection of the types, the same draws as the release's."""
     from dpbundle.mechanisms.projection import project_counts
+
+    rows, counts = _sample_counts(model, n, view, rng_for, limit, constraints)
+    return project_counts(rows, counts, int(config["projection"]["min_count"]), rng_for("projection"))
+
+
+def _sample_counts(model, n: int, view, rng_for, limit: int, constraints: list) -> tuple[np.ndarray, np.ndarray]:
+    """Sampler version 2's record types of the sample (distinct rows ascending, counts)."""
     from dpbundle.mechanisms.sampling import ConstraintShortfall, DrawBoundExceeded, sample_types
 
     implausible = (lambda rows, _cells: _violations(constraints, rows, view)) if constraints else None
@@ -387,7 +425,7 @@ def _sample_counts_and_project(model, n: int, config: dict, view, rng_for, limit
         raise DrawLimit(limit) from None
     except ConstraintShortfall:
         raise TranscriptError("the sampling could not keep n rows (the recorded run would have failed)") from None
-    return project_counts(rows, counts, int(config["projection"]["min_count"]), rng_for("projection"))
+    return rows, counts
 
 
 def _sampler_version(records: list[dict]) -> int:
@@ -582,14 +620,12 @@ def _private_codes(ctx: AuditContext, data: Path, view, head: list[dict], n: int
         raise StopCheck(f"private data: {e}") from None
     plan = _records_plan(ctx, head, table.n, view, n)
     try:
-        codes, edges = bin_private(table, view)
+        stored, edges = bin_stored(table, view)
     except PrivateDataError as e:
         raise StopCheck(f"private data: cannot bin ({e})") from None
     except (KeyError, ValueError, StopIteration) as e:   # the message may hold a data value
         raise StopCheck(f"private data: cannot bin ({type(e).__name__})") from None
-    if plan is not None:
-        codes = plan.apply(codes, [len(lo) for lo, _up in edges])
-    return codes, edges
+    return PrivateCodes(stored, table.record_rows(), plan, [len(lo) for lo, _up in edges]), edges
 
 
 def _records_plan(ctx: AuditContext, head: list[dict], n_plausible: int, view, n: int):
@@ -619,18 +655,19 @@ def _check_replayed_release(ctx: AuditContext, r: CheckResult, records: list[dic
 
     try:
         fitted: list = []
-        csv_bytes, results = replay_iteration(records, index, mark, view, codes, edges, fitted)
+        blocks, results = replay_iteration(records, index, mark, view, codes, edges, fitted)
     except ReplayMismatch as e:
         raise StopCheck(f"replay diverged from the transcript: {e}") from None
     except TranscriptError as e:
         raise StopCheck(str(e)) from None
     try:
-        released = ctx.bundle.read_bytes("data.csv")
+        released = ctx.bundle.digest("data.csv")
     except Exception as e:  # noqa: BLE001
         raise StopCheck(f"data.csv: {e}") from None
-    if csv_bytes != released:
+    if digest_of(blocks()) != released:     # then (only then) both in memory, to say where
+        replayed, released_bytes = b"".join(blocks()), ctx.bundle.read_bytes("data.csv")
         r.fail(f"the replayed data.csv differs from the released one (first at line "
-               f"{_first_differing_line(csv_bytes, released)})")
+               f"{_first_differing_line(replayed, released_bytes)})")
     if fitted and ctx.bundle.has("model.json"):
         _check_published_model(ctx, r, fitted[0], mark.get("config"), view)
     return results

@@ -12,7 +12,8 @@ for):
 3. ``dpbundle audit --transcript --data`` (the enclave replay).
 
     python benchmarks/bench_national.py --rows 50000000 [--records-policy declared_public|dp_count]
-        [--dir /tmp/national] [--keep]
+        [--dir /tmp/national] [--keep] [--skip audit,replay]
+    python benchmarks/bench_national.py --rows 3600000 --phases     # each phase in one process
 
 The large files go to --dir (default: a temporary directory, removed unless --keep); nothing
 is committed. Figures: docs/benchmarks.md, "National scale".
@@ -90,6 +91,70 @@ def spec_with_policy(where: Path, policy: str) -> Path:
     return out
 
 
+class PeakSampler:
+    """The resident memory of this process, sampled every 20 ms: the peak of each phase."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def rss_mb() -> float:
+        with open("/proc/self/status") as f:
+            return int(f.read().split("VmRSS:")[1].split()[0]) / 1024
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self.rss_mb())
+
+    def phase(self) -> float:
+        """The peak since the last call (then reset to the current RSS)."""
+        peak, self.peak = max(self.peak, self.rss_mb()), self.rss_mb()
+        return peak
+
+
+def phases(data: Path, spec_path: Path) -> None:
+    """Each phase of a release in this process: seconds and peak resident memory."""
+    import yaml
+
+    from dpbundle.mechanisms.noise import Randomness
+    from dpbundle.release.bundle.data_csv import write_data_csv
+    from dpbundle.release.data.fingerprint import table_fingerprint
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.data.transform import cached_transform
+    from dpbundle.release.scheme.iteration import run_iteration
+    from dpbundle.release.spec.load import load_spec
+
+    spec = load_spec(spec_path)
+    config = yaml.safe_load((ROOT / "examples" / "births-narrowed-nvss160k.yaml").read_text())["configurations"][0]["config"]
+    mem = PeakSampler()
+    rows = []
+
+    def timed(name, fn, *args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        rows.append((name, time.perf_counter() - t0, mem.phase()))
+        return out
+
+    prepared = timed("read, validate, raw constraints (distinct rows)", prepare, data, spec)
+    timed("ledger fingerprint", table_fingerprint, prepared, spec)
+    timed("binning of one configuration (T as record types)", cached_transform, prepared, spec, config)
+    res = timed("one iteration (fit, sample, project, 8 criteria)", run_iteration, prepared, spec, config,
+                Randomness())
+    for step, sec in res.timings.items():
+        rows.append((f"  of which {step}", sec, None))
+    with tempfile.TemporaryDirectory() as tmp:
+        timed("data.csv written (from the candidate's record types)", write_data_csv, Path(tmp) / "data.csv",
+              list(res.candidate.columns), res.candidate)
+    print(f"phases at {prepared.rows_read:,} rows (in one process; peak RSS of each phase):")
+    print("| phase | seconds | peak RSS (MB) |\n|---|---|---|")
+    for name, sec, peak in rows:
+        print(f"| {name} | {sec:.2f} | {'' if peak is None else f'{peak:,.0f}'} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=3_600_000)
@@ -97,6 +162,8 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--skip", default="", help="comma-separated phases to skip: audit, replay")
+    ap.add_argument("--phases", action="store_true",
+                    help="time each phase of a release in this process instead (no bundle written)")
     a = ap.parse_args()
     where = a.dir or Path(tempfile.mkdtemp(prefix="national-"))
     where.mkdir(parents=True, exist_ok=True)
@@ -110,6 +177,9 @@ def main() -> None:
             print(f"generating {data} ({a.rows:,} rows): {write_resampled(data, a.rows):.1f} s, "
                   f"{data.stat().st_size / 1e6:,.0f} MB", flush=True)
         spec = spec_with_policy(where, a.records_policy)
+        if a.phases:
+            phases(data, spec)
+            return
         bundle, transcript = where / "bundle", private / "run.transcript.jsonl"
         shutil.rmtree(bundle, ignore_errors=True)
         transcript.unlink(missing_ok=True)

@@ -173,6 +173,15 @@ def project_counts(rows: np.ndarray, counts: np.ndarray, min_count: int,
     :func:`record_types` gives them) occurring ``counts`` (>= 1) times. Returns the shuffled int64
     (n, d) output, drawing from ``rng`` as ``arrange(project_types(...), rng)`` does (the
     enclave replay and the public re-derivation of a count-sampled bundle)."""
+    _, which = project_counts_order(rows, counts, min_count, rng)
+    return np.take(np.ascontiguousarray(rows, dtype=np.int64), which, axis=0)
+
+
+def project_counts_order(rows: np.ndarray, counts: np.ndarray, min_count: int,
+                         rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`project_counts` without its rows: (the output count of each of ``rows``, the row
+    of ``rows`` at each output position), the same draws; the output is
+    ``np.take(rows, which, axis=0)``."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     counts = np.asarray(counts, dtype=np.int64)
     if rows.ndim != 2 or counts.shape != (rows.shape[0],) or (counts < 1).any():
@@ -185,7 +194,8 @@ def project_counts(rows: np.ndarray, counts: np.ndarray, min_count: int,
     if n < m:
         raise TooFewRecords(
             f"project: impossible: {n} records cannot all appear at least min_count={m} times")
-    return _shuffled(rows, _out_counts(counts, m, rng), rng)
+    out = _out_counts(counts, m, rng)
+    return out, shuffled_types(out, rng)
 
 
 class ArrangedCoded(Coded):
