@@ -68,6 +68,21 @@ def test_parts_are_the_csv_files_in_name_order(registry, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="has none"):
         registry_parts(tmp_path / "empty")
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.csv").write_text("x\n")
+    (d / "._a.csv").write_text("resource fork\n")             # hidden: not a part
+    assert [p.name for p in registry_parts(d)] == ["a.csv"]
+    (d / "a.csv.gz").write_bytes(gzip.compress(b"x\n"))
+    with pytest.raises(InputError, match="both parts"):
+        registry_parts(d)
+
+
+def test_part_paths_are_absolute(registry, monkeypatch):
+    _, _, _, parts = registry
+    monkeypatch.chdir(parts.parent)
+    got = registry_parts(Path(parts.name))
+    assert all(p.is_absolute() and p.exists() for p in got) and len(got) == 3
 
 
 @pytest.mark.parametrize("policy", ["declared_public", "dp_count"])
@@ -102,15 +117,17 @@ def test_a_bad_part_is_named_with_its_line_from_the_cluster(registry, cluster, t
     assert "part-00.csv" in str(exc.value) and "line 6" in str(exc.value) and "999" not in str(exc.value)
 
 
-def test_a_release_from_parts_on_the_cluster_replays_from_the_single_file(registry, cluster, tmp_path):
+@pytest.mark.parametrize("policy", ["declared_public", "dp_count"])
+def test_a_release_from_parts_on_the_cluster_replays_from_the_single_file(registry, cluster, tmp_path, policy):
     """Same transcript, same bundle: the enclave replay of the cluster-prepared bundle against
-    the concatenated file reproduces data.csv byte for byte."""
+    the concatenated file reproduces data.csv byte for byte (and the DP count's resize)."""
     from typer.testing import CliRunner
 
     from dpbundle.audit.runner import run_audit
     from dpbundle.release.cli.main import app
 
-    _, spec_path, single, parts = registry
+    _, _, single, parts = registry
+    spec_path = fx.fast_spec(tmp_path / "spec.yaml", policy)
     runner = CliRunner()
     assert runner.invoke(app, ["keygen", "--out", str(tmp_path / "k")]).exit_code == 0
     res = runner.invoke(app, ["release", str(spec_path), str(parts), "--out", str(tmp_path / "B"),
@@ -137,3 +154,13 @@ def test_an_unreachable_scheduler_is_a_clear_error_before_any_spend(registry, tm
     assert res.exit_code == 2, res.output
     assert "cannot use the Dask cluster" in res.output and "nothing was spent" in res.output
     assert not (tmp_path / "ledger.jsonl").exists() and not (tmp_path / "B").exists()
+
+
+def test_a_cluster_without_workers_is_refused_before_any_spend(registry, tmp_path):
+    from dpbundle.release.data.parts import ClusterError
+
+    _, spec_path, _, parts = registry
+    with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=None,
+                                  host="127.0.0.1") as empty:
+        with pytest.raises(ClusterError, match="no workers"):
+            prepare_parts(parts, load_spec(spec_path), scheduler=empty.scheduler_address)

@@ -73,3 +73,46 @@ def test_arranged_csv_is_the_rows_csv():
     a = b"".join(arranged_csv_blocks(View, rows, which))
     b = b"".join(csv_blocks(View, np.take(rows, which, axis=0)))
     assert a == b and a.count(b"\n") == 5001 and b'"y,z"' in a
+
+
+def test_the_replays_data_csv_is_the_releases():
+    """The audit's writers (from rows, from an arrangement) give the bytes of the release's
+    data.csv writer, quoted labels included."""
+    from types import SimpleNamespace
+
+    from dpbundle.release.bundle.data_csv import data_csv_bytes
+
+    labels = [["x", "y,z", 'q"'], ["1", "2"], ["a b", "\u00e9"]]
+    cols = [SimpleNamespace(name=f"c{j}", labels=lab) for j, lab in enumerate(labels)]
+    view = SimpleNamespace(names=[c.name for c in cols], columns=cols)
+    rng = np.random.default_rng(2)
+    rows = np.array([[0, 0, 0], [1, 1, 1], [2, 0, 1]])
+    which = rng.integers(0, 3, size=3000)
+    full = np.take(rows, which, axis=0)
+    want = data_csv_bytes(cols, full)
+    assert b"".join(csv_blocks(view, full)) == want
+    assert b"".join(arranged_csv_blocks(view, rows, which)) == want
+
+
+@pytest.mark.parametrize("resize", [False, True])
+def test_replayed_types_are_the_releases(resize):
+    """PrivateCodes.types (audit) and the release's cached transform give the same record types
+    of T, on the same prepared records (with the DP count's resize plan too)."""
+    from dpbundle.release.data.prepare import prepare
+    from dpbundle.release.data.transform import _distinct_codes, _types
+    from dpbundle.release.spec.load import load_spec
+
+    root = Path(__file__).resolve().parents[1]
+    spec = load_spec(root / "examples" / "births.yaml")
+    prepared = prepare(root / "examples" / "data" / "nvss2019_singleton_10k.csv", spec)
+    config = {"columns": {c.name: c.alternative_ids[0] for c in spec.model.columns},
+              "generator": {"type": "privbayes"}, "projection": {"min_count": 2}}
+    if resize:
+        plan = resize_plan(prepared.n, prepared.n + 37, len(spec.model.columns), np.random.default_rng(3))
+        prepared = prepared.replaced(n=plan.m, resize=plan)
+    cols, distinct_codes = _distinct_codes(prepared, spec, config)
+    release_types = _types(prepared, cols, distinct_codes)
+    private = PrivateCodes(distinct_codes, prepared.index, prepared.resize, [c.size for c in cols])
+    audit_types = private.types(cols)
+    assert np.array_equal(release_types.table.codes, audit_types.table.codes)
+    assert np.array_equal(release_types.counts, audit_types.counts) and audit_types.n == prepared.n

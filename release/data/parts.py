@@ -7,7 +7,7 @@ of one registry (each with its header row; errors name the part, line, column an
 What runs where (``--scheduler ADDRESS``): each worker reads and validates one part with the
 spec's input columns and reduces it to its distinct typed records and their counts
 (:func:`count_part`: the same reader and checks as a single file). Only that crosses the network
-back to the steward: the distinct records of the part and how many times each occurs (the
+back to the steward (through the scheduler): the distinct records of the part and how many times each occurs (the
 registry's records up to their order, never the file's text), the number of rows read and the
 part's SHA-256. Under the ``dp_count`` records policy the order of the records crosses too (a
 4-byte index per record): the DP count's resize keeps a uniform subset of the records in file
@@ -34,7 +34,7 @@ from dpbundle.release.data.distinct import distinct_rows, index_dtype
 from dpbundle.release.data.prepare import InputError, Prepared, _constrained, read_distinct
 from dpbundle.release.spec.model import Spec
 
-__all__ = ["PART_PATTERNS", "PartCounts", "count_part", "prepare_parts", "registry_parts"]
+__all__ = ["PART_PATTERNS", "ClusterError", "PartCounts", "count_part", "prepare_parts", "registry_parts"]
 
 PART_PATTERNS = ("*.csv", "*.csv.gz")
 
@@ -42,15 +42,24 @@ PART_PATTERNS = ("*.csv", "*.csv.gz")
 def registry_parts(path: Path | str) -> list[Path]:
     """The parts of a registry: a file is its only part; a directory's parts are its ``*.csv``
     and ``*.csv.gz`` files in name order (InputError when it has none)."""
-    path = Path(path)
+    path = Path(path).absolute()       # the workers resolve nothing against their own directory
     if not path.is_dir():
         return [path]
-    parts = sorted({p for pattern in PART_PATTERNS for p in path.glob(pattern) if p.is_file()},
-                   key=lambda p: p.name)
+    parts = sorted({p for pattern in PART_PATTERNS for p in path.glob(pattern)
+                    if p.is_file() and not p.name.startswith(".")}, key=lambda p: p.name)
     if not parts:
         raise InputError(str(path), [f"a directory of registry parts must hold *.csv or *.csv.gz files; "
                                      f"{path} has none"])
+    names = {p.name for p in parts}
+    twice = sorted(n for n in names if n.endswith(".csv") and n + ".gz" in names)
+    if twice:
+        raise InputError(str(path), [f"{twice[0]} and {twice[0]}.gz are both parts: the same records twice? "
+                                     "keep one of them"])
     return parts
+
+
+class ClusterError(RuntimeError):
+    """The Dask cluster could not read the parts (no workers, a worker lost)."""
 
 
 @dataclass
@@ -81,10 +90,17 @@ def _counted(paths: list[Path], spec: Spec, show_values: bool, keep_order: bool,
         from distributed import Client
     except ImportError as exc:  # pragma: no cover - optional dependency
         raise RuntimeError("--scheduler needs dask.distributed: pip install 'dpbundle[dask]'") from exc
+    from distributed import CancelledError, KilledWorker
+
     with Client(scheduler, timeout=15, set_as_default=False) as client:
+        if not client.scheduler_info().get("workers"):
+            raise ClusterError(f"the Dask cluster at {scheduler} has no workers")
         futures = client.map(count_part, [str(p) for p in paths], spec=spec, show_values=show_values,
                              keep_order=keep_order, pure=False)
-        return client.gather(futures)      # an InputError of a part is raised here, whole
+        try:
+            return client.gather(futures)      # an InputError of a part is raised here, whole
+        except (KilledWorker, CancelledError) as exc:
+            raise ClusterError(f"a Dask worker failed while reading the parts ({type(exc).__name__})") from None
 
 
 def registry_sha256(parts: list[PartCounts]) -> str:

@@ -234,10 +234,14 @@ def _prepare_parts(request: ReleaseRequest, spec):
     try:
         return prepare_parts(request.data, spec, show_values=False, scheduler=request.scheduler)
     except (OSError, TimeoutError) as exc:
+        if not request.scheduler:
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            unusable(f"{where}cannot read a part of {request.data} ({exc.strerror or type(exc).__name__}); "
+                     "nothing was spent")
         unusable(f"--scheduler {request.scheduler}: cannot use the Dask cluster ({type(exc).__name__}: "
                  f"{exc}); nothing was spent")
     except RuntimeError as exc:
-        unusable(f"{exc}; nothing was spent")
+        unusable(f"--scheduler {request.scheduler}: {exc}; nothing was spent")
 
 
 def _room(request: ReleaseRequest, spec, prepared, ledger, run: Run) -> None:
