@@ -116,7 +116,7 @@ class PeakSampler:
         return peak
 
 
-def phases(data: Path, spec_path: Path) -> None:
+def phases(data: Path, spec_path: Path, configs: Path, generator: str | None) -> None:
     """Each phase of a release in this process: seconds and peak resident memory."""
     import yaml
 
@@ -129,7 +129,8 @@ def phases(data: Path, spec_path: Path) -> None:
     from dpbundle.release.spec.load import load_spec
 
     spec = load_spec(spec_path)
-    config = yaml.safe_load((ROOT / "examples" / "births-narrowed-nvss160k.yaml").read_text())["configurations"][0]["config"]
+    listed = [c["config"] for c in yaml.safe_load(configs.read_text())["configurations"]]
+    config = next(c for c in listed if generator in (None, c["generator"]["type"]))
     mem = PeakSampler()
     rows = []
 
@@ -149,7 +150,8 @@ def phases(data: Path, spec_path: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         timed("data.csv written (from the candidate's record types)", write_data_csv, Path(tmp) / "data.csv",
               list(res.candidate.columns), res.candidate)
-    print(f"phases at {prepared.rows_read:,} rows (in one process; peak RSS of each phase):")
+    print(f"phases at {prepared.rows_read:,} rows, generator {config['generator']} (in one process; "
+          "peak RSS of each phase):")
     print("| phase | seconds | peak RSS (MB) |\n|---|---|---|")
     for name, sec, peak in rows:
         print(f"| {name} | {sec:.2f} | {'' if peak is None else f'{peak:,.0f}'} |")
@@ -164,6 +166,9 @@ def main() -> None:
     ap.add_argument("--skip", default="", help="comma-separated phases to skip: audit, replay")
     ap.add_argument("--phases", action="store_true",
                     help="time each phase of a release in this process instead (no bundle written)")
+    ap.add_argument("--configs", type=Path, default=ROOT / "examples" / "births-narrowed-nvss160k.yaml",
+                    help="the configuration list (--phases: its first configuration of --generator)")
+    ap.add_argument("--generator", default=None, help="--phases: the first listed configuration of this type")
     a = ap.parse_args()
     where = a.dir or Path(tempfile.mkdtemp(prefix="national-"))
     where.mkdir(parents=True, exist_ok=True)
@@ -178,7 +183,7 @@ def main() -> None:
                   f"{data.stat().st_size / 1e6:,.0f} MB", flush=True)
         spec = spec_with_policy(where, a.records_policy)
         if a.phases:
-            phases(data, spec)
+            phases(data, spec, a.configs, a.generator)
             return
         bundle, transcript = where / "bundle", private / "run.transcript.jsonl"
         shutil.rmtree(bundle, ignore_errors=True)
@@ -191,7 +196,7 @@ def main() -> None:
                            stdout=subprocess.DEVNULL, env={k: v for k, v in env.items()
                                                            if k != "DPBUNDLE_KEY_PASSPHRASE"})
         wall, rss, err = run([exe, "release", str(spec), str(data), "--out", str(bundle), "--key", str(key),
-                              "--configs", str(ROOT / "examples" / "births-narrowed-nvss160k.yaml"),
+                              "--configs", str(a.configs),
                               "--allow-other-size", "--allow-other-spec", "--stop-probability", "0",
                               "--transcript", str(transcript), "--ledger", str(ledger)], env)
         print(f"release ({a.records_policy}): {wall:.1f} s, peak {rss:,.0f} MB", flush=True)

@@ -57,7 +57,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from . import exact
-from .generators import check_codes, constructor_grid_problems
+from .generators import check_codes, constructor_grid_problems, record_weights
 from .marginals import COUNT_SENSITIVITY
 from .mst import _to_total, oneway_sensitivity, selection_score
 from .noise import Randomness
@@ -397,6 +397,8 @@ class AdaptiveMarginals:
 
     type = "aim_pure"
     HYPERPARAMETERS = tuple(DEFAULTS)
+    #: ``fit(rows, domain, rand, counts=...)`` fits on record types
+    FITS_TYPES = True
 
     def __init__(self, epsilon: float, rounds_per_column: int = 2, split_1way: float = 0.1,
                  measure_split: float = 0.9, max_size: int = 3, max_cells: int = 100_000,
@@ -455,14 +457,19 @@ class AdaptiveMarginals:
                  "epsilon": exact.float_down(self.epsilon_rounds)}]
 
     # -- fit ------------------------------------------------------------------------------
-    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness) -> AdaptiveModel:
-        """1-ways (eps_1), then the rounds until the budget is spent; then consistency."""
+    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness,
+            counts: np.ndarray | None = None) -> AdaptiveModel:
+        """1-ways (eps_1), then the rounds until the budget is spent; then consistency.
+        ``counts``: ``codes`` are distinct records occurring that many times (the same counts,
+        the same fit)."""
         codes, dom = check_codes(codes, domain)
-        n, d = codes.shape
+        per_row = None if counts is None else record_weights(counts, codes.shape[0])
+        n, d = (codes.shape[0] if per_row is None else int(counts.sum())), codes.shape[1]
         if not 1 <= n <= MAX_ROWS:
             raise ValueError(f"aim_pure: need 1..{MAX_ROWS} records, got {n}")
         cols = np.ascontiguousarray(codes.T)
-        true_1 = np.concatenate([np.bincount(cols[j], minlength=k) for j, k in enumerate(dom)])
+        true_1 = np.concatenate([np.bincount(cols[j], weights=per_row, minlength=k) for j, k in enumerate(dom)])
+        true_1 = true_1.astype(np.int64)
         noisy_flat = np.asarray(rand.laplace(true_1.astype(np.int64), sensitivity=oneway_sensitivity(d),
                                              epsilon=self.epsilon_1, integer=True,
                                              purpose="aim_pure: 1-way marginals"), dtype=np.float64)
@@ -471,7 +478,7 @@ class AdaptiveMarginals:
         workload = self.workload if self.workload is not None else \
             [[[a, b] for a, b in itertools.combinations(range(d), 2)]]
         cands, weights = candidates(workload, dom, self.max_size, self.max_cells)
-        true = {r: np.bincount(_keys(cols, r, tuple(dom[j] for j in r)),
+        true = {r: np.bincount(_keys(cols, r, tuple(dom[j] for j in r)), weights=per_row,
                                minlength=math.prod(dom[j] for j in r)).astype(np.int64) for r in cands}
         work = _Working(oneways, dom, min(n, self.estimate_rows), n, rand.rng("aim_pure: working table"))
         sums: dict[tuple[int, ...], tuple[np.ndarray, float]] = {}

@@ -160,6 +160,15 @@ def make_generator(type: str, epsilon: float, **hyperparameters: Any) -> Generat
 # --------------------------------------------------------------------------- helpers for generators
 
 
+def record_weights(counts: np.ndarray, rows: int) -> np.ndarray:
+    """The counts of ``rows`` record types as exact float64 ``np.bincount`` weights (each >= 1,
+    their sum below 2^53, so every weighted count is the integer count of the records)."""
+    c = np.asarray(counts, dtype=np.int64)
+    if c.shape != (rows,) or (c < 1).any() or int(c.sum()) >= 2 ** 53:
+        raise ValueError("the record types and their counts do not match")
+    return c.astype(np.float64)
+
+
 def check_codes(codes: np.ndarray, domain: Sequence[int]) -> tuple[np.ndarray, tuple[int, ...]]:
     """Validate ``codes`` (n, d) against the public ``domain``; returns (int64 codes, domain).
 

@@ -52,7 +52,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import exact
-from .generators import check_codes
+from .generators import check_codes, record_weights
 from .marginals import COUNT_SENSITIVITY
 from .noise import Randomness
 from .norm_sub import norm_sub
@@ -140,9 +140,9 @@ def pair_counts(codes: np.ndarray, domain: Sequence[int], i: int, j: int) -> np.
     return _pair_table(codes[:, i], codes[:, j], dom[i], dom[j])
 
 
-def _pair_table(a: np.ndarray, b: np.ndarray, ka: int, kb: int) -> np.ndarray:
+def _pair_table(a: np.ndarray, b: np.ndarray, ka: int, kb: int, weights: np.ndarray | None = None) -> np.ndarray:
     idx = a * kb + b
-    return np.bincount(idx, minlength=ka * kb).astype(np.int64).reshape(ka, kb)
+    return np.bincount(idx, weights=weights, minlength=ka * kb).astype(np.int64).reshape(ka, kb)
 
 
 def _to_total(noisy: np.ndarray, n: float) -> np.ndarray:
@@ -358,6 +358,8 @@ class PureMST:
     the sensitivities and the exact budget split."""
 
     type = "mst_pure"
+    #: ``fit(rows, domain, rand, counts=...)`` fits on record types
+    FITS_TYPES = True
     HYPERPARAMETERS = ("split_1way", "split_select")
 
     def __init__(self, epsilon: float, split_1way: float = DEFAULT_SPLIT,
@@ -419,11 +421,14 @@ class PureMST:
         return b1, b2
 
     # -- fit ------------------------------------------------------------------------------
-    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness) -> PureMSTModel:
+    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness,
+            counts: np.ndarray | None = None) -> PureMSTModel:
         """Measure the 1-ways (eps_1), select a spanning tree (eps_sel), measure its 2-ways
-        (eps_2), then post-process (:func:`consistent_tree`)."""
+        (eps_2), then post-process (:func:`consistent_tree`). ``counts``: ``codes`` are
+        distinct records occurring that many times (the same counts, the same fit)."""
         codes, dom = check_codes(codes, domain)
-        n, d = codes.shape
+        weights = None if counts is None else record_weights(counts, codes.shape[0])
+        n, d = (codes.shape[0] if weights is None else int(counts.sum())), codes.shape[1]
         if n < 1:
             raise ValueError("mst_pure: need at least one row")
         for a in range(d):
@@ -436,7 +441,8 @@ class PureMST:
         cols = [np.ascontiguousarray(codes[:, j]) for j in range(d)]
 
         # ---- 1-way marginals (eps_1): one vector release, L1 sensitivity 2d ----
-        true_1 = np.concatenate([np.bincount(c, minlength=k) for c, k in zip(cols, dom)]).astype(np.int64)
+        true_1 = np.concatenate([np.bincount(c, weights=weights, minlength=k)
+                                 for c, k in zip(cols, dom)]).astype(np.int64)
         noisy_flat = np.asarray(rand.laplace(true_1, sensitivity=oneway_sensitivity(d),
                                              epsilon=self.epsilon_1, integer=True,
                                              purpose="mst_pure: 1-way marginals"))
@@ -448,7 +454,7 @@ class PureMST:
         true_2: dict[tuple[int, int], np.ndarray] = {}
         scores: dict[tuple[int, int], float] = {}
         for a, b in pairs:
-            true_2[(a, b)] = _pair_table(cols[a], cols[b], dom[a], dom[b])
+            true_2[(a, b)] = _pair_table(cols[a], cols[b], dom[a], dom[b], weights)
             scores[(a, b)] = selection_score(true_2[(a, b)],
                                              independence_estimate(noisy_1[a], noisy_1[b], n))
         comp = list(range(d))

@@ -45,7 +45,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import exact
-from .generators import check_codes, constructor_grid_problems
+from .generators import check_codes, constructor_grid_problems, record_weights
 from .marginals import COUNT_SENSITIVITY, make_consistent
 from .noise import Randomness
 from .norm_sub import norm_sub
@@ -131,11 +131,12 @@ def indif_sensitivity() -> float:
     return INDIF_SENSITIVITY
 
 
-def pair_table(codes: np.ndarray, domain: Sequence[int], a: int, b: int) -> np.ndarray:
-    """int64 count table of columns (a, b), shape (k_a, k_b)."""
+def pair_table(codes: np.ndarray, domain: Sequence[int], a: int, b: int,
+               weights: np.ndarray | None = None) -> np.ndarray:
+    """int64 count table of columns (a, b), shape (k_a, k_b) (rows weighted by ``weights``)."""
     ka, kb = int(domain[a]), int(domain[b])
     idx = codes[:, a] * kb + codes[:, b]
-    return np.bincount(idx, minlength=ka * kb).astype(np.int64).reshape(ka, kb)
+    return np.bincount(idx, weights=weights, minlength=ka * kb).astype(np.int64).reshape(ka, kb)
 
 
 def indif_numerator(table: np.ndarray) -> int:
@@ -484,6 +485,8 @@ class PrivSyn:
     """
 
     type = "privsyn"
+    #: ``fit(rows, domain, rand, counts=...)`` fits on record types
+    FITS_TYPES = True
     HYPERPARAMETERS = ("split_select", "max_pairs", "select_rule", "gum_rounds", "gum_alpha",
                        "consistency_rounds")
 
@@ -545,10 +548,14 @@ class PrivSyn:
                  "epsilon": self.epsilon_measure}]
 
     # -- fit ------------------------------------------------------------------------------
-    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness) -> PrivSynModel:
-        """Select pairs (eps_sel), measure the tables (eps_meas), make them consistent."""
+    def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness,
+            counts: np.ndarray | None = None) -> PrivSynModel:
+        """Select pairs (eps_sel), measure the tables (eps_meas), make them consistent.
+        ``counts``: ``codes`` are distinct records occurring that many times (the same counts,
+        the same fit)."""
         codes, dom = check_codes(codes, domain)
-        n, d = codes.shape
+        weights = None if counts is None else record_weights(counts, codes.shape[0])
+        n, d = (codes.shape[0] if weights is None else int(counts.sum())), codes.shape[1]
         if n < 1:
             raise ValueError("privsyn: need at least one record")
         if n > MAX_ROWS:
@@ -560,7 +567,7 @@ class PrivSyn:
         noisy_scores = np.zeros(0)
         if pairs:
             for a, b in pairs:
-                tables[(a, b)] = pair_table(codes, dom, a, b)
+                tables[(a, b)] = pair_table(codes, dom, a, b, weights)
             true = np.array([indif_score(indif_numerator(tables[p]), n) for p in pairs],
                             dtype=np.float64)
             noisy_scores = np.asarray(rand.laplace(
@@ -580,11 +587,11 @@ class PrivSyn:
         noisy, scales = [], []
         for a, e in zip(attrs, shares):
             if len(a) == 1:
-                true_t = np.bincount(codes[:, a[0]], minlength=dom[a[0]]).astype(np.int64)
+                true_t = np.bincount(codes[:, a[0]], weights=weights, minlength=dom[a[0]]).astype(np.int64)
                 what = f"privsyn: 1-way marginal of column {a[0]}"
             else:
                 t = tables.get(a)
-                true_t = (t if t is not None else pair_table(codes, dom, *a)).reshape(-1)
+                true_t = (t if t is not None else pair_table(codes, dom, *a, weights)).reshape(-1)
                 what = f"privsyn: 2-way marginal of columns {list(a)}"
             out = rand.laplace(true_t, sensitivity=COUNT_SENSITIVITY, epsilon=e, purpose=what,
                                integer=True)
