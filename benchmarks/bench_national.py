@@ -76,17 +76,17 @@ def stages(err: str) -> dict[str, float]:
     return found
 
 
-def spec_with_policy(where: Path, policy: str) -> Path:
+def spec_with_policy(where: Path, policy: str, source: Path = ROOT / "examples" / "births.yaml") -> Path:
     """The births spec, with its records policy set to ``policy`` (dp_count: the cap raised by
     the count's epsilon, 0.1)."""
-    text = (ROOT / "examples" / "births.yaml").read_text()
+    text = source.read_text()
     if policy != "declared_public":
         text, k = re.subn(r"policy: declared_public", f"policy: {policy}", text)
         # the DP count's epsilon (0.1) on top of the 9.98: the cap is raised to 10.1
         text, c = re.subn(r"epsilon_cap: 10\.0\b", "epsilon_cap: 10.1", text)
         if k != 1 or c != 1:
             raise SystemExit("examples/births.yaml: no 'policy: declared_public' / 'epsilon_cap: 10' line to change")
-    out = where / f"births-{policy}.yaml"
+    out = where / f"{source.stem}-{policy}.yaml"
     out.write_text(text)
     return out
 
@@ -169,6 +169,8 @@ def main() -> None:
     ap.add_argument("--configs", type=Path, default=ROOT / "examples" / "births-narrowed-nvss160k.yaml",
                     help="the configuration list (--phases: its first configuration of --generator)")
     ap.add_argument("--generator", default=None, help="--phases: the first listed configuration of this type")
+    ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "births.yaml",
+                    help="the release spec (its records policy set by --records-policy)")
     a = ap.parse_args()
     where = a.dir or Path(tempfile.mkdtemp(prefix="national-"))
     where.mkdir(parents=True, exist_ok=True)
@@ -181,7 +183,7 @@ def main() -> None:
         if not data.exists():
             print(f"generating {data} ({a.rows:,} rows): {write_resampled(data, a.rows):.1f} s, "
                   f"{data.stat().st_size / 1e6:,.0f} MB", flush=True)
-        spec = spec_with_policy(where, a.records_policy)
+        spec = spec_with_policy(where, a.records_policy, a.spec)
         if a.phases:
             phases(data, spec, a.configs, a.generator)
             return
