@@ -164,3 +164,17 @@ def test_a_cluster_without_workers_is_refused_before_any_spend(registry, tmp_pat
                                   host="127.0.0.1") as empty:
         with pytest.raises(ClusterError, match="no workers"):
             prepare_parts(parts, load_spec(spec_path), scheduler=empty.scheduler_address)
+
+
+def test_spec_validate_reads_a_directory_of_parts(registry):
+    from typer.testing import CliRunner
+
+    from dpbundle.release.cli.main import app
+
+    _, spec_path, single, parts = registry
+    runner = CliRunner()
+    one = runner.invoke(app, ["spec", "validate", str(spec_path), "--data", str(single)], env={"COLUMNS": "200"})
+    many = runner.invoke(app, ["spec", "validate", str(spec_path), "--data", str(parts)], env={"COLUMNS": "200"})
+    assert one.exit_code == many.exit_code == 0, many.output
+    rows = [line for line in many.output.splitlines() if "rows read" in line or "plausible" in line]
+    assert rows and all(line in one.output for line in rows)
