@@ -60,7 +60,7 @@ _TranscriptOpt = Annotated[Optional[Path], typer.Option(
                          "the selected iteration. The console output and the reports are then "
                          "PRIVATE (marked so; reports written with mode 0600).")]
 _DataOpt = Annotated[Optional[Path], typer.Option(
-    "--data", help="The private input CSV(.gz) (enclave only); with --transcript.")]
+    "--data", help="The private input CSV(.gz), or the directory of its parts (enclave only); with --transcript.")]
 _PreregistrationOpt = Annotated[Optional[Path], typer.Option(
     "--preregistration", metavar="REC",
     help="The pre-registration record you archived when it was published (REC, with REC.sig "

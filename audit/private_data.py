@@ -365,11 +365,12 @@ def _width_rule(row: list[str], header: list[str]) -> str:
 def load_private(path: Path, spec: dict) -> PrivateTable:
     """Parse, validate and apply the raw constraints; PrivateDataError on bad input."""
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_PRIVATE_BYTES:
-            raise PrivateDataError(f"{path}: larger than {MAX_PRIVATE_BYTES} bytes")
-    except OSError as e:
-        raise PrivateDataError(f"{path}: cannot read ({e.strerror})") from None
+    for part in private_parts(path):
+        try:
+            if part.stat().st_size > MAX_PRIVATE_BYTES:
+                raise PrivateDataError(f"{part}: larger than {MAX_PRIVATE_BYTES} bytes")
+        except OSError as e:
+            raise PrivateDataError(f"{part}: cannot read ({e.strerror})") from None
     inputs = [c for c in (spec.get("input") or {}).get("columns", []) if isinstance(c, dict)]
     if not inputs:
         raise PrivateDataError("spec.json: spec.input.columns is missing")
@@ -378,7 +379,7 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
     names = [c["name"] for c in inputs]
     headers = {c["name"]: str(c.get("header", c["name"])) for c in inputs}
     kinds = {c["name"]: c.get("type") for c in inputs}
-    cols, (months, years, days), rows, index = _read_private(path, inputs, tokens, headers, kinds)
+    cols, (months, years, days), rows, index = _read_parts(path, inputs, tokens, headers, kinds)
     values = {nm: np.asarray(cols[nm], dtype=np.float64) for nm in names}
     mon = {nm: np.asarray(v, dtype=np.float64) for nm, v in months.items()}
     yea = {nm: np.asarray(v, dtype=np.float64) for nm, v in years.items()}
@@ -397,6 +398,36 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
                         days={k: v[keep] for k, v in day.items()},
                         kinds=kinds, n=int(kept.size), rows_read=rows,
                         index=renumber[kept].astype(np.int64))
+
+
+def private_parts(path: Path) -> list[Path]:
+    """The files of the private data: the file itself, or a directory's ``*.csv`` and
+    ``*.csv.gz`` files in name order (hidden ones skipped; ``x.csv`` beside ``x.csv.gz`` refused),
+    the registry's parts as the release reads them."""
+    if not path.is_dir():
+        return [path]
+    parts = sorted((p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")
+                    and (p.name.endswith(".csv") or p.name.endswith(".csv.gz"))), key=lambda p: p.name)
+    if not parts:
+        raise PrivateDataError(f"{path}: a directory of registry parts with no *.csv or *.csv.gz file")
+    names = {p.name for p in parts}
+    twice = sorted(n for n in names if n.endswith(".csv") and n + ".gz" in names)
+    if twice:
+        raise PrivateDataError(f"{path}: {twice[0]} and {twice[0]}.gz are both parts")
+    return parts
+
+
+def _read_parts(path: Path, inputs: list[dict], tokens: dict, headers: dict,
+                kinds: dict) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
+    """:func:`_read_private` of every part, their stored rows and indices joined in order."""
+    pieces = [_read_private(part, inputs, tokens, headers, kinds) for part in private_parts(path)]
+    if len(pieces) == 1:
+        return pieces[0]
+    cols = {nm: [v for p in pieces for v in p[0][nm]] for nm in pieces[0][0]}
+    dates = tuple({nm: [v for p in pieces for v in p[1][k][nm]] for nm in pieces[0][1][k]} for k in range(3))
+    offsets = np.cumsum([0] + [len(next(iter(p[0].values()))) for p in pieces])
+    index = np.concatenate([p[3] + off for p, off in zip(pieces, offsets)])
+    return cols, dates, sum(p[2] for p in pieces), index
 
 
 #: Distinct rows remembered while reading the private file (then the memo starts again: a

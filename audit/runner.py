@@ -115,8 +115,15 @@ def _check_inputs(transcript, data, spec, ledger=None) -> Preregistered | None:
     """The enclave files must be regular files; --spec is read and parsed (AuditInputError)."""
     if (transcript is None) != (data is None):
         raise AuditInputError("--transcript and --data must be given together (the replay needs both)")
-    for p, what in ((transcript, "transcript (--transcript)"), (data, "private data (--data)"),
-                    (ledger, "budget ledger (--ledger)")):
+    files = [(transcript, "transcript (--transcript)"), (ledger, "budget ledger (--ledger)")]
+    if data is not None:
+        from .private_data import PrivateDataError, private_parts
+
+        try:       # a file, or a directory of the registry's parts: each a regular file
+            files += [(part, "private data (--data)") for part in private_parts(Path(data))]
+        except PrivateDataError as e:
+            raise AuditInputError(str(e)) from None
+    for p, what in files:
         if p is not None:
             try:
                 require_regular_file(p, what)

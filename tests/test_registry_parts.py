@@ -134,10 +134,11 @@ def test_a_release_from_parts_on_the_cluster_replays_from_the_single_file(regist
                               "--key", str(tmp_path / "k.key"), "--ledger", str(tmp_path / "ledger.jsonl"),
                               "--transcript", str(tmp_path / "t.jsonl"), "--scheduler", cluster.scheduler_address])
     assert res.exit_code == 0, res.output
-    rep = run_audit(tmp_path / "B", pubkey=tmp_path / "k.pub", transcript=tmp_path / "t.jsonl", data=single)
-    failed = {c.check: c.problems for c in rep.checks if c.failed}
-    assert failed == {}, failed
-    assert rep.get("replay").result == "pass"
+    for data in (single, parts):          # the concatenated file, and the parts themselves
+        rep = run_audit(tmp_path / "B", pubkey=tmp_path / "k.pub", transcript=tmp_path / "t.jsonl", data=data)
+        failed = {c.check: c.problems for c in rep.checks if c.failed}
+        assert failed == {}, failed
+        assert rep.get("replay").result == "pass"
 
 
 def test_an_unreachable_scheduler_is_a_clear_error_before_any_spend(registry, tmp_path):
