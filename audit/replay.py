@@ -44,7 +44,7 @@ import numpy as np
 from .configurations import config_id  # noqa: F401 - also dpbundle.audit.replay.config_id
 from .context import AuditContext, Missing
 from .private_data import PrivateDataError, bin_stored, load_private
-from .replay_data import PrivateCodes, arranged_csv_blocks, csv_blocks, digest_of, fit_replayed
+from .replay_data import PrivateCodes, arranged_csv_blocks, csv_blocks, digest_of
 from .report import CheckResult, StopCheck
 
 __all__ = ["check_replay", "read_transcript", "check_records", "commitment_of", "TranscriptError",
@@ -289,7 +289,7 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     criterion results). ``real_codes``: T's rows, or the binned private records
     (:class:`PrivateCodes`: T as record types). ``fitted``: a list that receives the fitted
     model (for the comparison with a published model.json)."""
-    from dpbundle.mechanisms.cells import deferred
+    from dpbundle.mechanisms.cells import deferred, fit_on_types
     from dpbundle.mechanisms.coding import Coded, ColumnCoding
     from dpbundle.mechanisms.criteria import EvalContext, make_criterion
     from dpbundle.mechanisms.noise import Randomness
@@ -311,7 +311,7 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     spec = view.spec
     generator = config_generator(config, float(spec["privacy"]["epsilon_generation"]), spec,
                                  list(view.names))
-    model = fit_replayed(generator, real, rand)
+    model = fit_on_types(generator, real, rand)
     version = _sampler_version(records)
     if version != 1:   # the count sampler's mark, right before its first seed
         rand.mark("sampler", version=version)

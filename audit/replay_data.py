@@ -17,7 +17,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["PrivateCodes", "fit_replayed", "csv_blocks", "arranged_csv_blocks", "digest_of"]
+__all__ = ["PrivateCodes", "csv_blocks", "arranged_csv_blocks", "digest_of"]
 
 BLOCK_ROWS = 1 << 20
 
@@ -45,35 +45,16 @@ class PrivateCodes:
 
     def types(self, columns: Sequence[Any]):
         """T's record types (see the module doc)."""
-        from dpbundle.mechanisms.cells import domain_cells, types_from_cells, types_from_rows
-        from dpbundle.mechanisms.coding import mixed_radix_index
+        from dpbundle.mechanisms.cells import domain_cells, types_from_rows, types_from_weighted
 
-        domain = tuple(self.sizes)
-        if domain_cells(domain) is None:
+        if domain_cells(tuple(self.sizes)) is None:
             return types_from_rows(self.rows(), columns)
-        cells = mixed_radix_index(self.stored, domain)
         if self.plan is None:
-            weights = np.bincount(self.index, minlength=len(cells))
-        else:
-            weights = np.bincount(self.index[self.plan.keep], minlength=len(cells))
-            pads = self.plan.pad_rows(self.sizes)
-            cells = np.concatenate([cells, mixed_radix_index(pads, domain)])
-            weights = np.concatenate([weights, np.ones(len(pads), dtype=np.int64)])
-        uniq, inverse = np.unique(cells, return_inverse=True)
-        counts = np.rint(np.bincount(inverse.reshape(-1), weights=weights, minlength=len(uniq))).astype(np.int64)
-        present = counts > 0
-        return types_from_cells(uniq[present], columns, counts[present])
-
-
-def fit_replayed(generator: Any, real: Any, rand: Any) -> Any:
-    """The generator's fit of T: on T's record types when it fits on them, else on its rows."""
-    from dpbundle.mechanisms.cells import domain_cells, types_of
-
-    types = types_of(real)
-    if getattr(generator, "FITS_TYPES", False) and types.cells is not None \
-            and domain_cells(real.domain) is not None:
-        return generator.fit(types.table.codes, real.domain, rand, counts=types.counts)
-    return generator.fit(real.codes, real.domain, rand)
+            return types_from_weighted(self.stored, np.bincount(self.index, minlength=len(self.stored)), columns)
+        pads = self.plan.pad_rows(self.sizes)
+        return types_from_weighted(np.concatenate([self.stored, pads]),
+                                   np.concatenate([self.plan.kept_counts(self.index, len(self.stored)),
+                                                   np.ones(len(pads), dtype=np.int64)]), columns)
 
 
 def _writer() -> tuple[Any, io.StringIO]:

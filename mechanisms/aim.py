@@ -468,9 +468,9 @@ class AdaptiveMarginals:
         if not 1 <= n <= MAX_ROWS:
             raise ValueError(f"aim_pure: need 1..{MAX_ROWS} records, got {n}")
         cols = np.ascontiguousarray(codes.T)
-        true_1 = np.concatenate([np.bincount(cols[j], weights=per_row, minlength=k) for j, k in enumerate(dom)])
-        true_1 = true_1.astype(np.int64)
-        noisy_flat = np.asarray(rand.laplace(true_1.astype(np.int64), sensitivity=oneway_sensitivity(d),
+        true_1 = np.concatenate([np.bincount(cols[j], weights=per_row, minlength=k)
+                                 for j, k in enumerate(dom)]).astype(np.int64)
+        noisy_flat = np.asarray(rand.laplace(true_1, sensitivity=oneway_sensitivity(d),
                                              epsilon=self.epsilon_1, integer=True,
                                              purpose="aim_pure: 1-way marginals"), dtype=np.float64)
         noisy_1 = np.split(noisy_flat, np.cumsum(dom)[:-1])

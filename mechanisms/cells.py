@@ -24,7 +24,7 @@ from .coding import Coded, ColumnCoding, mixed_radix_decode, mixed_radix_index
 
 __all__ = ["RecordTypes", "types_of", "remember", "known_types", "types_from_cells",
            "types_from_rows", "domain_cells", "tabulate", "compact_dtype", "DENSE_CELLS",
-           "DeferredCoded", "deferred", "retyped"]
+           "DeferredCoded", "deferred", "retyped", "types_from_weighted", "fit_on_types"]
 
 #: Domains of at most this many cells are tabulated with one ``np.bincount`` (8 bytes a cell).
 DENSE_CELLS = 1 << 24
@@ -96,6 +96,17 @@ def types_from_cells(cells: np.ndarray, columns: Sequence[ColumnCoding],
         uniq, cnt = np.asarray(cells, np.int64), np.asarray(counts, np.int64)
     table = Coded(mixed_radix_decode(uniq, domain), tuple(columns))
     return RecordTypes(table, cnt, uniq)
+
+
+def types_from_weighted(rows: np.ndarray, weights: np.ndarray, columns: Sequence[ColumnCoding]) -> RecordTypes:
+    """Record types of ``rows`` (not necessarily distinct) standing for ``weights`` (>= 0, integer)
+    records each: ``types_from_rows`` of every row repeated by its weight, without building them
+    (the domain must have int64 cells)."""
+    domain = tuple(c.size for c in columns)
+    uniq, inverse = np.unique(mixed_radix_index(rows, domain), return_inverse=True)
+    total = np.bincount(inverse.reshape(-1), weights=np.asarray(weights, dtype=np.float64), minlength=len(uniq))
+    present = total > 0
+    return types_from_cells(uniq[present], columns, np.rint(total[present]).astype(np.int64))
 
 
 def types_from_rows(codes: np.ndarray, columns: Sequence[ColumnCoding]) -> RecordTypes:
@@ -175,3 +186,13 @@ def retyped(types: RecordTypes, columns: Sequence[ColumnCoding]) -> RecordTypes:
         raise ValueError("retyped: the columns' sizes differ from the record types' domain")
     return RecordTypes(Coded.unchecked(np.ascontiguousarray(types.table.codes, dtype=np.int64), columns),
                        types.counts, types.cells)
+
+
+def fit_on_types(generator, coded: Coded, rand):
+    """``generator.fit`` of the table ``coded``: on its record types when the generator fits on
+    them (``FITS_TYPES``: the same counts, so the same fit and draws; its rows never built),
+    else on its rows."""
+    types = types_of(coded)
+    if getattr(generator, "FITS_TYPES", False) and types.cells is not None:
+        return generator.fit(types.table.codes, coded.domain, rand, counts=types.counts)
+    return generator.fit(coded.codes, coded.domain, rand)

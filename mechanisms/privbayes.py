@@ -701,18 +701,13 @@ class PrivBayes:
 
     def _fit_types(self, rows: np.ndarray, counts: np.ndarray, domain: Sequence[int], rand: Any) -> Any:
         """:meth:`fit` of record types (see its ``counts``)."""
-        rows = np.ascontiguousarray(rows, dtype=np.int64)
-        counts = np.asarray(counts, dtype=np.int64)
-        domain = tuple(int(k) for k in domain)
-        if rows.ndim != 2 or rows.shape[1] != len(domain) or counts.shape != (rows.shape[0],) \
-                or (counts < 1).any() or not len(domain) or any(k < 1 for k in domain):
-            raise ValueError("PrivBayes.fit: the record types, their counts and the domain do not match")
-        if rows.min(initial=0) < 0 or np.any(rows.max(axis=0, initial=0) >= np.asarray(domain)):
-            raise ValueError("PrivBayes.fit: codes outside the (public) domain")
-        n = int(counts.sum())
-        if n < 1:
+        from .generators import check_codes, record_weights
+
+        rows, domain = check_codes(rows, domain)
+        weights = record_weights(counts, rows.shape[0])
+        if rows.shape[0] < 1:
             raise ValueError("PrivBayes.fit: need at least one row")
-        return self._fit_compressed(rows, counts.astype(np.float64), n, domain, rand)
+        return self._fit_compressed(rows, weights, int(counts.sum()), domain, rand)
 
     def _fit_compressed(self, data: np.ndarray, weights: np.ndarray, n: int, domain: tuple[int, ...],
                         rand: Any) -> Any:

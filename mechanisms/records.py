@@ -99,6 +99,11 @@ class ResizePlan:
         rows = np.concatenate([codes[self.keep], self.pad_rows(sizes)])
         return rows[self.order]
 
+    def kept_counts(self, index: np.ndarray, size: int) -> np.ndarray:
+        """How many kept records each of ``size`` distinct rows holds, the records' distinct rows
+        being ``index`` (in file order, as the table :meth:`apply` takes)."""
+        return np.bincount(np.asarray(index)[self.keep], minlength=size).astype(np.int64)
+
     def pad_rows(self, sizes: Sequence[int]) -> np.ndarray:
         """The pads' codes (int64, (m - n_keep, d)): each u of ``pad_u`` times its column's size."""
         sizes_arr = np.asarray(sizes, dtype=np.int64)

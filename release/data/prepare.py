@@ -104,7 +104,7 @@ class Prepared:
     def __init__(self, source: str, table: dict[str, np.ndarray], n: int, rows_read: int,
                  dropped_by: list[tuple[str, int]] | None = None, dropped_total: int = 0,
                  sha256: str = "", resize: Optional["ResizePlan"] = None, *,
-                 index: np.ndarray | None = None) -> None:
+                 index: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
         if index is None:
             table, index = distinct_rows(table)
         self.source, self.distinct, self.index = source, table, index
@@ -112,7 +112,8 @@ class Prepared:
         self.dropped_by = list(dropped_by or [])   # rows matching each raw constraint (private)
         self.dropped_total, self.sha256, self.resize = dropped_total, sha256, resize
         size = len(next(iter(table.values()))) if table else 0
-        self.counts = np.bincount(self.index, minlength=size).astype(np.int64)   # records per distinct row
+        # records per distinct row (``counts``: given by a caller that has them)
+        self.counts = np.bincount(self.index, minlength=size).astype(np.int64) if counts is None else counts
 
     @property
     def rows(self) -> int:
@@ -366,7 +367,8 @@ def _constrained(source: str, distinct: dict, index: np.ndarray, rows: int, spec
     new_id = np.cumsum(keep) - 1
     rows_kept = keep[index]
     index = new_id[index[rows_kept]].astype(index.dtype)
-    return Prepared(source, kept, n, rows, dropped_by, int(counts[drop].sum()), sha256, index=index)
+    return Prepared(source, kept, n, rows, dropped_by, int(counts[drop].sum()), sha256, index=index,
+                    counts=counts[keep])
 
 
 FRAME_SOURCE = "<DataFrame>"

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpbundle.mechanisms.cells import (RecordTypes, compact_dtype, deferred, domain_cells, types_from_cells,
-                                      types_from_rows)
-from dpbundle.mechanisms.coding import Coded, ColumnCoding, mixed_radix_index
+from dpbundle.mechanisms.cells import (RecordTypes, compact_dtype, deferred, domain_cells, types_from_rows,
+                                      types_from_weighted)
+from dpbundle.mechanisms.coding import Coded, ColumnCoding
 
 from dpbundle.release.data.prepare import Prepared
 from dpbundle.release.spec.coding import (  # noqa: F401  (also importable from here)
@@ -150,18 +150,13 @@ def _types(prepared: Prepared, cols: list[ColumnCoding], distinct_codes: np.ndar
     domain = tuple(c.size for c in cols)
     if domain_cells(domain) is None:
         return None
-    cells = mixed_radix_index(distinct_codes, domain)
-    if prepared.resize is None:
-        weights = prepared.counts
-    else:
-        kept = np.bincount(prepared.index[prepared.resize.keep], minlength=len(cells))
-        pads = prepared.resize.pad_rows(domain)
-        cells = np.concatenate([cells, mixed_radix_index(pads, domain)])
-        weights = np.concatenate([kept, np.ones(len(pads), dtype=np.int64)])
-    uniq, inverse = np.unique(cells, return_inverse=True)
-    counts = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(uniq))
-    present = counts > 0
-    return types_from_cells(uniq[present], cols, np.rint(counts[present]).astype(np.int64))
+    plan = prepared.resize
+    if plan is None:
+        return types_from_weighted(distinct_codes, prepared.counts, cols)
+    pads = plan.pad_rows(domain)
+    return types_from_weighted(np.concatenate([distinct_codes, pads]),
+                               np.concatenate([plan.kept_counts(prepared.index, len(distinct_codes)),
+                                               np.ones(len(pads), dtype=np.int64)]), cols)
 
 
 #: Binnings whose T is kept per prepared table (the distinct rows' codes and T's record types).

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from dpbundle.mechanisms.cells import DENSE_CELLS, RecordTypes, domain_cells, remember, types_from_cells, types_of
+from dpbundle.mechanisms.cells import DENSE_CELLS, RecordTypes, domain_cells, fit_on_types, remember, types_from_cells
 from dpbundle.mechanisms.coding import Coded
 from dpbundle.mechanisms.criteria import CriterionResult, EvalContext, make_criterion
 from dpbundle.mechanisms.generators import Generator, make_generator
@@ -80,16 +80,6 @@ def make_config_generator(spec: Spec, config: dict) -> Generator:
 
         params["workload"] = criteria_workload(spec.public_dict(), spec.column_names)
     return make_generator(config["generator"]["type"], spec.epsilon_generation, **params)
-
-
-def fit_generator(generator: Generator, real: Coded, rand: Randomness) -> Any:
-    """``generator.fit`` of T: on T's record types when the generator fits on them
-    (``FITS_TYPES``: the same fit, T's rows never built), else on T's rows."""
-    types = types_of(real)
-    if getattr(generator, "FITS_TYPES", False) and types.cells is not None \
-            and domain_cells(real.domain) is not None and tuple(types.table.domain) == tuple(real.domain):
-        return generator.fit(types.table.codes, real.domain, rand, counts=types.counts)
-    return generator.fit(real.codes, real.domain, rand)
 
 
 def _sample_rounds(model, n: int, rand: Randomness, keep: Callable[[np.ndarray], np.ndarray],
@@ -225,7 +215,7 @@ def run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness
 
     real = step("transform", cached_transform, prepared, spec, config)
     generator = make_config_generator(spec, config)
-    model = step("fit", fit_generator, generator, real, rand)
+    model = step("fit", fit_on_types, generator, real, rand)
     cid = config_id(config)
     min_count = int(config["projection"]["min_count"])
     try:

@@ -21,9 +21,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpbundle.mechanisms.cells import (RecordTypes, deferred, domain_cells, retyped, types_from_cells, types_from_rows,
-                                      types_of)
-from dpbundle.mechanisms.coding import Coded, ColumnCoding, mixed_radix_index
+from dpbundle.mechanisms.cells import (RecordTypes, deferred, domain_cells, retyped, types_from_rows,
+                                      types_from_weighted, types_of)
+from dpbundle.mechanisms.coding import Coded, ColumnCoding
 
 from .codebook import CodebookError, read_codebook
 
@@ -97,13 +97,10 @@ class PublicFiles:
 def _canonical_types(rows: np.ndarray, counts: np.ndarray, columns: Sequence[ColumnCoding]) -> RecordTypes:
     """The record types of rows occurring ``counts`` times, in the canonical order
     ``types_from_rows`` gives (ascending cells): the same arrays as from the rows themselves."""
-    rows, counts = np.asarray(rows, dtype=np.int64), np.asarray(counts, dtype=np.int64)
-    domain = tuple(c.size for c in columns)
-    if domain_cells(domain) is None:
+    rows = np.asarray(rows, dtype=np.int64)
+    if domain_cells(tuple(c.size for c in columns)) is None:
         return types_from_rows(np.repeat(rows, counts, axis=0), columns)
-    uniq, inverse = np.unique(mixed_radix_index(rows, domain), return_inverse=True)
-    total = np.bincount(inverse.reshape(-1), weights=counts, minlength=len(uniq))
-    return types_from_cells(uniq, columns, np.rint(total).astype(np.int64))
+    return types_from_weighted(rows, counts, columns)
 
 
 def meta_from_manifest(manifest: dict) -> Meta:
