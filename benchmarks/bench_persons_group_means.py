@@ -35,7 +35,7 @@ def force_first(cols: tuple[int, ...]) -> None:
     """Make each fit's first selection return ``cols`` (experiment only)."""
     fit, cands = aim.AdaptiveMarginals.fit, aim.candidates
 
-    def patched(self, codes, domain, rand):
+    def patched(self, codes, domain, rand, counts=None):
         seen: dict = {}
 
         def record(*a, **k):
@@ -48,7 +48,7 @@ def force_first(cols: tuple[int, ...]) -> None:
             return seen["c"][0].index(cols) if calls[0] == 1 else select(scores, **kw)
         aim.candidates, rand.exponential = record, first
         try:
-            return fit(self, codes, domain, rand)
+            return fit(self, codes, domain, rand, counts=counts)
         finally:
             aim.candidates = cands
             del rand.exponential

@@ -171,6 +171,19 @@ def test_births_spec_has_no_threshold_problem_or_warning(births_doc):
     assert criteria_problems(births_doc) == [] and criteria_warnings(births_doc) == []
 
 
+def test_bounds_far_wider_than_the_targets_numbers_are_a_warning_with_the_bounds_that_would_do(births_doc):
+    """mean_gestation's numbers are 29..41 under every alternative: [28, 43] uses 12/15 of its
+    range (no warning), [20, 50] 12/30; the suggested bounds validate without the warning."""
+    i = next(k for k, e in enumerate(births_doc["acceptance"]) if e["id"] == "mean_gestation")
+    births_doc["acceptance"][i]["bounds"] = [20, 50]
+    validate_spec(births_doc)
+    hit = [w for w in criteria_warnings(births_doc) if w.startswith(f"acceptance[{i}].bounds:")]
+    assert len(hit) == 1 and "[20, 50]" in hit[0] and "29 to 41" in hit[0] and "0.4 of its size" in hit[0]
+    births_doc["acceptance"][i]["bounds"] = [29, 41]
+    validate_spec(births_doc)
+    assert criteria_warnings(births_doc) == []
+
+
 # ------------------------------------------------------------------ acceptance references
 
 def test_acceptance_paths_for_by_columns_features(births_doc):
@@ -527,3 +540,35 @@ def test_audit_recomputes_joint_per_alternative_and_one_hot(alt):
         assert not any(k.startswith("declared_") for k in facts)
     # the one-hot d: x, s=f, r=s, r=e (r=w constant 0 in C) + intercept
     assert make_criterion(entries[1]).sensitivity(ctx)[1]["d"] == 5
+
+
+def test_bounds_that_hold_every_number_give_the_same_value_and_proportionally_less_noise():
+    """What the bounds warning promises, on a mean criterion: bounds [10, 59] around numbers
+    10..59 give the exact value of [1, 81] (nothing is clipped; no group is padded here) with the
+    sensitivity scaled by 49/80."""
+    hours = int_coding("hours", [1, 10, 20, 30, 35, 40, 41, 45, 50, 55, 60, 81],
+                       values=[10, 14.5, 24.5, 32, 37, 40, 42.5, 47, 52, 57, 59])
+    sex = cat_coding("sex", ["male", "female"], [0, 1])
+    rng = np.random.default_rng(5)
+    T = Coded(np.column_stack([rng.integers(0, 11, 400), rng.integers(0, 2, 400)]), (hours, sex))
+    C = Coded(np.column_stack([rng.integers(0, 11, 400), rng.integers(0, 2, 400)]), (hours, sex))
+    spec = {"columns": [], "acceptance": []}
+    out = []
+    for bounds in ([1, 81], [10, 59]):
+        crit = make_criterion({"id": "m", "type": "conditional_means", "target": "hours", "by": [None, "sex"],
+                               "bounds": bounds, "threshold": 1.5, "epsilon": 0.1, "margin_share": 0.1})
+        ctx = EvalContext(real=T, synth=C, spec=spec)
+        out.append((crit.value(ctx, np.random.default_rng(1)), crit.sensitivity(ctx)[0]))
+    (v_wide, s_wide), (v_tight, s_tight) = out
+    assert v_wide == pytest.approx(v_tight, rel=1e-12) and v_wide > 0   # floats rounded per sensitivity
+    assert s_tight == pytest.approx(s_wide * 49 / 80)
+
+
+def test_the_docs_bounds_warning_is_what_spec_validate_prints_for_the_persons_example():
+    """docs/spec.md shows the warning for examples/persons.yaml's mean_hours ([1, 81])."""
+    root = Path(__file__).resolve().parents[1]
+    doc = read_spec_document(root / "examples" / "persons.yaml")
+    hit = [w for w in criteria_warnings(doc) if ".bounds:" in w]
+    docs = " ".join((root / "docs" / "spec.md").read_text().split())
+    assert len(hit) == 1 and "[10, 59]" in hit[0] and "0.61" in hit[0]
+    assert "warning " + " ".join(hit[0].split()) in docs

@@ -1,6 +1,7 @@
 """The strong-privacy examples (issue 25): examples/births-eps3.yaml (total epsilon 3.0) and
-examples/persons-eps2.yaml (total 1.99) keep their references' criteria and thresholds, spend
-what they say, and release with their narrowed lists into bundles that pass the audit."""
+examples/persons-eps2.yaml (total 1.99) keep their references' criteria and thresholds (bounds only
+narrowed to what the target can take), spend what they say, and release with their narrowed
+lists into bundles that pass the audit."""
 from __future__ import annotations
 
 import copy
@@ -34,6 +35,7 @@ def _criteria_without_epsilons(doc: dict) -> list[dict]:
     for c in doc["acceptance"]:
         c = copy.deepcopy(c)
         c.pop("epsilon")
+        c.pop("bounds", None)                            # compared by _bounds_clip_nothing
         if isinstance(c.get("threshold"), dict):       # derived thresholds: the stakeholder's inputs
             c["threshold"] = {k: v for k, v in c["threshold"].items()}
         out.append(c)
@@ -46,13 +48,31 @@ def test_total_epsilon_is_within_the_goal(name):
     assert spec.total_epsilon_exact <= CASES[name][2]
 
 
+def _bounds_clip_nothing(path: Path, strong: dict, ref: dict) -> None:
+    """A criterion's bounds may only narrow to bounds that still hold every number its target
+    can take (under every alternative, from the spec): the values are the reference's, the
+    noise smaller."""
+    from dpbundle.release.spec.criteria_checks import released_numbers
+
+    spec = load_spec(path)
+    numbers = released_numbers(spec.raw, spec)
+    for s, r in zip(strong["acceptance"], ref["acceptance"]):
+        if s.get("bounds") == r.get("bounds"):
+            continue
+        (L, U), (rL, rU) = s["bounds"], r["bounds"]
+        assert rL <= L < U <= rU, (s["id"], s["bounds"], r["bounds"])
+        for vals, _cat, _labels in numbers[s["target"]].values():
+            assert L <= vals.min() and vals.max() <= U, (s["id"], vals)
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_criteria_thresholds_and_constraints_are_the_references(name):
-    """Only epsilons change: every criterion (type, parameters, threshold or the stakeholder's
-    inputs to a derived threshold), the raw and synthetic constraints and the records policy
-    are the reference spec's."""
+    """Only epsilons (and bounds narrowed to what the target can take) change: every criterion
+    (type, other parameters, threshold or the stakeholder's inputs to a derived threshold), the
+    raw and synthetic constraints and the records policy are the reference spec's."""
     strong, ref = _doc(name), _doc(CASES[name][0])
     assert _criteria_without_epsilons(strong) == _criteria_without_epsilons(ref)
+    _bounds_clip_nothing(EX / name, strong, ref)
     assert strong["raw_constraints"] == ref["raw_constraints"]
     assert strong["synthetic_constraints"] == ref["synthetic_constraints"]
     assert strong["privacy"]["records"]["policy"] == ref["privacy"]["records"]["policy"]

@@ -72,15 +72,46 @@ def criteria_warnings(doc: Any) -> list[str]:
     """Lines about a validated spec (a Spec, or its document) that are not errors: a threshold
     above the metric's largest value (every candidate passes: the criterion tests nothing); an
     open bin whose overridden label shows another number than the one it counts as
-    (:func:`label_warnings`)."""
+    (:func:`label_warnings`); bounds much wider than every number their target can take
+    (:func:`_loose_bounds`: noise sized for a range the data never use)."""
     spec = _spec_of(doc)
     doc = spec.raw
     warnings: list[str] = []
+    numbers = None
     for i, crit in enumerate(doc["acceptance"]):
         if not ("bounds" in crit and not crit["bounds"][1] > crit["bounds"][0]):
             _threshold_range(i, crit, [], warnings)
+        if "bounds" in crit and crit["bounds"][1] > crit["bounds"][0]:
+            numbers = numbers if numbers is not None else released_numbers(doc, spec)
+            _loose_bounds(i, crit, numbers, warnings)
     warnings.extend(label_warnings(doc, spec))
     return warnings
+
+
+#: ``_loose_bounds`` speaks when the target's numbers use at most this share of U - L.
+LOOSE_BOUNDS_SHARE = 0.75
+
+
+def _loose_bounds(i: int, crit: dict, numbers: dict, warnings: list[str]) -> None:
+    """Bounds [L, U] whose target never takes a number outside a much narrower [lo, hi] (over
+    every alternative of the target, from the spec alone): the criterion's sensitivity grows with
+    U - L, so its noise is sized for values no record can have. Spoken when
+    (hi - lo) <= LOOSE_BOUNDS_SHARE (U - L); bounds [lo, hi] clip no released number."""
+    alts = numbers.get(crit.get("target"), {})
+    vals = [v for v, _cat, _labels in alts.values() if v.size]
+    if not vals:
+        return
+    L, U = (float(x) for x in crit["bounds"])
+    lo = max(L, min(float(v.min()) for v in vals))
+    hi = min(U, max(float(v.max()) for v in vals))
+    if hi - lo > LOOSE_BOUNDS_SHARE * (U - L):
+        return
+    warnings.append(
+        f"acceptance[{i}].bounds: [{_fmt(L)}, {_fmt(U)}] is wider than every number the target "
+        f"{crit['target']!r} can take under any of its alternatives ({_fmt(lo)} to {_fmt(hi)}): the noise is "
+        f"sized for U - L = {_fmt(U - L)}; bounds [{_fmt(lo)}, {_fmt(hi)}] clip no released number and "
+        f"shrink the noise in the target's units to {_fmt(round((hi - lo) / (U - L), 2))} of its size (or give the "
+        f"same noise at that share of the epsilon)")
 
 
 # --------------------------------------------------------------------------- label styles
