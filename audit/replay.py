@@ -283,6 +283,24 @@ def csv_bytes(view, codes: np.ndarray) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
+def _bound_aim_work(config: dict, view) -> None:
+    """An aim_pure configuration re-derives its candidate marginals from spec.json's criteria:
+    the work is counted first (``bounds.aim_candidate_problems``, as for a published model), so
+    that a spec whose criteria give millions of column sets is refused, not attempted."""
+    gen = config.get("generator")
+    if not isinstance(gen, dict) or gen.get("type") != "aim_pure":
+        return
+    from .bounds import aim_candidate_problems
+
+    max_size = gen.get("max_size", 3)
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or not 2 <= max_size <= 6:
+        raise TranscriptError(f"the iteration's aim_pure max_size {max_size!r} is not an integer in 2..6")
+    problems = aim_candidate_problems(view.spec, list(view.names), [len(c.labels) for c in view.columns],
+                                      max_size)
+    if problems:
+        raise TranscriptError(problems[0])
+
+
 def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: np.ndarray,
                      edges, fitted: list | None = None) -> tuple[bytes, list]:
     """Replay one iteration from its records; (a callable giving data.csv's bytes in blocks,
@@ -299,6 +317,7 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
     config = mark.get("config")
     if not isinstance(config, dict):
         raise TranscriptError("the iteration mark has no configuration")
+    _bound_aim_work(config, view)
     columns = tuple(ColumnCoding(c.name, c.labels, c.numbers, c.ordered, c.lower, c.upper,
                                  categories=c.categories, integer=c.integer)
                     for c in view.columns)

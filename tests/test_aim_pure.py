@@ -380,3 +380,27 @@ def test_the_audit_bounds_the_candidate_work_before_doing_it():
     small = {"acceptance": [{"type": "kway_marginals", "max_k": 3},
                             {"type": "regression_coefficients", "target": "c0"}]}
     assert aim_candidate_problems(small, names[:8], [2] * 8, 3) == []
+
+
+def test_the_enclave_replay_bounds_the_candidate_work_before_doing_it(monkeypatch):
+    """The enclave replay of an aim_pure iteration re-derives the candidates from spec.json too:
+    a spec whose criteria would give millions of column sets is refused before the generator is
+    built (it would otherwise enumerate them), whatever the transcript holds."""
+    from types import SimpleNamespace
+
+    from dpbundle.audit import model_check
+    from dpbundle.audit.replay import TranscriptError, replay_iteration
+
+    names = [f"c{j}" for j in range(200)]
+    view = SimpleNamespace(spec={"acceptance": [{"type": "kway_marginals", "max_k": 3}],
+                                 "privacy": {"epsilon_generation": 1.0}},
+                           names=names, columns=[SimpleNamespace(labels=("a", "b"))] * 200)
+    mark = {"config": {"generator": {"type": "aim_pure"}, "columns": {}, "projection": {"min_count": 2}}}
+    def never(*a, **k):
+        raise AssertionError("the generator (and its workload) was built before the bound")
+    monkeypatch.setattr(model_check, "config_generator", never)
+    with pytest.raises(TranscriptError, match="aim_pure"):
+        replay_iteration([], 0, mark, view, np.zeros((1, 200), dtype=np.int64), None)
+    mark["config"]["generator"]["max_size"] = 7
+    with pytest.raises(TranscriptError, match="max_size"):
+        replay_iteration([], 0, mark, view, np.zeros((1, 200), dtype=np.int64), None)
