@@ -305,7 +305,9 @@ def aim_candidate_problems(spec: dict, names: list[str], domain: list[int], max_
     """The work of re-deriving aim_pure's candidates, bounded before it is done: the column sets
     the spec's criteria give (:func:`mechanisms.aim.criteria_workload`, counted from the spec,
     all pairs when they give none) and the candidate marginals they make (at most, over the
-    sets, C(s, 2) + ... + C(s, max_size) with s the set's columns of two values or more)."""
+    sets, C(s, 2) + ... + C(s, max_size) with s the set's columns of two values or more; a
+    ``kway_marginals`` criterion's sets are all the subsets of its columns, so its candidates are
+    counted once, as those subsets of 2..min(max_k, max_size) columns)."""
     idx = {n: j for j, n in enumerate(names)}
     d = len(names)
     binary = sum(1 for k in domain if k >= 2)
@@ -330,7 +332,9 @@ def aim_candidate_problems(spec: dict, names: list[str], domain: list[int], max_
             k = c.get("max_k")
             top = min(k if _int(k) and k >= 1 else use, use, 3)
             count = sum(math.comb(use, j) for j in range(1, top + 1))
-            n_sets, bound = n_sets + count, bound + count * cands(top)
+            # its candidates are the subsets of its columns with 2..min(top, max_size) columns
+            kway = sum(math.comb(min(use, binary), j) for j in range(2, min(top, max_size) + 1))
+            n_sets, bound = n_sets + count, bound + kway
         elif t == "smoothed_ratio":
             n_sets += size(c["columns"]) if c.get("columns") else d
         elif t in ("conditional_means", "quantile"):

@@ -292,6 +292,9 @@ def _bound_aim_work(config: dict, view) -> None:
         return
     from .bounds import aim_candidate_problems
 
+    if "workload" in gen:
+        raise TranscriptError("the iteration's configuration sets aim_pure's workload; the release sets "
+                              "it from the spec's criteria")
     max_size = gen.get("max_size", 3)
     if isinstance(max_size, bool) or not isinstance(max_size, int) or not 2 <= max_size <= 6:
         raise TranscriptError(f"the iteration's aim_pure max_size {max_size!r} is not an integer in 2..6")

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from generator_util import FixedNoise, code_neighbours, planted  # noqa: E402
@@ -404,3 +404,79 @@ def test_the_enclave_replay_bounds_the_candidate_work_before_doing_it(monkeypatc
     mark["config"]["generator"]["max_size"] = 7
     with pytest.raises(TranscriptError, match="max_size"):
         replay_iteration([], 0, mark, view, np.zeros((1, 200), dtype=np.int64), None)
+
+
+_CRITERIA = st.lists(st.one_of(
+    st.builds(lambda cols, k: {"type": "kway_marginals", "columns": cols, "max_k": k},
+              st.lists(st.sampled_from([f"c{j}" for j in range(9)]), min_size=1, max_size=9, unique=True),
+              st.integers(1, 4)),
+    st.builds(lambda t, by: {"type": "conditional_means", "target": t, "by": by},
+              st.sampled_from([f"c{j}" for j in range(9)]),
+              st.lists(st.one_of(st.none(), st.sampled_from([f"c{j}" for j in range(9)]),
+                                 st.lists(st.sampled_from([f"c{j}" for j in range(9)]), min_size=1, max_size=3)),
+                       min_size=1, max_size=3)),
+    st.builds(lambda t, f: {"type": "classification", "target": t, "features": f},
+              st.sampled_from([f"c{j}" for j in range(9)]),
+              st.lists(st.sampled_from([f"c{j}" for j in range(9)]), min_size=1, max_size=4, unique=True)),
+    st.builds(lambda cols: {"type": "smoothed_ratio", "columns": cols},
+              st.lists(st.sampled_from([f"c{j}" for j in range(9)]), min_size=1, max_size=3, unique=True))),
+    min_size=0, max_size=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_CRITERIA, st.lists(st.integers(1, 4), min_size=9, max_size=9), st.integers(2, 4))
+@example([{"type": "kway_marginals", "max_k": 3}], [2] * 9, 3)        # every 2- and 3-set of 9
+@example([{"type": "kway_marginals", "max_k": 4}], [3] * 9, 4)
+def test_the_audits_count_of_candidates_is_never_below_the_real_one(criteria, domain, max_size):
+    """audit/bounds.py counts aim_pure's candidate marginals from the spec without making them;
+    the bound it checks must hold the candidates the release really makes (criteria_workload +
+    candidates): with the limit one below the real count, the audit must refuse."""
+    import dpbundle.audit.bounds as B
+
+    names = [f"c{j}" for j in range(9)]
+    spec = {"acceptance": criteria}
+    real = len(A.candidates(A.criteria_workload(spec, names), domain, max_size, 1 << 40)[0])
+    if real == 0:
+        return
+    saved = B.MAX_AIM_CANDIDATES
+    try:
+        B.MAX_AIM_CANDIDATES = real - 1
+        assert B.aim_candidate_problems(spec, names, domain, max_size), (real, spec)
+        B.MAX_AIM_CANDIDATES = real
+        problems = B.aim_candidate_problems(spec, names, domain, max_size)
+    finally:
+        B.MAX_AIM_CANDIDATES = saved
+    assert all("aim_pure" in p for p in problems)
+
+
+def test_spec_validation_refuses_an_aim_pure_spec_the_audit_could_not_re_derive(monkeypatch):
+    """What the audit's bound refuses, the release refuses before any budget is spent (exit 2 at
+    spec validation), counted with every column's largest alternative and the grid's largest
+    max_size; the shipped aim_pure spec is within it."""
+    from pathlib import Path
+
+    import dpbundle.audit.bounds as B
+    from dpbundle.release.spec.load import SpecError, read_spec_document, validate_spec
+
+    doc = read_spec_document(Path(__file__).resolve().parents[1] / "examples" / "births-eps3.yaml")
+    validate_spec(doc)
+    monkeypatch.setattr(B, "MAX_AIM_CANDIDATES", 5)
+    with pytest.raises(SpecError) as info:
+        validate_spec(doc)
+    hit = [p for p in info.value.problems if "(aim_pure)" in p]
+    assert hit and "candidate marginals" in hit[0] and "would refuse the bundle" in hit[0]
+
+
+def test_the_replay_refuses_a_transcript_that_sets_the_workload():
+    """The release sets aim_pure's workload from the spec's criteria; a transcript whose
+    configuration sets one (and would so escape the bound) is refused."""
+    from types import SimpleNamespace
+
+    from dpbundle.audit.replay import TranscriptError, replay_iteration
+
+    view = SimpleNamespace(spec={"acceptance": [], "privacy": {"epsilon_generation": 1.0}},
+                           names=["a", "b"], columns=[SimpleNamespace(labels=("x", "y"))] * 2)
+    mark = {"config": {"generator": {"type": "aim_pure", "workload": [[[0, 1]]]}, "columns": {},
+                       "projection": {"min_count": 2}}}
+    with pytest.raises(TranscriptError, match="workload"):
+        replay_iteration([], 0, mark, view, np.zeros((1, 2), dtype=np.int64), None)

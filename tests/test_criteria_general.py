@@ -572,3 +572,24 @@ def test_the_docs_bounds_warning_is_what_spec_validate_prints_for_the_persons_ex
     docs = " ".join((root / "docs" / "spec.md").read_text().split())
     assert len(hit) == 1 and "[10, 59]" in hit[0] and "0.61" in hit[0]
     assert "warning " + " ".join(hit[0].split()) in docs
+
+
+@pytest.mark.parametrize("bounds", [[-20, 45], [60, 100], [0, 5], [1e300, 1.7e308]])
+def test_bounds_that_clip_some_number_get_no_bounds_advice(bounds):
+    """The rule judges only bounds that hold every number: loose on one side and clipping on the
+    other, or disjoint from the numbers, it says nothing (it would name bounds that clip)."""
+    root = Path(__file__).resolve().parents[1]
+    doc = read_spec_document(root / "examples" / "persons.yaml")
+    i = next(k for k, e in enumerate(doc["acceptance"]) if e["id"] == "mean_hours")
+    doc["acceptance"][i]["bounds"] = bounds
+    assert [w for w in criteria_warnings(doc) if ".bounds:" in w] == []
+
+
+def test_regression_bounds_get_no_bounds_advice(births_doc):
+    """The regressions rescale the target with their bounds: narrower bounds change their values,
+    so the rule (exact for conditional means) does not speak for them."""
+    for e in births_doc["acceptance"]:
+        if e["type"] in ("regression_coefficients", "regression_mae_difference"):
+            e["bounds"] = [0, 20000]
+    validate_spec(births_doc)
+    assert [w for w in criteria_warnings(births_doc) if ".bounds:" in w] == []

@@ -93,18 +93,22 @@ LOOSE_BOUNDS_SHARE = 0.75
 
 
 def _loose_bounds(i: int, crit: dict, numbers: dict, warnings: list[str]) -> None:
-    """Bounds [L, U] whose target never takes a number outside a much narrower [lo, hi] (over
-    every alternative of the target, from the spec alone): the criterion's sensitivity grows with
-    U - L, so its noise is sized for values no record can have. Spoken when
-    (hi - lo) <= LOOSE_BOUNDS_SHARE (U - L); bounds [lo, hi] clip no released number."""
+    """A ``conditional_means`` criterion whose bounds [L, U] hold a much narrower range [lo, hi]
+    of every number the target can take (over its alternatives, from the spec alone): its
+    sensitivity (U - L) / min group grows with U - L, so its noise is sized for values no record
+    can have. Spoken when L <= lo < hi <= U
+    and (hi - lo) <= LOOSE_BOUNDS_SHARE (U - L); bounds [lo, hi] clip no released number."""
+    if crit.get("type") != "conditional_means":   # the regressions also rescale with the bounds
+        return
     alts = numbers.get(crit.get("target"), {})
     vals = [v for v, _cat, _labels in alts.values() if v.size]
     if not vals:
         return
     L, U = (float(x) for x in crit["bounds"])
-    lo = max(L, min(float(v.min()) for v in vals))
-    hi = min(U, max(float(v.max()) for v in vals))
-    if hi - lo > LOOSE_BOUNDS_SHARE * (U - L):
+    lo = min(float(v.min()) for v in vals)
+    hi = max(float(v.max()) for v in vals)
+    # bounds that clip some number are a choice this rule does not judge; [v, v] is no bounds
+    if not L <= lo < hi <= U or hi - lo > LOOSE_BOUNDS_SHARE * (U - L):
         return
     warnings.append(
         f"acceptance[{i}].bounds: [{_fmt(L)}, {_fmt(U)}] is wider than every number the target "

@@ -688,8 +688,27 @@ def _generator_problems(doc: dict) -> list[str]:
 
             problems.extend(f"generators[{i}].grid{p}" for p in privsyn_grid_problems(grid))
         if gen["type"] == "aim_pure":
-            problems += _aim_pure_grid_problems(i, grid)
+            problems += _aim_pure_grid_problems(i, grid) or _aim_pure_work_problems(i, doc, grid)
     return problems
+
+
+def _aim_pure_work_problems(i: int, doc: dict, grid: dict) -> list[str]:
+    """The audit re-derives aim_pure's candidate marginals from the spec's criteria and refuses a
+    bundle whose count of them (``audit.bounds.aim_candidate_problems``, counted from the spec)
+    is over its bound: the same count here, before any budget is spent, with every column's
+    largest alternative and the grid's largest ``max_size`` (the count only grows with both),
+    so that a bundle the release signs is one the audit re-derives."""
+    from dpbundle.audit.bounds import aim_candidate_problems
+    from dpbundle.release.spec.criteria_checks import released_numbers
+
+    numbers = released_numbers(doc)
+    names = [c["name"] for c in doc["columns"]]
+    domain = [max((len(v) for v, _cat, _labels in numbers.get(n, {}).values()), default=0) for n in names]
+    max_size = max(grid.get("max_size") or [3])
+    return [f"generators[{i}] (aim_pure): " + p.removeprefix("spec.json: ")
+            + "; the audit re-derives them from the spec and would refuse the bundle: use fewer "
+              "columns in the criteria, a smaller max_k or max_size, or another generator"
+            for p in aim_candidate_problems(doc, names, domain, int(max_size))]
 
 
 def _aim_pure_grid_problems(i: int, grid: dict) -> list[str]:
