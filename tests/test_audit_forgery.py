@@ -284,11 +284,13 @@ def test_the_false_alarm_rate_is_as_stated_on_simulated_opendp_draws():
         ks.append(res.facts["ks_p"])
         scale.append(res.facts["scale_p"])
         nmax.append(res.facts["noisy_max_p"])
+    # bounds at about 4.5 binomial standard deviations: an honest run fails one of them with
+    # probability about 5e-5 (binomial tails; the earlier 3-sigma bounds: about 3e-3)
     for name, ps in (("ks", ks), ("scale", scale)):
         low = float(np.mean(np.asarray(ps) < 0.05))
-        assert 0.012 <= low <= 0.095, (name, low)
-        assert float(np.mean(np.asarray(ps) < 0.5)) == pytest.approx(0.5, abs=0.1), name
-    assert float(np.mean(np.asarray(nmax) < 0.05)) <= 0.095       # discrete: conservative
+        assert 2 / 300 <= low <= 0.11, (name, low)
+        assert float(np.mean(np.asarray(ps) < 0.5)) == pytest.approx(0.5, abs=0.13), name
+    assert float(np.mean(np.asarray(nmax) < 0.05)) <= 0.11        # discrete: conservative
     for factor in (0.5, 0.0):
         for _ in range(20):
             assert not check_noise(_simulated_transcript(factor)).ok, factor
