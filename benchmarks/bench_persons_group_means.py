@@ -11,7 +11,7 @@ generator), to see whether choosing that table would cure the failure.
 
     dpbundle example persons --out check11.csv --seed 11
     python benchmarks/bench_persons_group_means.py check11.csv [--config fca2f31f05287de3] \
-        [--runs 40] [--force-first]
+        [--runs 40] [--force-first] [--spec SPEC --configs LIST]
 """
 from __future__ import annotations
 
@@ -77,9 +77,13 @@ def main() -> None:
     ap.add_argument("--config", default="fca2f31f05287de3")
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--force-first", action="store_true")
+    ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "persons-eps2.yaml",
+                    help="the spec (docs/sweep-persons.md's first-version figures: that file at commit 83a7486)")
+    ap.add_argument("--configs", type=Path, default=ROOT / "examples" / "persons-eps2-narrowed.yaml",
+                    help="the list that holds --config")
     a = ap.parse_args()
-    spec = load_spec(ROOT / "examples" / "persons-eps2.yaml")
-    listed = yaml.safe_load((ROOT / "examples" / "persons-eps2-narrowed.yaml").read_text())["configurations"]
+    spec = load_spec(a.spec)
+    listed = yaml.safe_load(a.configs.read_text())["configurations"]
     config = next(c["config"] for c in listed if c["id"] == a.config)
     names = list(spec.column_names)
     if a.force_first:
