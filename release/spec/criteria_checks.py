@@ -96,8 +96,8 @@ def _loose_bounds(i: int, crit: dict, numbers: dict, warnings: list[str]) -> Non
     """A ``conditional_means`` criterion whose bounds [L, U] hold a much narrower range [lo, hi]
     of every number the target can take (over its alternatives, from the spec alone): its
     sensitivity (U - L) / min group grows with U - L, so its noise is sized for values no record
-    can have. Spoken when L <= lo < hi <= U
-    and (hi - lo) <= LOOSE_BOUNDS_SHARE (U - L); bounds [lo, hi] clip no released number."""
+    can have. Spoken when L <= lo < hi <= U and (hi - lo) <= LOOSE_BOUNDS_SHARE (U - L); bounds
+    [lo, hi] clip no released number."""
     if crit.get("type") != "conditional_means":   # the regressions also rescale with the bounds
         return
     alts = numbers.get(crit.get("target"), {})
