@@ -120,7 +120,6 @@ class Prepared:
         """Rows of ``table`` (the plausible records; private under ``dp_count``)."""
         return self.resize.n_in if self.resize is not None else self.n
 
-
     @functools.cached_property
     def table(self) -> dict[str, np.ndarray]:
         """The plausible records' typed columns in file order (n cells a column: for small
