@@ -23,6 +23,7 @@ import numpy as np
 
 from . import charts, evidence as ev, value_noise
 from .numbers import PEOPLE_RULE, noisy, plain, points, std_text, with_unit
+from .edition import edition_of
 from .provenance import provenance_text
 from dpbundle.mechanisms.cells import RecordTypes
 
@@ -636,6 +637,7 @@ class _Facts:
     publication: dict           # publication_facts(public)
     noise_estimates: dict       # value_noise.estimate: the noise of fitted values
     evidence_estimates: dict    # and of choices: the evidence of every check (evidence.py)
+    edition: int                # the datasheet edition (edition.py): 1 = the frozen 0.2.0 wording
 
 
 def _facts(public: PublicFiles) -> _Facts:
@@ -651,7 +653,8 @@ def _facts(public: PublicFiles) -> _Facts:
                                                "statement": "the number of records is published exactly"}
     return _Facts(public=public, release=release, source=source_words(release.get("source_kind")),
                   acceptance=acceptance, records=records, publication=publication,
-                  noise_estimates=noise_estimates, evidence_estimates=evidence_estimates)
+                  noise_estimates=noise_estimates, evidence_estimates=evidence_estimates,
+                  edition=edition_of(public.meta.dpbundle_version))
 
 
 def _section_about(f: _Facts) -> dict:
@@ -913,6 +916,7 @@ def build_context(public: PublicFiles) -> dict:
     f = _facts(public)
     quality = _section_quality(f)
     return {
+        "edition": f.edition,
         **_section_about(f),
         **_section_records(f),
         **_section_columns(f),

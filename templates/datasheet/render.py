@@ -1,8 +1,11 @@
-"""README.html: the datasheet template filled with :func:`~.context.build_context`'s context."""
+"""README.html: the datasheet template of the context's edition (:mod:`.edition`) filled with
+:func:`~.context.build_context`'s context."""
 from __future__ import annotations
 
 import re
 from importlib import resources
+
+from .edition import EDITION_STYLESHEETS, EDITION_TEMPLATES, LATEST_EDITION, stylesheet_name, template_name
 
 __all__ = ["render_html", "read_resource", "check_templates"]
 
@@ -30,9 +33,10 @@ def render_html(context: dict) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)
     env.filters["nobreak_ids"] = _nobreak_ids
-    template = env.from_string(read_resource("datasheet.html.j2"))
+    edition = context.get("edition", LATEST_EDITION)
+    template = env.from_string(read_resource(template_name(edition)))
     ctx = dict(context)
-    ctx["css"] = Markup(read_resource("datasheet.css"))
+    ctx["css"] = Markup(read_resource(stylesheet_name(edition)))
     for key in [k for k in context if k.endswith("_chart")]:  # inline SVG built by charts.py
         ctx[key] = Markup(context[key])
     ctx["columns"] = [dict(c, chart=Markup(c["chart"])) for c in context["columns"]]
@@ -40,8 +44,10 @@ def render_html(context: dict) -> str:
 
 
 def check_templates() -> None:
-    """Raise if the datasheet template or its stylesheet is missing or does not parse."""
+    """Raise if a datasheet template (of any edition) or the stylesheet is missing or does not parse."""
     import jinja2
 
-    jinja2.Environment(autoescape=True).parse(read_resource("datasheet.html.j2"))
-    read_resource("datasheet.css")
+    for name in EDITION_TEMPLATES.values():
+        jinja2.Environment(autoescape=True).parse(read_resource(name))
+    for name in EDITION_STYLESHEETS.values():
+        read_resource(name)
