@@ -1,7 +1,8 @@
 """WeasyPrint, behind three functions: the only module of the release that imports it.
 
 * :func:`pdf_bytes` renders an HTML page to a tagged PDF (PDF/UA-1), offline (inline CSS and
-  SVG, ``data:`` URLs only, local fonts);
+  SVG, ``data:`` URLs only, local fonts), deterministically: the same HTML, fonts and libraries
+  give the same bytes, with HarfBuzz-Subset or without it (see :data:`FONT_DATE_EPOCH`);
 * :func:`renderer_status` is the cheap pre-flight check of the renderer and the fonts (no page is
   rendered): WeasyPrint imports (so Pango, HarfBuzz, fontconfig and GObject load), Pango's font
   map builds on fontconfig's configuration, fontconfig lists at least one font; and whether fonts
@@ -15,12 +16,16 @@ the public datasheet while the release does other work.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import os
+import threading
 from dataclasses import dataclass
+from typing import Iterator
 
 __all__ = ["PDF_OPTIONS", "RendererStatus", "pdf_bytes", "renderer_status", "warm_up", "url_fetcher",
-           "document", "FONT_HINT", "SUBSET_HINT"]
+           "document", "FONT_HINT", "SUBSET_HINT", "FONT_DATE_EPOCH", "fixed_font_dates"]
 
 # Tagged PDF (PDF/UA-1: structure tree, /MarkInfo, document language and title from the HTML).
 PDF_OPTIONS = {"pdf_variant": "pdf/ua-1", "pdf_tags": True}
@@ -28,6 +33,34 @@ FONT_HINT = "install fonts, e.g. the Debian package fonts-dejavu-core"
 SUBSET_HINT = ("WeasyPrint subsets the datasheet's fonts with fontTools here, which takes seconds: install "
                "HarfBuzz-Subset 4.1 or newer (Debian/Ubuntu: apt-get install libharfbuzz-subset0; "
                "Fedora: harfbuzz; macOS: brew install harfbuzz) to make it milliseconds")
+
+# Without HarfBuzz-Subset, WeasyPrint subsets each embedded font with fontTools, which stamps the
+# subset's ``head.modified`` with the time of the render - so every render made different bytes -
+# unless SOURCE_DATE_EPOCH is set (https://reproducible-builds.org/specs/source-date-epoch/).
+# A render sets it to this fixed value (1970-01-01T00:00:00Z, whatever the caller's environment
+# says), so the PDF depends on its HTML, the fonts and the libraries only. HarfBuzz-Subset keeps
+# the font's own dates. Nothing else in the PDF varies: WeasyPrint writes /CreationDate and
+# /ModDate only from ``dcterms.created``/``dcterms.modified`` meta elements, and PDF/UA-1 has no
+# random document ID.
+FONT_DATE_EPOCH = "0"
+_SDE = "SOURCE_DATE_EPOCH"
+_env_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def fixed_font_dates() -> Iterator[None]:
+    """Within this block SOURCE_DATE_EPOCH is :data:`FONT_DATE_EPOCH`; the caller's value (or its
+    absence) is restored on the way out. One block at a time in a process."""
+    with _env_lock:
+        before = os.environ.get(_SDE)
+        os.environ[_SDE] = FONT_DATE_EPOCH
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop(_SDE, None)
+            else:
+                os.environ[_SDE] = before
 
 
 @dataclass(frozen=True)
@@ -71,15 +104,16 @@ def document(html: str):
 
 
 def pdf_bytes(html: str, target=None, *, pause_gc: bool = False):
-    """Render ``html`` to a tagged PDF: its bytes, or written to ``target`` (a path or file).
-    ``pause_gc``: no garbage collection while rendering (a render makes some hundred thousand
+    """Render ``html`` to a tagged PDF: its bytes, or written to ``target`` (a path or file); the
+    same bytes for the same HTML (:func:`fixed_font_dates`). ``pause_gc``: no garbage collection while rendering (a render makes some hundred thousand
     objects and no lasting cycles; collecting during it costs about a tenth of its time) - for a
     process that renders and nothing else (the background renderer)."""
     paused = pause_gc and gc.isenabled()
     if paused:
         gc.disable()
     try:
-        return document(html).write_pdf(target, **PDF_OPTIONS)
+        with fixed_font_dates():
+            return document(html).write_pdf(target, **PDF_OPTIONS)
     finally:
         if paused:
             gc.enable()
