@@ -99,10 +99,19 @@ class AuditColumn:
     upper: np.ndarray | None = None   # exclusive upper edge per bin (+inf when open above; nan for categories)
     integer: bool = True              # bins of an integer (or date-part) source hold integers only
     categories: tuple[str, ...] | None = None  # category names of a categorical column (constraints use them)
+    declared_ordered: bool = False    # a categorical alternative's ``ordered: true`` (ordinal categories)
 
     @property
     def size(self) -> int:
         return len(self.labels)
+
+    @property
+    def categories_ordered(self) -> bool:
+        """Are the column's values in their natural order, as datapackage.json's
+        ``categoriesOrdered`` must state? Bins always (``ordered``); categories when the spec's
+        alternative declares ``ordered: true``. ``ordered`` itself stays "binned": the
+        constraints and the criteria's designs treat declared-ordered categories as categories."""
+        return bool(self.ordered or self.declared_ordered)
 
 
 @dataclass
@@ -435,7 +444,8 @@ class _ViewBuilder:
         cats = tuple(str(c) for c in alt["categories"]) if "categories" in alt else None
         return AuditColumn(name=name, alternative=str(alt.get("id")), labels=tuple(labels),
                            numbers=np.asarray(numbers, dtype=np.float64), ordered=ordered,
-                           lower=lower, upper=upper, integer=integer, categories=cats)
+                           lower=lower, upper=upper, integer=integer, categories=cats,
+                           declared_ordered=cats is not None and alt.get("ordered") is True)
 
     def _alternative(self, col: dict, by_id: dict, input_column: dict | None, style: str) -> dict:
         """The column's alternative: the configuration's, the only one, or the one data.csv fits."""

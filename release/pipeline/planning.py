@@ -126,7 +126,8 @@ def _check_data_files(request: ReleaseRequest) -> None:
 
 def _load_spec(request: ReleaseRequest):
     """The spec and data files are regular files; the validated spec, its every string writable
-    as UTF-8. A spec in memory (dict or Spec) is validated as a file's document would be."""
+    as UTF-8. A spec in memory (dict or Spec) is validated as a file's document would be. A
+    built-in example's spec gets ``release.simulated: true``."""
     from dpbundle.release.spec.load import MAX_SPEC_BYTES, SpecError, load_spec, spec_of
 
     if not in_memory(request.spec):
@@ -142,6 +143,10 @@ def _load_spec(request: ReleaseRequest):
     problem = spec_text_problem(spec.document())
     if problem:
         unusable(f"{spec.source if in_memory(request.spec) else request.spec}: {problem}; nothing was read or spent")
+    if request.is_example:       # a built-in example's registry is simulated: the public spec says so
+        from dpbundle.release.spec.load import as_simulated
+
+        spec = as_simulated(spec)
     return spec
 
 

@@ -116,3 +116,21 @@ def _bin_labels(bins: list[tuple[float, float]], open_below: bool, open_above: b
 def codings(spec: Spec, config: dict) -> tuple[ColumnCoding, ...]:
     """The codings of every released column under a configuration (spec order)."""
     return tuple(column_coding(spec, name, config["columns"][name]) for name in spec.column_names)
+
+
+def categories_ordered(spec: Spec | dict, configuration: dict) -> dict[str, bool]:
+    """Released column -> are its values in their natural order under ``configuration``
+    (datapackage.json's ``categoriesOrdered``)? Bins always; categories when their alternative
+    declares ``ordered: true``. ``spec``: a :class:`Spec` or a spec document (as in spec.json).
+    This is a statement for readers only: :attr:`ColumnCoding.ordered` stays "binned" (the
+    criteria's designs and the constraints treat ordered categories as categories)."""
+    doc = spec.raw if isinstance(spec, Spec) else spec
+    chosen = configuration.get("columns") or {}
+    out: dict[str, bool] = {}
+    for col in doc.get("columns") or []:
+        alts = {a.get("id"): a for a in col.get("alternatives") or []}
+        alt = alts.get(chosen.get(col["name"])) if len(alts) != 1 else next(iter(alts.values()))
+        if alt is None:
+            raise KeyError(f"the configuration selects no known alternative of column {col['name']!r}")
+        out[col["name"]] = "categories" not in alt or alt.get("ordered") is True
+    return out

@@ -354,6 +354,9 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               default_text="none (the datasheet says no plan is stated)"),
         Param("citation", "how to cite the release",
               default_text="made from title, publisher, version, date and key"),
+        Param("simulated", "true: the records come from a simulated registry, not real persons "
+              "(the datasheet and metadata say SIMULATED); `release --example` sets it",
+              default=False),
     ),
     "faithfulness": (
         Param("exact", "columns that must be equal (every released column is listed in exact, "
@@ -668,6 +671,8 @@ def _alternative_text(alt: dict) -> str:
     for k in ("labels", "values"):
         if k in alt:
             parts.append(f"({k} overridden)")
+    if alt.get("ordered") is True:
+        parts.append("(ordered categories)")
     return " ".join(parts)
 
 

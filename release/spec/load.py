@@ -229,6 +229,18 @@ def spec_of(value: "dict | Spec", source: str = "<spec dict>") -> Spec:
     raise TypeError(f"spec must be a path, a dict or a Spec, not {type(value).__name__}")
 
 
+def as_simulated(spec: Spec) -> Spec:
+    """``spec`` with ``release.simulated: true`` (validated again, same source): the spec a
+    built-in example releases with, so that every public file can say the records are simulated."""
+    import copy
+
+    if spec.simulated:
+        return spec
+    doc = copy.deepcopy(spec.raw)
+    doc["release"]["simulated"] = True
+    return validate_spec(doc, source=spec.source)
+
+
 def _non_finite_problems(node: Any, path: tuple = ()) -> list[str]:
     """NaN and infinities (YAML .nan/.inf, JSON NaN/Infinity) pass numeric schema checks and break the budget."""
     if isinstance(node, float) and not math.isfinite(node):
@@ -372,6 +384,9 @@ def _check_alternative(path: str, col: dict, alt: dict, src: dict | None, proble
                                     col["name"], removed)
         n_bins = len(alt["categories"])
     else:
+        if "ordered" in alt:
+            problems.append(f"{path}.ordered: only categories take `ordered` (bins are always in their "
+                            "order); remove it")
         numeric_ok = (src_type in ("integer", "float") and derive in (None, "linear")) or \
                      (src_type == "date" and derive in ("month", "year", "age")) or src_type is None
         if not numeric_ok:

@@ -152,6 +152,21 @@ class Spec:
         return self.model.release.title
 
     @property
+    def simulated(self) -> bool:
+        """``release.simulated``: the records were generated from a simulated registry (the
+        built-in examples); default False."""
+        return self.model.release.is_simulated
+
+    def categories_ordered(self, column: str, alternative: str) -> bool:
+        """Are released column ``column``'s values, under ``alternative``, in their natural order
+        (datapackage.json's ``categoriesOrdered``)? Bins always; categories when the alternative
+        declares ``ordered: true``. KeyError for an unknown column or alternative."""
+        alt = self.model.column(column).alternative(alternative)
+        if alt is None:
+            raise KeyError(f"column {column!r} has no alternative {alternative!r}")
+        return alt.categories_ordered
+
+    @property
     def released_columns(self) -> tuple[ReleasedColumn, ...]:
         """The released columns, typed, in release order (``model.columns``)."""
         return self.model.columns

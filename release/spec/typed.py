@@ -208,6 +208,12 @@ class ReleaseMeta(Node):
     mandate: str | None = _opt()
     maintenance: str | None = _opt()
     citation: str | None = _opt()
+    simulated: bool | None = _opt()
+
+    @property
+    def is_simulated(self) -> bool:
+        """``simulated``: the records come from a simulated registry (default False)."""
+        return self.simulated is True
 
 
 # --------------------------------------------------------------------------- input
@@ -329,10 +335,18 @@ class Alternative(Node):
     default: str | None = _opt()
     labels: tuple[str, ...] | None = _opt()
     values: tuple[int | float, ...] | None = _opt()
+    ordered: bool | None = _opt()
 
     @property
     def categorical(self) -> bool:
         return self.categories is not None
+
+    @property
+    def categories_ordered(self) -> bool:
+        """Are the released values in their natural order? Bins always are; categories when the
+        alternative says ``ordered: true`` (what datapackage.json's ``categoriesOrdered`` states;
+        no computation changes: criteria and constraints treat categories as categories)."""
+        return not self.categorical or self.ordered is True
 
     def bins(self) -> list[tuple[Any, Any]] | None:
         """The [lower, upper) bins of a binned alternative (None for categories)."""

@@ -51,7 +51,9 @@ def spec_fingerprint(spec) -> str:
     private fingerprints, ``privacy.records`` (the sweep runs on public data of a public size;
     the real run's DP count moves n by a few records), and the words of the datasheet (the
     ``release`` section, and the columns' descriptions and units), so that editing a title or a
-    description does not invalidate a configuration list.
+    description does not invalidate a configuration list. A categorical alternative's
+    ``ordered`` is left out too: it changes only what datapackage.json tells readers
+    (``categoriesOrdered``), no computation of a run.
 
     ``spec`` is a :class:`~dpbundle.release.spec.model.Spec` (or an already public spec dict)."""
     from dpbundle.release.spec.load import canonical_json
@@ -63,6 +65,9 @@ def spec_fingerprint(spec) -> str:
         if isinstance(col, dict):
             col.pop("description", None)
             col.pop("unit", None)
+            for alt in col.get("alternatives") or []:
+                if isinstance(alt, dict) and "categories" in alt:
+                    alt.pop("ordered", None)
     return hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
