@@ -46,9 +46,9 @@ def spec_validate(
                                       "published exactly (the guarantee covers registries with the "
                                       "same number of plausible records)"}[s.records_policy]
     console.print(f"records policy {s.records_policy}: {policy_line}", highlight=False)
-    from dpbundle.release.spec.criteria_checks import criteria_warnings
+    from dpbundle.release.spec.criteria_checks import criteria_warnings, open_bin_warnings
 
-    for line in criteria_warnings(s):
+    for line in criteria_warnings(s) + open_bin_warnings(s):
         console.print(f"[yellow]warning[/] {line}", markup=True, highlight=False)
     _warn_missing_generators(s)
     from dpbundle.release.scheme.weak_evidence import noise_notes, noise_warnings_on_data

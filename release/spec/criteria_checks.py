@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["criteria_problems", "criteria_warnings", "label_numbers", "label_warnings", "released_numbers"]
+__all__ = ["criteria_problems", "criteria_warnings", "label_numbers", "label_warnings", "open_bin_warnings",
+           "open_bins", "released_numbers"]
 
 _TARGET_TYPES = ("conditional_means", "regression_coefficients", "regression_mae_difference")
 
@@ -73,7 +74,8 @@ def criteria_warnings(doc: Any) -> list[str]:
     above the metric's largest value (every candidate passes: the criterion tests nothing); an
     open bin whose overridden label shows another number than the one it counts as
     (:func:`label_warnings`); bounds much wider than every number their target can take
-    (:func:`_loose_bounds`: noise sized for a range the data never use)."""
+    (:func:`_loose_bounds`: noise sized for a range the data never use). Open bins of
+    conditional_means targets: :func:`open_bin_warnings`."""
     spec = _spec_of(doc)
     doc = spec.raw
     warnings: list[str] = []
@@ -86,6 +88,58 @@ def criteria_warnings(doc: Any) -> list[str]:
             _loose_bounds(i, crit, numbers, warnings)
     warnings.extend(label_warnings(doc, spec))
     return warnings
+
+
+def open_bin_warnings(doc: Any) -> list[str]:
+    """One line per ``conditional_means`` criterion whose target has open bins
+    (:func:`_open_bin_target`): ``spec validate`` prints them beside :func:`criteria_warnings`."""
+    spec = _spec_of(doc)
+    warnings: list[str] = []
+    for i, crit in enumerate(spec.raw["acceptance"]):
+        _open_bin_target(i, crit, spec, warnings)
+    return warnings
+
+
+def open_bins(spec: Any, column: str) -> list[tuple[str, str, float]]:
+    """(alternative id, label, number) of every open bin of released column ``column`` (a first
+    bin holding everything below the clip range, a last one everything above), from the spec
+    alone: the number each counts as in a mean. [] for categories and closed bins."""
+    from dpbundle.release.spec.coding import column_coding
+
+    out: list[tuple[str, str, float]] = []
+    for alt in spec.model.column(column).alternatives:
+        if alt.categorical:
+            continue
+        try:
+            cc = column_coding(spec, column, alt.id)
+        except Exception:  # noqa: BLE001 - a broken alternative is reported by the column checks
+            continue
+        for k in range(cc.size):
+            if math.isinf(cc.lower[k]) or math.isinf(cc.upper[k]):
+                out.append((alt.id, cc.labels[k], float(cc.values[k])))
+    return out
+
+
+def _open_bin_target(i: int, crit: dict, spec: Any, warnings: list[str]) -> None:
+    """A ``conditional_means`` criterion whose target has an open bin: the criterion compares
+    means of the bins' numbers, and an open bin counts as one number ("50 and over" as 50), so a
+    mean computed from the real values (or from data.csv read with other numbers) differs."""
+    if crit.get("type") != "conditional_means":
+        return
+    target = crit.get("target")
+    try:
+        found = open_bins(spec, target)
+    except KeyError:
+        return
+    if not found:
+        return
+    shown = "; ".join(f"{label!r} counts as {_fmt(number)} (alternative {alt})" for alt, label, number in found)
+    warnings.append(
+        f"acceptance[{i}] ({crit.get('id')}): the target column {target!r} has open bins, each counted "
+        f"in the means as one number: {shown}. The criterion compares means of these released "
+        f"numbers, not of the real values: a mean of the real values can differ by more than the "
+        f"threshold even when the criterion passes. To measure real means, use a clip range that "
+        f"holds every value the input allows (no open bin)")
 
 
 #: ``_loose_bounds`` speaks when the target's numbers use at most this share of U - L.
