@@ -23,6 +23,7 @@ import numpy as np
 
 from . import charts, evidence as ev, value_noise
 from .numbers import PEOPLE_RULE, noisy, plain, points, std_text, with_unit
+from . import statements
 from .edition import edition_of
 from .provenance import provenance_text
 from dpbundle.mechanisms.cells import RecordTypes
@@ -47,9 +48,14 @@ SOURCE_KINDS = {
 }
 
 
-def source_words(kind: Any) -> dict:
-    """How the datasheet names the confidential source (release.source_kind; default: neutral)."""
+def source_words(kind: Any, simulated: bool = False) -> dict:
+    """How the datasheet names the confidential source (release.source_kind; default: neutral).
+    ``simulated`` (edition 2, spec.json's release.simulated): the source is named as a simulated
+    one wherever the datasheet names it."""
     noun, a = SOURCE_KINDS.get(str(kind) if kind else "other", SOURCE_KINDS["other"])
+    if simulated:
+        return {"kind": kind or "", "noun": noun, "a": f"a SIMULATED {noun} (no real person)",
+                "the": f"the simulated {noun}", "the_short": f"the simulated {noun}", "simulated": True}
     return {"kind": kind or "", "noun": noun, "a": a, "the": f"the confidential {noun}",
             "the_short": f"the {noun}"}
 
@@ -66,11 +72,14 @@ def publication_facts(public: PublicFiles) -> dict:
     return out
 
 
-def verification_claims(publication: dict, source: dict | None = None) -> dict[str, list[str]]:
+def verification_claims(publication: dict, source: dict | None = None, edition: int = 1,
+                        ledger: dict | None = None) -> dict[str, list[str]]:
     """The verification section's three lists, from the public files only (the audit renders
     them again): what the public audit proves, what only the enclave audit proves, what needs a
     trusted party (docs/audit.md, "What each audit proves", says the same). ``source``: the
-    confidential source's words (:func:`source_words`)."""
+    confidential source's words (:func:`source_words`). ``edition`` 1 keeps the 0.2.0 words;
+    edition 2 states the noise test as a test with its false-alarm rate and the ledger's facts
+    (``ledger``: :func:`~.statements.ledger_facts`)."""
     prereg, model = bool(publication.get("beacon")), bool(publication.get("model"))
     source = source or source_words(None)
     the, short = source["the"], source["the_short"]
@@ -91,20 +100,33 @@ def verification_claims(publication: dict, source: dict | None = None) -> dict[s
         public.append("the published model has the structure, table sizes and noise scales that the "
                       "spec and the selected configuration give"
                       + ("; and data.csv is exactly what the model and the seeds produce" if prereg else ""))
-    enclave = [
-        f"data.csv and every DP value follow, byte for byte, from {the} and the recorded random "
-        "draws (the private transcript, whose commitment this bundle publishes)",
-        "the recorded noise has the declared distributions: a statistical test over every draw of "
-        "the run, with a false-alarm rate of one in a million",
-        f"the number of runs on {short} that the bundle states is the private budget ledger's",
-    ]
+    if edition == 1:
+        enclave = [
+            f"data.csv and every DP value follow, byte for byte, from {the} and the recorded random "
+            "draws (the private transcript, whose commitment this bundle publishes)",
+            "the recorded noise has the declared distributions: a statistical test over every draw of "
+            "the run, with a false-alarm rate of one in a million",
+            f"the number of runs on {short} that the bundle states is the private budget ledger's",
+        ]
+    else:
+        enclave = [
+            f"that data.csv and every DP value follow, byte for byte, from {the} and the recorded random "
+            "draws (the private transcript, whose commitment this bundle publishes)",
+            "that the recorded noise is consistent with the declared distributions, by a statistical test "
+            "over every draw of the run: noise that is too small, too regular or absent fails it, and "
+            "honest noise fails it by chance with probability at most 10⁻⁶ per audit (its "
+            "false-alarm rate); passing is strong evidence, not a proof",
+            _ledger_claim(short, ledger or {}),
+        ]
     if model:
-        enclave.append("the published model is the one the noisy measurements give")
+        enclave.append(("that " if edition >= 2 else "") + "the published model is the one the noisy measurements give")
     trusted = [
         "that the noise came from a differentially private mechanism run with fresh randomness, "
         "rather than made to look like it",
-        "that only one run happened: the budget ledger is the publisher's own record, which an "
-        "oversight body can keep or inspect",
+        ("that only one run happened: the budget ledger is the publisher's own record, which an "
+         "oversight body can keep or inspect") if edition == 1 else
+        ("that no run on these people went unrecorded: the budget ledger is the publisher's own record, "
+         "which an oversight body can keep or inspect"),
         f"that {short} fed to the release was the real one",
     ]
     if prereg:
@@ -112,6 +134,17 @@ def verification_claims(publication: dict, source: dict | None = None) -> dict[s
                        "publishes each value once, at a known time, and the record was archived "
                        "before that time")
     return {"public": public, "enclave": enclave, "trusted": trusted}
+
+
+def _ledger_claim(short: str, ledger: dict) -> str:
+    """Edition 2's enclave claim about the budget ledger (given to the enclave audit with --ledger)."""
+    if not ledger.get("known"):
+        return (f"nothing about the publisher's budget ledger: this bundle states no number of runs on "
+                f"{short} to compare with it")
+    runs = "1 recorded run" if ledger["k"] == 1 else f"{ledger['k']} recorded runs"
+    eps = " and the earlier runs\u2019 epsilons" if ledger["k"] > 1 and ledger.get("composed") is not None else ""
+    return (f"that the publisher's private budget ledger records what this bundle states: {runs} on "
+            f"{short}{eps}")
 
 
 # Published privacy budgets, for the datasheet's comparison (facts with their sources, printed
@@ -167,12 +200,19 @@ def _posterior_text(eps: float, prior: float = PRIOR_SUSPICION) -> str:
     return f"{pct:.3g}%"
 
 
-def epsilon_scale(total: float) -> dict:
+def epsilon_scale(total: float, composed: float | None = None, runs: int | None = None) -> dict:
     """Part 1's reading aid: e^epsilon, the 1-in-100 example, and the published releases (with
-    this release among them, sorted by epsilon), all computed from ``total``."""
+    this release among them, sorted by epsilon), all computed from ``total``; ``composed``
+    (edition 2, more than one recorded run on the registry): a row for the ``runs`` recorded runs
+    together."""
     rows = [{"name": "This release", "short": "This release", "epsilon": plain(total),
              "factor": approx_number(_exp(total)), "posterior": _posterior_text(total),
              "kind": "pure differential privacy", "source": "", "this": True, "value": float(total)}]
+    if composed is not None:
+        rows.append({"name": f"All {runs} recorded runs on these people", "short": f"All {runs} recorded runs",
+                     "epsilon": plain(composed), "factor": approx_number(_exp(composed)),
+                     "posterior": _posterior_text(composed), "kind": "pure differential privacy, composed",
+                     "source": "", "this": True, "value": float(composed)})
     for p in PUBLISHED_EPSILONS:
         rows.append({"name": p["name"], "short": p["short"], "epsilon": plain(p["epsilon"]),
                      "factor": approx_number(_exp(p["epsilon"])), "posterior": _posterior_text(p["epsilon"]),
@@ -311,6 +351,8 @@ class _Family:
     target: str             # the target column in words
     t: str                  # the threshold for people (with its unit or in percentage points)
     tn: str                 # the threshold as a bare number
+    measured: str = ""      # edition 2: what the target's numbers are (statements.measured_numbers_text)
+    derived: str = ""       # edition 2: a derived threshold's note ("derived from the stakeholders' 2")
 
 
 def _family_kway(q: _Family) -> str:
@@ -326,7 +368,7 @@ def _family_kway(q: _Family) -> str:
 def _family_ratio(q: _Family) -> str:
     k = plain(q.entry.get("smoothing", 1))
     return (f"The number of records with a given value of one column: the check asks that the real and "
-            f"synthetic counts differ by a factor of less than {q.tn} (after adding {k} to both).")
+            f"synthetic counts differ by a factor of less than {q.tn} (after adding {k} to both{q.derived}).")
 
 
 def _family_conditional_means(q: _Family) -> str:
@@ -335,6 +377,9 @@ def _family_conditional_means(q: _Family) -> str:
         share = _share_of(q.entry, q.spec, q.columns)
         return (f"{share[0].upper()}{share[1:]}, "
                 f"by group: {groups}; the check asks for an error below {q.tn} ({q.t}) in every group.")
+    if q.measured:
+        return (f"The mean {q.target} by group: {groups}. The mean is of numbers: {q.measured}. The check "
+                f"asks that this mean differ from the real one by less than {q.t} in every group.")
     return f"The mean {q.target} by group: {groups}; the check asks for an error below {q.t} in every group."
 
 
@@ -365,6 +410,9 @@ def _family_quantile(q: _Family) -> str:
     names = ["median" if x == 0.5 else f"{plain(100 * x)}th percentile" for x in levels]
     qkind = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     groups = "; ".join(_groups_text(b, q.spec) for b in (q.entry.get("by") or [None]))
+    if q.measured:
+        return (f"The {qkind} of {q.target} by group: {groups}. It is taken over numbers: {q.measured}. "
+                f"The check asks for an error below {q.t} in every group.")
     return (f"The {qkind} of {q.target} by group: {groups}; the check asks for an error below {q.t} "
             f"in every group.")
 
@@ -378,10 +426,13 @@ _FAMILIES = {
 
 
 def query_family(criterion: dict, entry: dict | None, spec: dict, d: int, units: dict | None = None,
-                 columns: Sequence[Any] = ()) -> str | None:
+                 columns: Sequence[Any] = (), edition: int = 1, value_std: float | None = None) -> str | None:
     """Plain-words description of the family of queries a criterion checks, and what the check
     asks (None: not a query family). It describes the check, not its result: the result and the
-    strength of the evidence are stated beside it."""
+    strength of the evidence are stated beside it. Edition 2 (``edition``) also says what a
+    mean or quantile of a binned column is computed from (codebook.csv's numbers, open bins
+    named), and rounds a derived threshold like the value it is compared with (``value_std``:
+    that value's noise)."""
     typ = criterion.get("type")
     entry = entry or {}
     target = _words(entry.get("target", ""))
@@ -389,12 +440,27 @@ def query_family(criterion: dict, entry: dict | None, spec: dict, d: int, units:
     kind = value_kind(criterion, entry, spec)
     t = _people(criterion["threshold"], None, kind, unit, exact=True)
     tn = plain(criterion["threshold"])
+    measured = derived = ""
+    if edition >= 2:
+        if kind == "target" and typ in ("conditional_means", "quantile"):
+            measured = statements.measured_numbers_text(entry.get("target"), columns)
+        if criterion.get("stakeholder_threshold") is not None:
+            tn = statements.derived_threshold_text(float(criterion["threshold"]), criterion["stakeholder_threshold"],
+                                                   value_std)
+            t = _people(criterion["threshold"], value_std, kind, unit) if value_std else t
+            fp = (criterion.get("threshold_inputs") or {}).get("false_positive")
+            derived = (f"; the threshold is derived from the stakeholders\u2019 "
+                       f"{plain(criterion['stakeholder_threshold'])}"
+                       + (f", so that a true value of {plain(criterion['stakeholder_threshold'])} passes by the "
+                          f"noise alone with probability at most {plain(100 * float(fp))}%"
+                          if isinstance(fp, (int, float)) else ""))
     if typ == "faithfulness":
         return None
     describe = _FAMILIES.get(typ)
     if describe is None:
         return f"{criterion.get('description', criterion['id'])} (the check asks for a value below {t})."
-    return describe(_Family(entry=entry, spec=spec, d=d, columns=columns, kind=kind, target=target, t=t, tn=tn))
+    return describe(_Family(entry=entry, spec=spec, d=d, columns=columns, kind=kind, target=target, t=t, tn=tn,
+                            measured=measured, derived=derived))
 
 
 def faithfulness_rule_text(fspec: dict) -> str:
@@ -533,9 +599,12 @@ def _pattern_example(spec: dict, columns: Sequence[Any]) -> str:
     return f"how often each value of {_words(cols[0])} occurs" if cols else ""
 
 
-def _budget_rows(budget: dict, spec: dict) -> tuple[list[dict], list[dict]]:
-    """The budget table's rows and the stacked bar's segments (how the total composes)."""
+def _budget_rows(budget: dict, spec: dict, edition: int = 1) -> tuple[list[dict], list[dict]]:
+    """The budget table's rows and the stacked bar's segments (how the total composes); edition 2
+    names the generator as people know it (PrivBayes, not privbayes)."""
     gen, sel = budget["generation"], budget["selection"]
+    if edition >= 2:
+        gen = dict(gen, type=statements.generator_name(gen["type"]))
     factor = float(sel["factor"])
     rows = []
     for p in gen.get("parts") or []:
@@ -638,6 +707,8 @@ class _Facts:
     noise_estimates: dict       # value_noise.estimate: the noise of fitted values
     evidence_estimates: dict    # and of choices: the evidence of every check (evidence.py)
     edition: int                # the datasheet edition (edition.py): 1 = the frozen 0.2.0 wording
+    simulated: bool             # edition 2: spec.json's release.simulated (always False in edition 1)
+    ledger: dict                # edition 2: statements.ledger_facts of manifest.json's ledger
 
 
 def _facts(public: PublicFiles) -> _Facts:
@@ -648,13 +719,16 @@ def _facts(public: PublicFiles) -> _Facts:
     evidence_estimates = dict(noise_estimates, **value_noise.choice_estimates(spec, public.configuration, columns,
                                                                               public.table, metrics))
     release = spec.get("release") or {}
+    edition = edition_of(public.meta.dpbundle_version)
+    simulated = edition >= 2 and statements.simulated(spec)
     acceptance = {a.get("id"): a for a in spec.get("acceptance") or [] if isinstance(a, dict)}
     records = public.budget.get("records") or {"policy": "declared_public", "epsilon": 0,
                                                "statement": "the number of records is published exactly"}
-    return _Facts(public=public, release=release, source=source_words(release.get("source_kind")),
+    return _Facts(public=public, release=release, source=source_words(release.get("source_kind"), simulated),
                   acceptance=acceptance, records=records, publication=publication,
                   noise_estimates=noise_estimates, evidence_estimates=evidence_estimates,
-                  edition=edition_of(public.meta.dpbundle_version))
+                  edition=edition, simulated=simulated,
+                  ledger=statements.ledger_facts(public.meta.ledger, float(public.budget["total_epsilon"])))
 
 
 def _section_about(f: _Facts) -> dict:
@@ -680,6 +754,8 @@ def _section_about(f: _Facts) -> dict:
         "citation": str(release.get("citation") or ""),
         "thresholds_set_by": str(release.get("thresholds_set_by") or ""),
         "source": f.source,
+        # edition 2: spec.json's release.simulated (page 1 says SIMULATED; the source is named simulated)
+        "simulated": f.simulated,
         "sections": sections,
         "num": {s["id"]: s["num"] for s in sections},
         "unit_of_privacy": budget.get("unit_of_privacy") or release.get("unit_of_privacy") or "one record",
@@ -715,7 +791,7 @@ def _ratio(f: _Facts) -> dict | None:
     return {"id": r0["id"], "threshold": float(r0["threshold"]), "smoothing": float(r_entry.get("smoothing", 1) or 1)}
 
 
-def _column_row(public: PublicFiles, j: int, col: Any, ratio: dict | None) -> dict:
+def _column_row(public: PublicFiles, j: int, col: Any, ratio: dict | None, edition: int = 1) -> dict:
     """One released column: its description, unit, values, provenance and distribution chart."""
     spec, configuration = public.spec, public.configuration
     labels = [str(x) for x in col.labels]
@@ -737,7 +813,7 @@ def _column_row(public: PublicFiles, j: int, col: Any, ratio: dict | None) -> di
         "n_values": len(labels),
         "source": provenance_text(spec, configuration, col.name, unit),
         "alternative": alt,
-        "chart": charts.distribution_chart(labels, counts, title=title, ratio_band=ratio),
+        "chart": charts.distribution_chart(labels, counts, title=title, ratio_band=ratio, edition=edition),
     }
 
 
@@ -745,7 +821,7 @@ def _section_columns(f: _Facts) -> dict:
     """The columns and their values (part 1) and their distributions (part 2)."""
     public = f.public
     ratio = _ratio(f)
-    cols = [_column_row(public, j, col, ratio) for j, col in enumerate(public.columns)]
+    cols = [_column_row(public, j, col, ratio, f.edition) for j, col in enumerate(public.columns)]
     return {
         "columns": cols,
         "any_unit": any(c["unit"] for c in cols),
@@ -760,15 +836,26 @@ def _criterion_row(f: _Facts, m: dict, vn: dict) -> dict:
     """A criterion's row of the quality table (also a use of part 1 when it checks a query family)."""
     public = f.public
     entry = f.acceptance.get(m["id"])
-    fam = query_family(m, entry, public.spec, len(public.columns), public.units, public.columns)
     vstd = vn["value_noise_std"]
+    fam = query_family(m, entry, public.spec, len(public.columns), public.units, public.columns,
+                       edition=f.edition, value_std=vstd)
     margin = float(m["threshold"]) - float(m["dp_value"])
     # a DP value within 2 noise standard deviations of its threshold: the real value may lie on the other side
     close = vstd is not None and vstd > 0 and abs(margin) < 2 * vstd
     nums = _criterion_numbers(m, entry, public.spec, public, vn, f.evidence_estimates.get(m["id"]))
+    derivation = ""
+    if f.edition >= 2 and isinstance(m.get("threshold_inputs"), dict):
+        derivation = statements.derivation_text(m["threshold_inputs"], float(m["threshold"]))
+    if f.edition >= 2 and m.get("stakeholder_threshold") is not None:
+        # a derived threshold is rounded like the value it is compared with (metrics.json has it in full)
+        nums = dict(nums, threshold=statements.derived_threshold_text(float(m["threshold"]),
+                                                                      m["stakeholder_threshold"], vstd),
+                    threshold_people=(_people(m["threshold"], vstd, nums["kind"], nums["unit"]) if vstd
+                                      else nums["threshold_people"]))
     return dict(nums, id=m["id"], type=m["type"], description=m.get("description", ""),
                 stakeholder_threshold=plain(m.get("stakeholder_threshold")),
                 threshold_inputs=_flatten(m.get("threshold_inputs")) if m.get("threshold_inputs") else [],
+                threshold_derivation=derivation, mechanism_name=statements.mechanism_name(m["mechanism"]),
                 noise_std=std_text(m["noise_std"]), noise_scale=plain(m["noise_scale"], sig=3),
                 epsilon=plain(m["epsilon"]), sensitivity=plain(m["sensitivity"], sig=3),
                 mechanism=m["mechanism"], passed=bool(m["passed"]), noise_on=vn["noise_on"],
@@ -783,6 +870,8 @@ def _section_quality(f: _Facts) -> dict:
     crit_rows = [_criterion_row(f, m, vnoise[m["id"]]) for m in metrics]
     uses = [row for row in crit_rows if row["text"]]
     chart_rows = [dict(m, value_noise_std=vnoise[m["id"]]["value_noise_std"]) for m in metrics]
+    if f.edition >= 2:  # the same quantity as the glance chart's: measured from the metric's smallest value
+        chart_rows = [dict(r, floor=ev.metric_floor(r["type"])) for r in chart_rows]
     glance_rows = [dict(id=m["id"], passed=bool(m["passed"]), dp_value=float(m["dp_value"]),
                         threshold=float(m["threshold"]), floor=ev.metric_floor(m["type"]),
                         ruled_out=ev.evidence(m, f.evidence_estimates.get(m["id"])).ruled_out, weak=r["weak"])
@@ -793,8 +882,8 @@ def _section_quality(f: _Facts) -> dict:
         "weak_criteria": [r for r in crit_rows if r["weak"]],
         "negative_criteria": [r for r in crit_rows if r["negative"]],
         "uses": uses,
-        "criteria_chart": charts.criteria_chart(chart_rows),
-        "glance_chart": charts.glance_chart(glance_rows),
+        "criteria_chart": charts.criteria_chart(chart_rows, edition=f.edition),
+        "glance_chart": charts.glance_chart(glance_rows, edition=f.edition),
         "fit_criteria": [c for c in crit_rows if c["noise_on"] == value_noise.ON_FIT],
         "selection_criteria": [c for c in crit_rows if c["noise_on"] == value_noise.ON_SCORES],
         "any_close": any(u["close"] for u in uses),
@@ -811,7 +900,8 @@ def _section_faithfulness(f: _Facts, crit_rows: list[dict]) -> dict:
     if faith:
         row = faith[0]
         fm = next(m for m in f.public.metrics if m["id"] == row["id"])
-        faithfulness = dict(row, share_pct=noisy(100 * (1 - float(fm["dp_value"])), 100 * float(fm["noise_std"])))
+        faithfulness = dict(row, share_pct=noisy(100 * (1 - float(fm["dp_value"])), 100 * float(fm["noise_std"])),
+                            share_std=std_text(100 * float(fm["noise_std"])))
     return {"faithfulness": faithfulness, "faithfulness_rule": faithfulness_rule_text(f.public.spec.get("faithfulness") or {})}
 
 
@@ -831,16 +921,26 @@ def _section_budget(f: _Facts) -> dict:
     """The privacy budget: how the total composes, the cap, the weak-guarantee warning and the
     reading aid of part 1 (e^epsilon, published releases)."""
     spec, budget = f.public.spec, f.public.budget
-    budget_rows, budget_segments = _budget_rows(budget, spec)
+    budget_rows, budget_segments = _budget_rows(budget, spec, f.edition)
     total = float(budget["total_epsilon"])
     cap = float(budget["epsilon_cap"])
-    scale = epsilon_scale(total)
+    ledger = f.ledger if f.edition >= 2 else {"known": False, "composed": None}
+    several = bool(ledger.get("known")) and ledger["k"] > 1 and ledger.get("composed") is not None
+    scale = epsilon_scale(total, ledger["composed"], ledger.get("k")) if several else epsilon_scale(total)
+    if f.edition >= 2:
+        bands = statements.suspicion_bands(PRIOR_SUSPICION)
+        epsilon_chart = charts.epsilon_chart([(r["short"], r["value"], r["this"]) for r in scale["rows"]],
+                                             bands=bands, prior_pct=scale["prior_pct"])
+    else:
+        epsilon_chart = charts.epsilon_chart([(r["short"], r["value"], r["this"]) for r in scale["rows"]],
+                                             weak=float(WEAK_GUARANTEE_EPSILON))
     return {
         "budget_rows": budget_rows,
         "budget_chart": charts.budget_chart(budget_segments, total=total, cap=cap,
-                                            weak=float(WEAK_GUARANTEE_EPSILON)),
-        "epsilon_chart": charts.epsilon_chart([(r["short"], r["value"], r["this"]) for r in scale["rows"]],
-                                              weak=float(WEAK_GUARANTEE_EPSILON)),
+                                            weak=float(WEAK_GUARANTEE_EPSILON), edition=f.edition),
+        "epsilon_chart": epsilon_chart,
+        # edition 2: the runs the publisher's budget ledger recorded on these people (manifest.json)
+        "ledger": _ledger_words(ledger, total),
         "total_epsilon": plain(total),
         "epsilon_scale": scale,
         # above WEAK_GUARANTEE_EPSILON the datasheet says plainly that the protection is weak
@@ -855,24 +955,49 @@ def _section_budget(f: _Facts) -> dict:
     }
 
 
+def _ledger_words(ledger: dict, total: float) -> dict:
+    """The ledger's facts for the template: whether they are stated, the run's rank, the number of
+    earlier runs, the composed epsilon and its reading (e^epsilon, the 1% example)."""
+    out = dict(ledger)
+    composed = ledger.get("composed")
+    several = bool(ledger.get("known")) and ledger["k"] > 1 and composed is not None
+    out.update(several=several,
+               earlier_text=("" if not ledger.get("known") else
+                             "1 earlier run" if ledger["k"] == 2 else f"{ledger['k'] - 1} earlier runs"),
+               composed_text=plain(composed) if composed is not None else "",
+               earlier_sum_text=plain(ledger["earlier_sum"]) if ledger.get("earlier_sum") is not None else "",
+               composed_factor=approx_number(_exp(composed)) if composed is not None else "",
+               composed_posterior=_posterior_text(composed) if composed is not None else "",
+               loss_text=plain(composed) if several else plain(total),
+               weak=several and composed > WEAK_GUARANTEE_EPSILON,
+               earlier_list=", ".join(plain(e) for e in ledger.get("earlier_epsilons_values") or []))
+    return out
+
+
 def _section_process(f: _Facts) -> dict:
     """The production process: selection, generator, the selected configuration, the constraints."""
     public = f.public
     spec, budget = public.spec, public.budget
     gen, sel = budget["generation"], budget["selection"]
     hyper = gen.get("hyperparameters") or {}
+    configuration_rows = _flatten(public.configuration)
+    if f.edition >= 2:  # the generator's type as people know it, the spec's identifier beside it
+        configuration_rows = [(k, f"{statements.generator_name(v)} ({v})"
+                               if k == "generator.type" and statements.generator_name(v) != v else v)
+                              for k, v in configuration_rows]
     return {
         "selection_method": sel["method"],
         "selection_factor": plain(sel["factor"]),
         "stop_probability": plain(sel["stop_probability"]),
         "generator_type": gen["type"],
+        "generator_name": statements.generator_name(gen["type"]),
         "generator_epsilon": plain(gen["epsilon"]),
         "generator_hyperparameters": _flatten(hyper) if hyper else [],
         "evaluation_epsilon": plain(budget["evaluation"]["epsilon"]),
         "per_iteration_epsilon": plain(budget["per_iteration_epsilon"]),
         "pre_selection": [{"purpose": p["purpose"], "epsilon": plain(p["epsilon"])} for p in budget.get("pre_selection") or []],
         "configuration_id": public.configuration_id,
-        "configuration_rows": _flatten(public.configuration),
+        "configuration_rows": configuration_rows,
         "raw_constraints": [c.get("name", "") for c in spec.get("raw_constraints") or []],
         "synthetic_constraints": [c.get("name", "") for c in spec.get("synthetic_constraints") or []],
     }
@@ -900,7 +1025,7 @@ def _section_verify(f: _Facts) -> dict:
         "openssl_command": openssl_verify_command("KEY.pub"),
         "audit_command": ("dpbundle audit BUNDLE --pubkey KEY.pub"
                           + (" --preregistration REC --beacon VALUE" if publication.get("beacon") else "")),
-        "verification": verification_claims(publication, f.source),
+        "verification": verification_claims(publication, f.source, f.edition, f.ledger),
         "files": list(meta.files),
         # pre-registration and published model: {"model": bool, "beacon": {...},
         # "record_created": str, "spec_sha256": str} or None

@@ -48,6 +48,10 @@ class Meta:
     commitment: str
     files: tuple[str, ...]          # the bundle's files, manifest.json and manifest.sig aside
     extra: dict | None = None
+    # manifest.json's ``ledger``: what the publisher's private budget ledger recorded on this
+    # registry (spends_on_registry, spend_id and, from dpbundle 0.3, earlier_epsilons and
+    # composed_epsilon); None when the manifest has none (a bundle written without a ledger)
+    ledger: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -104,14 +108,16 @@ def _canonical_types(rows: np.ndarray, counts: np.ndarray, columns: Sequence[Col
 
 
 def meta_from_manifest(manifest: dict) -> Meta:
-    """The datasheet's :class:`Meta` from a parsed manifest.json."""
+    """The datasheet's :class:`Meta` from a parsed manifest.json (its ``ledger`` is optional: a
+    bundle of dpbundle 0.2 has only ``spends_on_registry`` and ``spend_id`` there, or none)."""
     try:
         key = manifest["public_key"]
         return Meta(created=str(manifest["created"]), dpbundle_version=str(manifest["dpbundle_version"]),
                     fingerprint=str(key["fingerprint"]), public_key_pem=str(key["pem"]),
                     commitment=str(manifest["transcript_commitment"]["value"]),
                     files=tuple(str(f["path"]) for f in manifest["files"]),
-                    extra=manifest.get("extra") if isinstance(manifest.get("extra"), dict) else None)
+                    extra=manifest.get("extra") if isinstance(manifest.get("extra"), dict) else None,
+                    ledger=manifest.get("ledger") if isinstance(manifest.get("ledger"), dict) else None)
     except (KeyError, TypeError) as exc:
         raise DatasheetInputError(f"manifest.json: missing field {exc}") from None
 
