@@ -15,8 +15,12 @@ t + b ln 10 at 95%). Delta depends on the data:
 - ``smoothed_ratio``: max(1/s', c^2/(c + s')), s' the smallest smoothed synthetic count: weak
   when s' <= s*.
 - fits (``regression_coefficients``, ``classification`` coefficients) and ``quantile`` put the
-  noise inside a fit or on a choice, not on the value: no rule here (the datasheet estimates
-  their effect from the released data).
+  noise inside a fit or on a choice, not on the value: no rule on sizes (the datasheet estimates
+  their effect from the released data). On data, :func:`fit_warnings_on_data` runs the
+  datasheet's simulation of a fit's noise before the spend (weak when the 95th percentile of the
+  distance the noise alone causes is at least 0.81 of the threshold, the datasheet's rule), and
+  :func:`collapse_warnings_on_data` names the classification coefficients a threshold lets fall
+  to 0 together (the threshold is an L1 sum over every coefficient).
 
 Without data (``spec validate SPEC``) the rules are printed as conditions on n, the smallest
 group or the smallest count. With data (``spec validate --data``, inside the enclave: private;
@@ -102,8 +106,14 @@ def noise_notes(spec) -> list[str]:
     """Without data: one line per criterion with a rule, the condition under which its evidence
     is weak (noise std at least half the threshold). ``spec``: a loaded Spec."""
     lines = []
+    entries = [c.to_document() for c in spec.model.acceptance]
     for r in noise_rules(spec):
         if r.critical is None:
+            if entries[r.index].get("type") == "classification" and _simulated_fit(entries[r.index]):
+                lines.append(f"acceptance[{r.index}] ({r.id}): the noise is inside the fit: whether a pass "
+                             f"would be weak evidence, and which coefficients the threshold {_fmt(r.threshold)} "
+                             f"lets fall to 0, depend on the data: run `spec validate --data` (inside the "
+                             f"enclave) or `sweep` (on public data), which say it before any spend")
             continue
         where = f"acceptance[{r.index}] ({r.id})"
         if r.size == "n":
@@ -194,6 +204,179 @@ def noise_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT) -> list[s
             f"{' (binning ' + binning + ')' if binning else ''}: a pass would be weak evidence; only a true "
             f"value above {_fmt(t + scale * LAPLACE_Z)} would fail with probability >= 95%. Raise its "
             f"epsilon (the std falls as 1/epsilon){', or widen its groups' if r.size == 'group' else ''}.")
+    lines += fit_warnings_on_data(spec, prepared, limit)
+    lines += collapse_warnings_on_data(spec, prepared, limit)
     if total > len(binnings) and lines:
         lines.append(f"(noise checked under the first {len(binnings)} of {total:,} binnings)")
+    return lines
+
+
+#: Draws of the noise simulation of a fit before the spend (the datasheet's uses value_noise.DRAWS).
+FIT_DRAWS = 100
+
+#: Binnings (of the columns a fit uses) tried for a fit's warnings (each one a simulation).
+FIT_BINNING_LIMIT = 32
+
+
+def _fit_columns(spec, entry: dict) -> set[str]:
+    """The released columns a fit uses: its target and features (every column without ``features``)."""
+    if "features" not in entry:
+        return set(spec.model.column_names)
+    return set(_names_in(entry))
+
+
+#: The fits whose noise (inside the fit) the datasheet simulates on the released data.
+_SIMULATED_FITS = ("classification", "regression_coefficients")
+
+
+def _simulated_fit(entry: dict) -> bool:
+    """A fit whose noise the datasheet simulates: classification reporting coefficients, or the
+    linear regression's coefficients."""
+    if entry.get("type") == "classification":
+        return entry.get("report", "coefficients") == "coefficients"
+    return entry.get("type") in _SIMULATED_FITS
+
+
+def _fit_q95(c, entry: dict, real, spec, columns: dict, draws: int) -> tuple[float, float] | None:
+    """(q95 of the distance the noise alone moves the fit's coefficients, noise scale) of one
+    criterion on ``real`` standing in for a candidate (value_noise's simulation, the datasheet's)."""
+    from dpbundle.mechanisms.criteria import EvalContext
+    from dpbundle.templates.datasheet import value_noise
+
+    ctx = EvalContext(real=real, synth=real, spec=spec.evaluation_document, alternatives=dict(columns))
+    sens, _ = c.sensitivity(ctx)
+    scale = float(sens) / float(c.epsilon)
+    row = {"id": entry["id"], "type": entry["type"], "mechanism": c.mechanism, "noise_scale": scale}
+    est = value_noise.estimate(spec.evaluation_document, real.columns, real, [row], draws=draws)
+    got = est.get(entry["id"])
+    return None if got is None else (float(got["q95"]), scale)
+
+
+def fit_weak_share() -> float:
+    """A fit's evidence is weak when the noise's 95th-percentile distance q95 is at least this
+    share of (threshold - floor): the datasheet's rule, ruled-out error t + q95 >= WEAK_FACTOR x t."""
+    from dpbundle.templates.datasheet.evidence import WEAK_FACTOR
+
+    return WEAK_FACTOR - 1.0
+
+
+def fit_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT, draws: int = FIT_DRAWS) -> list[str]:
+    """Warnings for the fits (classification coefficients, linear regression coefficients) whose
+    noise would make a pass weak evidence, as the datasheet will judge it after the spend: the
+    fit's DP noise is simulated on ``prepared`` (transformed under each binning of the columns
+    the fit uses, standing in for a candidate), and the evidence is weak when the 95th
+    percentile q95 of the distance the noise alone moves the coefficients is at least
+    :func:`fit_weak_share` of the threshold. The worst binning is named."""
+    entries = [c.to_document() for c in spec.model.acceptance]
+    entries = [(i, e) for i, e in enumerate(entries) if _simulated_fit(e)]
+    if not entries or getattr(prepared, "n", 0) <= 0:
+        return []
+    lines = []
+    for i, entry in entries:
+        c, t, floor = _criterion(entry)
+        if c is None or not t > floor:
+            continue
+        worst = _worst_fit(c, entry, spec, prepared, limit, draws)
+        if worst is None:
+            continue
+        q95, scale, columns = worst
+        if q95 < fit_weak_share() * (t - floor):
+            continue
+        binning = ", ".join(f"{k}={v}" for k, v in columns.items() if len(spec.model.column(k).alternatives) > 1)
+        lines.append(
+            f"acceptance[{i}] ({entry['id']}): the noise inside the fit alone moves the coefficients by up "
+            f"to {_fmt(q95)} (95th percentile, simulated{' under binning ' + binning if binning else ''}), at "
+            f"least {_fmt(fit_weak_share())} of the threshold {_fmt(t)}: a pass would be weak evidence "
+            f"(the datasheet will say so): a fit whose true distance is up to {_fmt(t + q95)} can pass. "
+            f"Raise its epsilon (the noise falls as 1/epsilon), or lower its threshold only together "
+            f"with a larger epsilon (docs/spec.md, 'Choosing the threshold').")
+    return lines
+
+
+def _worst_fit(c, entry: dict, spec, prepared, limit: int, draws: int):
+    """(q95, noise scale, binning) of the binning (of the columns the fit uses) with the largest
+    q95; None when no binning gives an estimate."""
+    from dpbundle.release.data.transform import transform
+
+    used = _fit_columns(spec, entry)
+    names = spec.model.column_names
+    alts = [c_.alternative_ids if c_.name in used else c_.alternative_ids[:1] for c_ in spec.model.columns]
+    worst = None
+    for choice in itertools.islice(itertools.product(*alts), min(limit, FIT_BINNING_LIMIT)):
+        columns = dict(zip(names, choice))
+        try:
+            real = transform(prepared, spec, {"columns": columns})
+            got = _fit_q95(c, entry, real, spec, columns, draws)
+        except Exception:  # noqa: BLE001 - no warning rather than a crash in a warning
+            continue
+        if got is not None and (worst is None or got[0] > worst[0]):
+            worst = (got[0], got[1], {k: v for k, v in columns.items() if k in used})
+    return worst
+
+
+def collapsible(coefficients: dict[str, float], threshold: float) -> list[tuple[str, float]]:
+    """The coefficients that can all fall to 0 together while the L1 distance stays below
+    ``threshold`` (the smallest first, while their sum of sizes is below it): a candidate whose
+    fit lost exactly these effects would pass (noise aside). ``coefficients``: name -> value."""
+    out, total = [], 0.0
+    for name, value in sorted(coefficients.items(), key=lambda kv: abs(kv[1])):
+        if total + abs(value) >= threshold:
+            break
+        total += abs(value)
+        out.append((name, float(value)))
+    return out
+
+
+def collapse_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT) -> list[str]:
+    """For each ``classification`` criterion reporting coefficients: the coefficients fitted on
+    ``prepared`` (standing in for the real table, under each binning of the columns it uses, the
+    first ``limit``) that could all fall to 0 in a candidate that still passes
+    (:func:`collapsible`); spoken when the largest of them is at least a quarter of the
+    threshold, for the binning that lets most of the fit collapse. The distance is the L1 sum
+    over every coefficient, so a threshold comparable to the coefficients' sizes lets whole
+    effects vanish (docs/spec.md, classification: choosing the threshold)."""
+    from dpbundle.mechanisms.criteria import EvalContext
+
+    from dpbundle.release.data.transform import transform
+
+    if getattr(prepared, "n", 0) <= 0:
+        return []
+    lines = []
+    for i, crit in enumerate(spec.model.acceptance):
+        entry = crit.to_document()
+        if entry.get("type") != "classification" or not _simulated_fit(entry):
+            continue
+        c, t, _floor = _criterion(entry)
+        if c is None:
+            continue
+        used = _fit_columns(spec, entry)
+        names = spec.model.column_names
+        alts = [col.alternative_ids if col.name in used else col.alternative_ids[:1] for col in spec.model.columns]
+        best = None
+        for choice in itertools.islice(itertools.product(*alts), min(limit, FIT_BINNING_LIMIT)):
+            columns = dict(zip(names, choice))
+            try:
+                real = transform(prepared, spec, {"columns": columns})
+                ctx = EvalContext(real=real, synth=real, spec=spec.evaluation_document, alternatives=columns)
+                beta = c.synth_coefficients(ctx)
+                feats = list(c.design(ctx).features)
+            except Exception:  # noqa: BLE001 - no warning rather than a crash in a warning
+                continue
+            coefs = dict(zip(feats, (float(x) for x in beta[1:])))
+            gone = collapsible(coefs, t)
+            size = sum(abs(v) for _n, v in gone)
+            if gone and (best is None or size > best[0]):
+                best = (size, gone, coefs, {k: v for k, v in columns.items() if k in used})
+        if best is None or max(abs(v) for _n, v in best[1]) < 0.25 * t:
+            continue
+        size, gone, coefs, columns = best
+        total = sum(abs(v) for v in coefs.values())
+        binning = ", ".join(f"{k}={v}" for k, v in columns.items() if len(spec.model.column(k).alternatives) > 1)
+        shown = ", ".join(f"{n_} {_fmt(v)}" for n_, v in sorted(gone, key=lambda kv: -abs(kv[1])))
+        lines.append(
+            f"acceptance[{i}] ({entry['id']}): threshold {_fmt(t)} is {_fmt(t / total)} of the sum of the "
+            f"coefficients' sizes fitted on this data ({_fmt(total)}{', binning ' + binning if binning else ''}): "
+            f"a candidate in which these coefficients all fell to 0 would still pass (distance "
+            f"{_fmt(size)} < {_fmt(t)}): {shown}. Choose the threshold from the size of the effects that "
+            f"must survive (docs/spec.md, classification: choosing the threshold).")
     return lines
