@@ -12,6 +12,13 @@ The steps mirror ``release/scheme/iteration.py`` (read, not imported) in order a
     resize seed, replayed with dpbundle.mechanisms.records (the recorded true count must be the
     private data's); T is then resized with the same plan
     mark "iteration" (index, config, config_id)
+    mark "arithmetic" (version 2) if the attempt has one: the whole attempt is then evaluated
+         with ``dpbundle.mechanisms.arithmetic`` version 2 (fixed-order sums and linear algebra,
+         the same bits on every CPU and BLAS kernel); without it, version 1 (numpy's BLAS and
+         LAPACK, bundles of dpbundle <= 0.2), whose criterion values (dp_value, and the true
+         value of a continuous Laplace release) may then differ from the released ones by
+         ``arithmetic.BLAS_REPLAY_RTOL`` (1e-9 relative; a warning names each criterion,
+         docs/determinism.md), never data.csv, a count, a draw or ``passed``
     T  <- the audit's own loading + raw constraints + binning (audit/private_data.py)
     model <- make_generator(type, eps_gen, **hyperparameters).fit(T.codes, T.domain, rand)
              (aim_pure: with the workload of the spec's criteria, model_check.config_generator)
@@ -144,6 +151,9 @@ def check_records(path: Path, records: list[dict]) -> None:
 
     try:
         for i, rec in enumerate(records):
+            if rec.get("kind") == "mark" and rec.get("mark") == "arithmetic":
+                _check_arithmetic_mark(path, i, rec)
+                continue
             view = {k: _one_per_class(v) if k in ("true", "noisy") and isinstance(v, list) else v
                     for k, v in rec.items()}
             if validate(view, "transcript-record", limit=1):
@@ -151,6 +161,18 @@ def check_records(path: Path, records: list[dict]) -> None:
                                       f"transcript-record schema at " + "; ".join(_schema_where(rec)))
     except SchemaMissing:
         pass
+
+
+def _check_arithmetic_mark(path: Path, i: int, rec: dict) -> None:
+    """The arithmetic mark (``mechanisms/arithmetic.py``), checked here whether or not the
+    installed transcript-record schema lists it: exactly kind, mark and a known version."""
+    from dpbundle.mechanisms.arithmetic import ARITHMETICS
+
+    version = rec.get("version")
+    if set(rec) != {"kind", "mark", "version"} or isinstance(version, bool) \
+            or version not in ARITHMETICS:
+        raise TranscriptError(f"{path}: transcript record {i} (mark 'arithmetic') must hold exactly "
+                              f"kind, mark and a version in {list(ARITHMETICS)}")
 
 
 def _schema_where(rec: dict, limit: int = 3) -> list[str]:
@@ -220,7 +242,7 @@ def _check_first_passing(records: list[dict], budget_stop: float | None = None) 
     failed one followed by its stop draw (stop probability > 0), then one 'selected' mark for it
     as the last record (anything else is cherry-picking or a second run). ``budget_stop``: the
     stop probability budget.json publishes, which the 'selection' mark must record."""
-    marks = [r for r in records if r.get("kind") == "mark" and r.get("mark") != "sampler"]
+    marks = [r for r in records if r.get("kind") == "mark" and r.get("mark") not in ("sampler", "arithmetic")]
     gamma, marks = _selection_marks(marks)
     if gamma is not None and budget_stop is not None and gamma != budget_stop:
         raise TranscriptError("the stop probability in the transcript differs from budget.json's")
@@ -305,17 +327,18 @@ def _bound_aim_work(config: dict, view) -> None:
 
 
 def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: np.ndarray,
-                     edges, fitted: list | None = None) -> tuple[bytes, list]:
+                     edges, fitted: list | None = None,
+                     arithmetic: dict | None = None) -> tuple[bytes, list]:
     """Replay one iteration from its records; (a callable giving data.csv's bytes in blocks,
     criterion results). ``real_codes``: T's rows, or the binned private records
     (:class:`PrivateCodes`: T as record types). ``fitted``: a list that receives the fitted
-    model (for the comparison with a published model.json)."""
-    from dpbundle.mechanisms.cells import deferred, fit_on_types
+    model (for the comparison with a published model.json). ``arithmetic``: a dict that
+    receives the attempt's arithmetic ``version`` and the ``tolerated`` (record index, purpose)
+    of true values accepted within version 1's tolerance (module docstring)."""
+    from dpbundle.mechanisms import arithmetic as ar
+    from dpbundle.mechanisms.cells import deferred
     from dpbundle.mechanisms.coding import Coded, ColumnCoding
-    from dpbundle.mechanisms.criteria import EvalContext, make_criterion
     from dpbundle.mechanisms.noise import Randomness
-
-    from .model_check import config_generator
 
     config = mark.get("config")
     if not isinstance(config, dict):
@@ -328,8 +351,25 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
         real = deferred(real_codes.types(columns), make=real_codes.rows)
     else:
         real = Coded(codes=real_codes, columns=columns)
-    rand = Randomness.replay(records)
+    arith = _arithmetic_version(records)
+    rand = Randomness.replay(records, true_rtol=ar.BLAS_REPLAY_RTOL if arith == ar.BLAS else 0.0)
     rand.mark("iteration", index=index, config=config, config_id=config_id(config))
+    if arith != ar.BLAS:   # right after the iteration mark, as the release writes it
+        rand.mark(ar.ARITHMETIC_MARK, version=arith)
+    with ar.use(arith):
+        blocks, results = _replay_attempt(records, index, config, view, real, rand, fitted)
+    if arithmetic is not None:
+        arithmetic.update(version=arith, tolerated=list(rand.tolerated))
+    return blocks, results
+
+
+def _replay_attempt(records: list[dict], index, config: dict, view, real, rand, fitted):
+    """The attempt after its marks: fit, sample, project, criteria, 'iteration end'."""
+    from dpbundle.mechanisms.cells import fit_on_types
+    from dpbundle.mechanisms.criteria import EvalContext, make_criterion
+
+    from .model_check import config_generator
+
     spec = view.spec
     generator = config_generator(config, float(spec["privacy"]["epsilon_generation"]), spec,
                                  list(view.names))
@@ -448,6 +488,16 @@ def _sample_counts(model, n: int, view, rng_for, limit: int, constraints: list) 
     except ConstraintShortfall:
         raise TranscriptError("the sampling could not keep n rows (the recorded run would have failed)") from None
     return rows, counts
+
+
+def _arithmetic_version(records: list[dict]) -> int:
+    """The arithmetic version of the iteration's records (its "arithmetic" mark; none: 1)."""
+    from dpbundle.mechanisms.arithmetic import arithmetic_of_records
+
+    try:
+        return arithmetic_of_records(records)
+    except ValueError as e:
+        raise TranscriptError(str(e)) from None
 
 
 def _sampler_version(records: list[dict]) -> int:
@@ -574,16 +624,40 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         if mark.get("config") != view.configuration:
             return r    # nothing is fitted or sampled with a configuration the manifest does not sign
         codes, edges = _private_codes(ctx, data, view, records[:start], n)
-        results = _check_replayed_release(ctx, r, records[start:end], index, mark, view, codes, edges)
-        _check_replayed_metrics(ctx, r, results)
+        arith: dict = {}
+        results = _check_replayed_release(ctx, r, records[start:end], index, mark, view, codes,
+                                          edges, arith)
+        close = _check_replayed_metrics(ctx, r, results, arith.get("version", 1))
+        close |= _tolerated_criteria(r, arith)
     except StopCheck as e:
         r.fail(str(e))
         return r
+    r.facts["arithmetic"] = arith.get("version", 1)
     if not r.failed:
+        same = (f"{len(results)} DP values identical" if not close else
+                f"{len(results) - len(close)} DP values identical, {len(close)} within arithmetic "
+                "version 1's tolerance")
         r.detail = ("commitment matches; the selected iteration replayed: "
-                    f"data.csv identical byte for byte, {len(results)} DP values identical; "
-                    + noise_detail)
+                    f"data.csv identical byte for byte, {same}; " + noise_detail)
     return r
+
+
+def _tolerated_criteria(r: CheckResult, arith: dict) -> set:
+    """Warn once per criterion whose true value (a continuous Laplace release) was accepted
+    within arithmetic version 1's tolerance; the ids of those criteria."""
+    from dpbundle.mechanisms.arithmetic import BLAS_REPLAY_RTOL
+
+    out: set = set()
+    for _index, purpose in arith.get("tolerated", []):
+        cid = purpose[len("criterion "):] if purpose.startswith("criterion ") else purpose
+        if cid in out:
+            continue
+        out.add(cid)
+        r.warn(f"criterion {cid}: its recomputed true value differs from the recorded one in the "
+               f"last digits (relative difference at most {BLAS_REPLAY_RTOL:g}): accepted because the "
+               "attempt was made with arithmetic version 1 (numpy's BLAS and LAPACK), whose last "
+               "bits depend on the machine's BLAS kernel (docs/determinism.md)")
+    return out
 
 
 def _replay_inputs(ctx: AuditContext) -> tuple[dict, object, object, int]:
@@ -671,13 +745,14 @@ def _records_plan(ctx: AuditContext, head: list[dict], n_plausible: int, view, n
 
 
 def _check_replayed_release(ctx: AuditContext, r: CheckResult, records: list[dict], index,
-                            mark: dict, view, codes, edges) -> list:
-    """Replay the iteration; data.csv (and a published model.json) must be the replayed ones."""
+                            mark: dict, view, codes, edges, arith: dict | None = None) -> list:
+    """Replay the iteration; data.csv (and a published model.json) must be the replayed ones.
+    ``arith`` receives the attempt's arithmetic (:func:`replay_iteration`)."""
     from dpbundle.mechanisms.noise import ReplayMismatch
 
     try:
         fitted: list = []
-        blocks, results = replay_iteration(records, index, mark, view, codes, edges, fitted)
+        blocks, results = replay_iteration(records, index, mark, view, codes, edges, fitted, arith)
     except ReplayMismatch as e:
         raise StopCheck(f"replay diverged from the transcript: {e}") from None
     except TranscriptError as e:
@@ -695,12 +770,17 @@ def _check_replayed_release(ctx: AuditContext, r: CheckResult, records: list[dic
     return results
 
 
-def _check_replayed_metrics(ctx: AuditContext, r: CheckResult, results: list) -> None:
-    """Every replayed criterion's DP values must be metrics.json's."""
+def _check_replayed_metrics(ctx: AuditContext, r: CheckResult, results: list,
+                            arithmetic: int = 1) -> set:
+    """Every replayed criterion's DP values must be metrics.json's: identical, except a
+    dp_value of an attempt made with arithmetic version 1, which may differ by
+    ``arithmetic.BLAS_REPLAY_RTOL`` relatively (a warning names the criterion; ``passed`` must
+    still be the same). Returns the ids of the criteria accepted within that tolerance."""
     try:
         rows = {row.get("id"): row for row in ctx.json("metrics.json")["criteria"]}
     except (Missing, KeyError, TypeError, AttributeError) as e:
         raise StopCheck(f"metrics.json unusable: {e}") from None
+    close: set = set()
     for res in results:
         row = rows.get(res.id)
         if row is None:
@@ -708,10 +788,36 @@ def _check_replayed_metrics(ctx: AuditContext, r: CheckResult, results: list) ->
             continue
         # Where, never what: a replayed number computed from other data may be private.
         for field in ("dp_value", "sensitivity", "epsilon", "noise_scale", "threshold"):
-            if row.get(field) != getattr(res, field):
-                r.fail(f"criterion {res.id}: the replayed {field} differs from the released one")
+            if row.get(field) == getattr(res, field):
+                continue
+            if field == "dp_value" and arithmetic == 1 and _within_blas_tolerance(row.get(field), res.dp_value):
+                close.add(res.id)
+                r.warn(_tolerance_warning(res.id))
+                continue
+            r.fail(f"criterion {res.id}: the replayed {field} differs from the released one")
         if row.get("passed") is not res.passed:
             r.fail(f"criterion {res.id}: the replayed 'passed' differs from the released one")
+    return close
+
+
+def _within_blas_tolerance(released, replayed) -> bool:
+    """|a - b| <= BLAS_REPLAY_RTOL max(|a|, |b|), both finite numbers (not booleans)."""
+    from dpbundle.mechanisms.arithmetic import BLAS_REPLAY_RTOL
+
+    nums = [x for x in (released, replayed) if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    if len(nums) != 2 or not all(math.isfinite(x) for x in nums):
+        return False
+    a, b = float(nums[0]), float(nums[1])
+    return abs(a - b) <= BLAS_REPLAY_RTOL * max(abs(a), abs(b))
+
+
+def _tolerance_warning(cid: str) -> str:
+    from dpbundle.mechanisms.arithmetic import BLAS_REPLAY_RTOL
+
+    return (f"criterion {cid}: the replayed dp_value differs from the released one in the last "
+            f"digits (relative difference at most {BLAS_REPLAY_RTOL:g}): accepted because the "
+            "attempt was made with arithmetic version 1 (numpy's BLAS and LAPACK), whose last bits "
+            "depend on the machine's BLAS kernel (docs/determinism.md); 'passed' is the same")
 
 
 def _check_published_model(ctx: AuditContext, r: CheckResult, model, config: dict, view) -> None:

@@ -39,13 +39,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
+import json
 import math
 from typing import Iterator, Sequence
 
 import numpy as np
 
 __all__ = ["BLAS", "FIXED", "ARITHMETICS", "DEFAULT", "ARITHMETIC_MARK", "current", "use",
-           "arithmetic_of_records", "fsum_dot", "gram", "cross", "matvec", "sym_eigh",
+           "BLAS_REPLAY_RTOL", "arithmetic_of_records", "mark_admitted", "release_arithmetic", "fsum_dot", "gram", "cross", "matvec", "sym_eigh",
            "solve_clipped", "lstsq_sym", "JACOBI_MAX_SWEEPS"]
 
 #: 1 = numpy with BLAS/LAPACK (dpbundle <= 0.2); 2 = the fixed-order routines of this module.
@@ -59,6 +61,24 @@ ARITHMETIC_MARK = "arithmetic"
 #: Sweeps of the Jacobi method before it gives up converging (it converges quadratically: a
 #: well-scaled d <= 100 matrix needs fewer than 15).
 JACOBI_MAX_SWEEPS = 60
+
+#: Replaying an attempt made with version 1 on another BLAS kernel: the relative difference
+#: ``|a - b| <= 1e-9 max(|a|, |b|)`` a value computed with version 1's arithmetic may have from
+#: the released one (a criterion's dp_value, a continuous Laplace release's true value; never
+#: data.csv, a count, a noise draw, a seed or ``passed``). Derivation (docs/determinism.md):
+#: both machines evaluate the same formulas with backward-stable kernels (sums, products,
+#: LAPACK's symmetric eigensolver and SVD least squares), whose results differ from the exact
+#: one, hence from each other, by at most about c(d) u kappa relatively, u = 2^-53 ~ 1.1e-16,
+#: c(d) <= 10 d^2 for the d x d systems and design sums of these criteria, kappa the condition
+#: number of the solve (the clipped noisy Q: its largest eigenvalue over the clip floor
+#: sqrt(d) x scale), and the cancellation of a difference of two such values (the MAE criterion)
+#: adding a like factor. 1e-9 covers c(d) kappa up to about 10^7 (d = 30 with kappa up to
+#: 10^4); the golden bundles differ by at most 5e-14 across the Haswell, SkylakeX, Sandybridge
+#: and Prescott kernels. Nine significant digits are beyond what any document of the bundle
+#: prints of these values (they are rounded to their noise) and far below the DP noise each
+#: carries, so the tolerance cannot hide a change a reader could see; a value beyond it, or a
+#: change of ``passed``, still fails the replay.
+BLAS_REPLAY_RTOL = 1e-9
 
 _CURRENT: contextvars.ContextVar[int] = contextvars.ContextVar("dpbundle_arithmetic", default=BLAS)
 
@@ -78,6 +98,29 @@ def use(version: int) -> Iterator[int]:
         yield int(version)
     finally:
         _CURRENT.reset(token)
+
+
+@functools.lru_cache(maxsize=1)
+def mark_admitted() -> bool:
+    """Whether the installed transcript-record schema (``dpbundle/schemas``) lists the
+    ``"arithmetic"`` mark. A release writes version 2 only then: the bundle writer validates
+    every transcript record against that schema, and a mark it does not know would stop the
+    release. (The schema's mark list is edited apart from this module: docs/determinism.md.)"""
+    from importlib.resources import files
+
+    try:
+        doc = json.loads(files("dpbundle.schemas").joinpath("transcript-record.schema.json")
+                         .read_text("utf-8"))
+        names = doc["$defs"]["mark"]["properties"]["mark"]["enum"]
+    except (OSError, ValueError, KeyError, TypeError, ModuleNotFoundError):
+        return False
+    return ARITHMETIC_MARK in names
+
+
+def release_arithmetic() -> int:
+    """The arithmetic a new release uses: :data:`DEFAULT` (2) when its mark can be written
+    (:func:`mark_admitted`), else 1."""
+    return DEFAULT if mark_admitted() else BLAS
 
 
 def arithmetic_of_records(records: Sequence[dict]) -> int:

@@ -82,6 +82,11 @@ neighbours' floats differ by less than fl(2/n) exactly).
 
 Sums over records are computed on record types weighted by their counts
 (``dpbundle.mechanisms.cells``): sum_i g(x_i) = sum_t c_t g(x_t).
+
+Arithmetic versions (``dpbundle.mechanisms.arithmetic``, docs/determinism.md): version 2 (new
+releases) computes the polynomial's sums, the predictions, the clipped solve and C's
+minimum-norm fit with fixed-order routines (the same bits on every CPU and BLAS kernel);
+version 1 (bundles of dpbundle <= 0.2) with numpy's BLAS and LAPACK.
 """
 from __future__ import annotations
 
@@ -91,11 +96,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from .. import arithmetic as ar
 from ..cells import types_of
 from .base import _column_name, Criterion, CriterionError, EvalContext, register
 from .rounding import lipschitz_float, on_grid
 from .regression import (RegressionDesign, _parse_features, _solve, _triu, cached_design,
-                         coef_distance)
+                         coef_distance, linear)
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.coding import Coded
@@ -121,9 +127,12 @@ def logistic_fm_vector(tX: np.ndarray, y: np.ndarray, w: np.ndarray | None = Non
     """[lin (d), quad upper triangle j <= k without (0, 0)] of the Taylor logistic loss; row i
     counts ``w[i]`` times (record types with their counts; default once)."""
     d = tX.shape[1]
-    wX = tX if w is None else tX * np.asarray(w, dtype=np.float64)[:, None]
-    lin = wX.T @ (0.5 - y)
-    G = wX.T @ tX
+    if ar.current() == ar.FIXED:
+        lin, G = ar.cross(tX, 0.5 - np.asarray(y, dtype=np.float64), w), ar.gram(tX, w)
+    else:
+        wX = tX if w is None else tX * np.asarray(w, dtype=np.float64)[:, None]
+        lin = wX.T @ (0.5 - y)
+        G = wX.T @ tX
     iu, ju = _triu(d)
     quad = np.where(iu == ju, 0.125, 0.25) * G[iu, ju]
     return np.concatenate([lin, quad[1:]])
@@ -147,7 +156,10 @@ def exact_fit(des: RegressionDesign, coded: "Coded", y: np.ndarray,
     tX = des.tx(coded)
     n = coded.n if w is None else float(np.sum(w))
     Q, lin = _quadratic(logistic_fm_vector(tX, y, w), tX.shape[1], n)
-    w, *_ = np.linalg.lstsq(Q, -0.5 * lin, rcond=1e-12)
+    if ar.current() == ar.FIXED:
+        w = ar.lstsq_sym(Q, -0.5 * lin, rcond=1e-12)
+    else:
+        w, *_ = np.linalg.lstsq(Q, -0.5 * lin, rcond=1e-12)
     return des.unscale_logit(w)
 
 
@@ -169,7 +181,7 @@ def positive_codes(coded: "Coded", target: str, positive: list[str], where: str)
 
 def accuracy(des: RegressionDesign, coded: "Coded", y: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """1[prediction right] per record; the prediction is positive when beta_0 + z.beta > 0."""
-    pred = (beta[0] + des.z(coded) @ beta[1:]) > 0
+    pred = linear(beta, des.z(coded)) > 0
     return (pred == (y > 0.5)).astype(np.float64)
 
 

@@ -30,6 +30,10 @@ changes sum_i g_i by at most 2(U - L), hence (1/n) sum g_i and its absolute valu
 
 MAE_T is computed on T's record types weighted by their counts: (1/n) sum_t c_t g_t.
 
+Arithmetic versions (``dpbundle.mechanisms.arithmetic``): version 2 computes the predictions
+(:func:`~dpbundle.mechanisms.criteria.regression.linear`) and C's OLS without BLAS or LAPACK,
+the same bits on every machine; version 1 (bundles of dpbundle <= 0.2) with numpy's BLAS.
+
 Exact arithmetic (:func:`mae_difference_exact`). y and both predictions are written as integers
 on one dyadic grid 2^-e inside [L, U] (:func:`~dpbundle.mechanisms.criteria.rounding.dyadic_units`:
 exact for the released numbers, a change below 2^-e -- 2^-32 at n = 160,000, U = 4600 -- for a
@@ -48,7 +52,7 @@ import numpy as np
 
 from ..cells import types_of
 from .base import Criterion, CriterionError, EvalContext, register
-from .regression import RegressionDesign, cached_design, parse_regression_entry, weighted_ols
+from .regression import RegressionDesign, cached_design, linear, parse_regression_entry, weighted_ols
 from .rounding import dyadic_units, exact, lipschitz_float
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,13 +67,13 @@ def mae_difference(des: RegressionDesign, real, beta_ref: np.ndarray,
     ``real`` holds record types and row i counts weights[i] times: |sum_i w_i g_i| / sum_i w_i."""
     y = des.y(real)
     Z = des.z(real)
-    p = np.clip(beta_ref[0] + Z @ beta_ref[1:], des.L, des.U)
-    q = np.clip(beta_c[0] + Z @ beta_c[1:], des.L, des.U)
+    p = np.clip(linear(beta_ref, Z), des.L, des.U)
+    q = np.clip(linear(beta_c, Z), des.L, des.U)
     g = np.abs(y - p) - np.abs(y - q)
     if weights is None:
         return abs(float(np.mean(g)))
     w = np.asarray(weights, dtype=np.float64)
-    return abs(float(np.sum(w * g)) / float(w.sum()))
+    return abs(float(np.sum(w * g)) / float(w.sum()))   # (pairwise sums: fixed order)
 
 
 def mae_difference_exact(des: RegressionDesign, real, beta_ref: np.ndarray,
@@ -79,8 +83,8 @@ def mae_difference_exact(des: RegressionDesign, real, beta_ref: np.ndarray,
     S = sum_i w_i (|y_i - p_i| - |y_i - q_i|) in int64, f = |S| 2^-e / n (module docstring)."""
     y = des.y(real)
     Z = des.z(real)
-    p = np.clip(beta_ref[0] + Z @ beta_ref[1:], des.L, des.U)
-    q = np.clip(beta_c[0] + Z @ beta_c[1:], des.L, des.U)
+    p = np.clip(linear(beta_ref, Z), des.L, des.U)
+    q = np.clip(linear(beta_c, Z), des.L, des.U)
     units, e = dyadic_units(np.concatenate([y, p, q]), des.L, des.U, 2 * int(n))
     k = y.size
     Y, P, Q = units[:k], units[k:2 * k], units[2 * k:]

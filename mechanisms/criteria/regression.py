@@ -65,6 +65,13 @@ could move by Delta plus the rounding, which the noise layer's one-ulp slack doe
 
 Every sum over records is computed on record types with their counts as weights
 (``dpbundle.mechanisms.cells``): sum_i g(x_i) = sum_t c_t g(x_t), so the fits cost O(types).
+
+Arithmetic versions (``dpbundle.mechanisms.arithmetic``, docs/determinism.md). Version 2 (new
+releases) computes C's means and standard deviations, the Gram matrices and cross products,
+the predictions, the eigen-decomposition of the clipped solve and OLS's minimum-norm least
+squares with fixed-order routines (fsum, column-ordered elementwise products, cyclic Jacobi),
+the same bits on every CPU and BLAS kernel; version 1 (bundles of dpbundle <= 0.2) with numpy's
+BLAS and LAPACK, as those bundles were made.
 """
 from __future__ import annotations
 
@@ -75,6 +82,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from .. import arithmetic as ar
 from ..cells import types_of
 from .base import _column_name, Criterion, CriterionError, EvalContext, register
 from .rounding import on_grid
@@ -180,6 +188,15 @@ def design_columns(synth: "Coded", target: str, features: list[str] | None
     return out
 
 
+def _mean_sd(cnt: np.ndarray, vals: np.ndarray, n: int) -> tuple[float, float]:
+    """Mean and (population) standard deviation of ``vals`` counted ``cnt`` times each."""
+    if ar.current() == ar.FIXED:
+        m = ar.fsum_dot(cnt, vals) / n
+        return m, math.sqrt(ar.fsum_dot(cnt, (vals - m) ** 2) / n)
+    m = float(cnt @ vals) / n
+    return m, float(np.sqrt(cnt @ (vals - m) ** 2 / n))
+
+
 @dataclass(frozen=True)
 class RegressionDesign:
     """Public regression design derived from C: design columns, standardisation and bounds."""
@@ -209,8 +226,7 @@ class RegressionDesign:
             if src not in counts:
                 counts[src] = types.column_counts(synth.column(src)).astype(np.float64)
             cnt = counts[src]
-            m = float(cnt @ vals) / n
-            s = float(np.sqrt(cnt @ (vals - m) ** 2 / n))
+            m, s = _mean_sd(cnt, vals, n)
             present = (vals[cnt > 0] - m) / (s if s > 0 else 1.0)
             mu.append(m), sd.append(s), lo.append(present.min()), hi.append(present.max())
         mu_a, sd_a = np.asarray(mu, float), np.asarray(sd, float)
@@ -271,7 +287,14 @@ class RegressionDesign:
 
     def predict(self, beta: np.ndarray, coded: "Coded") -> np.ndarray:
         """clip(beta_0 + z.beta, L, U)."""
-        return np.clip(beta[0] + self.z(coded) @ beta[1:], self.L, self.U)
+        return np.clip(linear(beta, self.z(coded)), self.L, self.U)
+
+
+def linear(beta: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """beta_0 + Z beta_1..p per row (version 2: :func:`arithmetic.matvec`, fixed order)."""
+    if ar.current() == ar.FIXED:
+        return ar.matvec(Z, np.asarray(beta, dtype=np.float64)[1:], float(beta[0]))
+    return beta[0] + Z @ beta[1:]
 
 
 # synth object -> {key: design}; weak, so that a cached design never keeps a candidate (n rows)
@@ -292,6 +315,8 @@ def cached_design(synth: "Coded", target: str, L: float, U: float,
 def ols(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
     """Least squares of y on [1, Z] via the normal equations (minimum-norm if rank deficient:
     pinv(A'A) A'y = pinv(A) y); row i counts ``w[i]`` times (record types with their counts)."""
+    if ar.current() == ar.FIXED:
+        return _ols_fixed(Z, y, w)
     if w is None:
         wZ, total, sum_y = Z, Z.shape[0], y.sum()
     else:
@@ -305,6 +330,14 @@ def ols(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray
     b = np.concatenate([[sum_y], wZ.T @ y])
     beta, *_ = np.linalg.lstsq(G, b, rcond=1e-12)
     return beta
+
+
+def _ols_fixed(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """:func:`ols` in arithmetic version 2: the normal equations of [1, Z] from fsum sums
+    (:func:`arithmetic.gram`, :func:`arithmetic.cross`), solved by :func:`arithmetic.lstsq_sym`
+    (the minimum-norm solution with lstsq's rcond)."""
+    A = np.column_stack([np.ones(Z.shape[0]), np.asarray(Z, dtype=np.float64)])
+    return ar.lstsq_sym(ar.gram(A, w), ar.cross(A, y, w), rcond=1e-12)
 
 
 def weighted_ols(des: RegressionDesign, coded: "Coded") -> np.ndarray:
@@ -326,6 +359,12 @@ def fm_vector(tX: np.ndarray, ty: np.ndarray, w: np.ndarray | None = None) -> np
     """Polynomial coefficients of sum_i c_i (ty_i - w.tx_i)^2: [const, linear (d), monomials
     j<=k]; row i counts c_i = ``w[i]`` times (a record type and its count; default once)."""
     d = tX.shape[1]
+    if ar.current() == ar.FIXED:
+        G, lin = ar.gram(tX, w), ar.cross(tX, ty, w)
+        iu, ju = _triu(d)
+        quad = np.where(iu == ju, 1.0, 2.0) * G[iu, ju]
+        const = ar.fsum_dot(ty if w is None else np.asarray(w, dtype=np.float64) * ty, ty)
+        return np.concatenate([[const], -2.0 * lin, quad])
     wX = _weighted(tX, w)
     G = wX.T @ tX
     iu, ju = _triu(d)
@@ -337,14 +376,19 @@ def fm_vector(tX: np.ndarray, ty: np.ndarray, w: np.ndarray | None = None) -> np
 def ss_vector(tX: np.ndarray, ty: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
     """[X'y (d), X'X upper triangle without (0,0)]; row i counts ``w[i]`` times."""
     d = tX.shape[1]
+    iu, ju = _triu(d)
+    if ar.current() == ar.FIXED:
+        return np.concatenate([ar.cross(tX, ty, w), ar.gram(tX, w)[iu, ju][1:]])
     wX = _weighted(tX, w)
     G = wX.T @ tX
-    iu, ju = _triu(d)
     return np.concatenate([wX.T @ ty, G[iu, ju][1:]])
 
 
 def _solve(Q: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
-    """argmin w'Qw - 2b'w with Q's eigenvalues clipped below at ``floor`` (Q symmetric)."""
+    """argmin w'Qw - 2b'w with Q's eigenvalues clipped below at ``floor`` (Q symmetric);
+    version 2: :func:`arithmetic.solve_clipped` (Jacobi, no LAPACK)."""
+    if ar.current() == ar.FIXED:
+        return ar.solve_clipped(Q, b, floor)
     lam, V = np.linalg.eigh(0.5 * (Q + Q.T))
     lam = np.maximum(lam, floor)
     return V @ ((V.T @ b) / lam)

@@ -9,9 +9,15 @@ randomness) returning the candidate, its DP metrics and (through ``rand``) its t
     metrics <- every acceptance criterion on (T, C)    Laplace, sum of epsilons = eps_eval
     passed  <- every DP metric < its threshold
 
-The order of randomness requests is fixed (fit, the "sampler" mark of version 2, "sample round
-k", "projection", then the criteria in spec order) so that an enclave auditor can replay an
-iteration from its transcript.
+The order of randomness requests is fixed (the "arithmetic" mark of version 2, fit, the
+"sampler" mark of version 2, "sample round k", "projection", then the criteria in spec order)
+so that an enclave auditor can replay an iteration from its transcript.
+
+Arithmetic (``dpbundle.mechanisms.arithmetic``, docs/determinism.md): the attempt's criteria
+are evaluated with version 2 (fixed-order sums and linear algebra, no BLAS or LAPACK: the same
+bits on the auditor's machine), marked right after the attempt's "iteration" mark
+(``{"mark": "arithmetic", "version": 2}``); ``run_iteration(..., arithmetic=1)`` evaluates as
+dpbundle 0.2 did, unmarked.
 
 Counts, not rows: T is binned once per prepared table and binning and kept in memory
 (``transform.cached_transform``), with its record types, from which PrivBayes fits; the count
@@ -32,6 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from dpbundle.mechanisms import arithmetic as ar
 from dpbundle.mechanisms.cells import DENSE_CELLS, RecordTypes, domain_cells, fit_on_types, remember, types_from_cells
 from dpbundle.mechanisms.coding import Coded
 from dpbundle.mechanisms.criteria import CriterionResult, EvalContext, make_criterion
@@ -196,13 +203,27 @@ def project_cells(cells: np.ndarray, columns, min_count: int, rng: np.random.Gen
 
 def run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness,
                   phase: Callable[[str], None] | None = None,
-                  sampler: int | None = None) -> IterationResult:
+                  sampler: int | None = None, arithmetic: int | None = None) -> IterationResult:
     """Run one iteration. ``phase`` (optional) is told each step's name, for progress displays.
     ``sampler``: the sampler version (``mechanisms/sampling.py``; default :data:`DEFAULT_SAMPLER`);
-    version 2 is recorded in the transcript (a "sampler" mark) and on the fitted model."""
+    version 2 is recorded in the transcript (a "sampler" mark) and on the fitted model.
+    ``arithmetic``: the arithmetic version (``mechanisms/arithmetic.py``; default
+    ``release_arithmetic()``, 2); version 2 is recorded first (an "arithmetic" mark)."""
     version = DEFAULT_SAMPLER if sampler is None else sampler
     if version not in SAMPLERS:
         raise ValueError(f"unknown sampler version {version!r}; known: {SAMPLERS}")
+    arith = ar.release_arithmetic() if arithmetic is None else arithmetic
+    if arith not in ar.ARITHMETICS or isinstance(arith, bool):
+        raise ValueError(f"unknown arithmetic version {arith!r}; known: {ar.ARITHMETICS}")
+    if arith != ar.BLAS:
+        rand.mark(ar.ARITHMETIC_MARK, version=arith)
+    with ar.use(arith):
+        return _run_iteration(prepared, spec, config, rand, phase, version)
+
+
+def _run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness,
+                   phase: Callable[[str], None] | None, version: int) -> IterationResult:
+    """:func:`run_iteration` with the sampler ``version``, inside its arithmetic."""
     timings: dict[str, float] = {}
     say = phase or (lambda _name: None)
 
