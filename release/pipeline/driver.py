@@ -110,7 +110,7 @@ def _release_example(request: ReleaseRequest, run: Run) -> None:
             configs = request.configs
             if configs is None:
                 configs = narrowed
-                output.console.print(f"selecting among the configurations that passed at least 10% of the time "
+                output.console.print(f"selecting among the configurations that passed {list_cut_off(narrowed)} "
                                      f"in the public-data sweep shipped with the example ({narrowed.name}); "
                                      f"pass --configs to choose another list", highlight=False, markup=False)
             output.console.print(f"simulated {example} registry: {rows:,} rows (SIMULATED, no real person)",
@@ -118,6 +118,21 @@ def _release_example(request: ReleaseRequest, run: Run) -> None:
             release_stages(dataclasses.replace(request, spec=spec_path, data=data_path, key=key, configs=configs,
                                                ledger=request.ledger or Path(tmp) / "ledger.jsonl",
                                                example_rows=rows), run)
+
+
+def list_cut_off(path: Path) -> str:
+    """How often a configuration of the narrowed list at ``path`` passed, in words, from the
+    list's own ``min_acceptance`` ("at least 50% of the time"); without a readable cut-off, words
+    that claim no number."""
+    from dpbundle.release.sweep.run import read_list_document
+
+    try:
+        cut = (read_list_document(Path(path)) or {}).get("min_acceptance")
+    except (OSError, ValueError):
+        cut = None
+    if isinstance(cut, bool) or not isinstance(cut, (int, float)) or not 0 <= cut <= 1:
+        return "the list's acceptance cut-off"
+    return f"at least {float(cut) * 100:g}% of the time"
 
 
 def release_stages(request: ReleaseRequest, run: Run) -> Path:
