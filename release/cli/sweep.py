@@ -131,6 +131,7 @@ def cli_sweep(
     utility: Annotated[str, typer.Option("--utility", help="Granular utility of accepted candidates: 'first' accepted run per configuration, 'all', or 'none'.")] = "first",
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip report.html / report.pdf.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The private budget ledger: the sweep refuses data on which it records a spend (the same records, by the prepared table's fingerprint, whatever the file's bytes or compression). Default: the release's default ledger.", show_default=False)] = None,
 ) -> None:
     """Estimate each configuration's acceptance probability on PUBLIC data (feasibility sweep).
 
@@ -171,7 +172,8 @@ def cli_sweep(
     request = SweepRequest(spec, public_data, out, reps=reps, max_reps=max_reps, batch=batch, sample=sample,
                            seed=seed, configs=configs, allow_other_spec=allow_other_spec,
                            min_acceptance=min_acceptance, workers=workers, scheduler=scheduler,
-                           utility=utility, progress=not quiet, report=not no_report, console=console)
+                           utility=utility, progress=not quiet, report=not no_report, console=console,
+                           ledger=ledger)
     res = _run_or_exit(request, console)
     _print_result(res, Console())
     if not res.summary["narrowed"]["count"]:

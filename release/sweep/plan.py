@@ -1,7 +1,8 @@
 """Planning a sweep: every check before any run starts, and the plan the runs follow.
 
 :func:`plan_sweep` checks the request's options, loads the spec, refuses confidential data
-(a file whose SHA-256 the spec lists in ``privacy.private_data_sha256``), opens the output
+(a file whose SHA-256 the spec lists in ``privacy.private_data_sha256``, or data the budget
+ledger records a spend on, by the file's SHA-256 or the prepared table's fingerprint), opens the output
 directory (new, or a sweep of the same spec and data to resume), settles the design (reps, cap,
 batch, cut-off: given, else recorded, else the defaults), selects the configurations, reads the
 finished runs back, prepares the public data and writes ``sweep.json``. Any problem is a
@@ -295,9 +296,36 @@ def _prepare_data(request: SweepRequest, checked: Checked, adaptive: AdaptivePla
             raise SweepError(str(exc)) from None
     if prepared is None:
         return None, (int(old["data"]["n"]), old["data"].get("rows"))
+    _refuse_released(request, checked, prepared)
     if hasattr(prepared, "table"):
         _warn_weak_evidence(checked.spec, prepared, request.console)
     return prepared, (int(getattr(prepared, "n", 0)), int(getattr(prepared, "rows_read", 0) or 0))
+
+
+def _refuse_released(request: SweepRequest, checked: Checked, prepared: Any) -> None:
+    """SweepError when the private budget ledger records a spend on these data: the file's
+    SHA-256, or the prepared table's canonical fingerprint (the same records however the file
+    was exported, compressed or passed: a .csv.gz copy, a DataFrame), the keys the ledger itself
+    matches spends by. The fingerprint stays private: the message does not show it."""
+    from dpbundle.release.scheme.ledger import Ledger, LedgerError, table_fingerprint
+
+    if not hasattr(prepared, "distinct"):      # a test's stand-in preparation
+        return
+    ledger = Ledger(Path(request.ledger) if request.ledger is not None else Ledger.default_path())
+    if not ledger.path.exists():
+        return
+    try:
+        spends = ledger.entries(checked.data_sha, table_fingerprint(prepared, checked.spec))
+    except (LedgerError, OSError) as exc:
+        raise SweepError(f"{ledger.path}: cannot read the budget ledger ({exc}), so the sweep cannot "
+                         "check that these data are not confidential; repair it or pass --ledger") from None
+    if spends:
+        raise SweepError(
+            f"{request.data_path}: refusing to sweep: the budget ledger {ledger.path} records "
+            f"{len(spends)} privacy spend(s) on these records (the same prepared table, whatever the "
+            f"file's name, bytes or compression), i.e. they are confidential data. The sweep runs many "
+            f"iterations with no privacy accounting and writes their results in the clear; run it on "
+            f"public data only.")
 
 
 def _warn_weak_evidence(spec, prepared, console) -> None:

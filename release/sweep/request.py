@@ -71,6 +71,8 @@ class SweepOptions:
     report: bool = _opt(True, "write report.html / report.pdf")
     console: Any = _opt(None, "the Rich console for progress and warnings (default: stderr)", compare=False)
     on_run: Callable[[dict], None] | None = _opt(None, "called with each saved run's record")
+    ledger: Path | None = _opt(None, "the private budget ledger whose released data the sweep refuses "
+                                     "(default: the release's default ledger)")
 
 
 SweepOptions.__doc__ += "\n    Fields:\n\n" + "\n".join(
