@@ -15,6 +15,12 @@ against ``schemas/registry-entry.schema.json`` (written from that field list, st
 fills every tier-3 field) before it is written. Its strings follow the registry's own file checks
 (no folded YAML style, no LaTeX double backslashes). The audit re-reads it and checks that its
 epsilon and its composition formula (:func:`composition_formula`) agree with budget.json.
+
+Its wording follows the datasheet's editions (``templates/datasheet/edition.py``, from the facts'
+``dpbundle_version``): edition 1 is dpbundle 0.2's entry unchanged; edition 2 names the generator
+as people know it (PrivSyn, not privsyn), says SIMULATED for a spec with ``release.simulated``, and
+states the privacy loss composed over every run the curator's budget ledger records on the
+registry (``RegistryFacts.ledger``, the manifest's ``ledger``).
 """
 from __future__ import annotations
 
@@ -25,6 +31,8 @@ from typing import Any, Sequence
 import yaml
 
 from dpbundle.mechanisms import exact
+from dpbundle.templates.datasheet import statements
+from dpbundle.templates.datasheet.edition import edition_of
 
 from dpbundle.release.common import jsonschemas
 
@@ -101,13 +109,15 @@ def _input_column(c: dict) -> str:
     return "".join(bits) + ")"
 
 
-def _threshold_words(entry: dict, row: dict | None) -> str:
+def _threshold_words(entry: dict, row: dict | None, edition: int = 2) -> str:
     t = entry.get("threshold")
     used = row.get("threshold") if row else None
     if isinstance(t, dict):
         stake = t.get("stakeholder")
         fp = t.get("false_positive")
         derived = f"{used:.6g}" if isinstance(used, (int, float)) else "derived"
+        if edition >= 2 and isinstance(stake, (int, float)) and not isinstance(stake, bool):
+            stake = _show(stake)  # 2, not 2.0
         return (f"threshold {derived}, lowered from the stakeholders' {stake} so that a candidate beyond "
                 f"their limit passes by the noise alone with probability at most {fp}")
     return f"threshold {_show(t) if isinstance(t, (int, float)) else t}"
@@ -124,7 +134,11 @@ class RegistryFacts:
     ``columns``: (name, number of values, ordered) of each released column; ``created``: the UTC
     day; ``dpbundle_version``: the tool's version; ``fingerprint``: the signing key's SHA-256;
     ``files``: the bundle's file names; ``preregistration``: preregistration.json when the
-    release was pre-registered."""
+    release was pre-registered; ``ledger``: manifest.json's ``ledger`` (spends_on_registry,
+    earlier_epsilons, composed_epsilon), when the release has one: the entry then states the
+    privacy loss composed over every recorded run on the registry. A spec with
+    ``release.simulated: true`` (an ``--example`` release) makes the entry say SIMULATED in its
+    name, description and notes."""
 
     spec: dict
     configuration: dict
@@ -138,6 +152,7 @@ class RegistryFacts:
     fingerprint: str
     files: Sequence[str]
     preregistration: dict | None = None
+    ledger: dict | None = None
 
 
 def registry_entry(**facts: Any) -> dict:
@@ -175,6 +190,10 @@ class _Common:
     when: str             # " from START to END" (the registry's period) or ""
     seeds_bound: bool     # seeds.json in the bundle
     has_model: bool       # model.json in the bundle
+    simulated: bool       # spec.json's release.simulated
+    ledger: dict          # statements.ledger_facts of the manifest's ledger
+    gen_name: str         # the generator as people know it (PrivSyn, AIM (pure DP), ...); edition 1: its type
+    edition: int          # the wording's edition (templates/datasheet/edition.py): 1 = dpbundle 0.2's entry
 
 
 def _common(f: RegistryFacts) -> _Common:
@@ -191,10 +210,15 @@ def _common(f: RegistryFacts) -> _Common:
     min_count = (f.configuration.get("projection") or {}).get("min_count")
     period = release.get("period") or {}
     when = f" from {period['start']} to {period['end']}" if period.get("start") and period.get("end") else ""
+    edition = edition_of(f.dpbundle_version)
     return _Common(release=release, privacy=privacy, title=title, publisher=publisher, rows=rows,
                    acceptance=acceptance, gen=gen, records=records, dp_count=dp_count, formula=formula,
                    min_count=min_count, when=when, seeds_bound="seeds.json" in f.files,
-                   has_model="model.json" in f.files)
+                   has_model="model.json" in f.files, simulated=edition >= 2 and statements.simulated(f.spec),
+                   ledger=(statements.ledger_facts(f.ledger, float(f.budget["total_epsilon"])) if edition >= 2
+                           else statements.ledger_facts(None, 0.0)),
+                   gen_name=statements.generator_name(gen["type"]) if edition >= 2 else str(gen["type"]),
+                   edition=edition)
 
 
 def _entry(f: RegistryFacts) -> dict:
@@ -220,10 +244,13 @@ def _entry(f: RegistryFacts) -> dict:
 
 def _basic(f: RegistryFacts, c: _Common) -> dict:
     uses = [f"{e['id']}: {_sentence(e.get('description') or e.get('type'))[:-1]}" for e in c.acceptance]
+    simulated = ("SIMULATED DATA, NO REAL PERSON: this release was made from a simulated registry, generated "
+                 "by a program for demonstration (spec.json: release.simulated); where the text below names a "
+                 "registry, it is the simulated one. " if c.simulated else "")
     return {
-        "name": c.title,
+        "name": f"SIMULATED: {c.title}" if c.simulated else c.title,
         "data_curators": [c.publisher],
-        "description": _sentence(c.release.get("description") or c.title)
+        "description": simulated + _sentence(c.release.get("description") or c.title)
         + f" {f.n:,} synthetic records in {len(f.columns)} categorical columns "
           f"({', '.join(col[0] for col in f.columns)}).",
         "intended_use": ("Open data for statistical analysis of the released columns. The analyses "
@@ -284,20 +311,41 @@ def _privacy_loss(f: RegistryFacts, c: _Common) -> dict:
             "Someone with several records is protected by group privacy (k records: k times the epsilon)."),
         "privacy_parameters": {"epsilon": float(budget["total_epsilon"])},
         "privacy_parameters_details": (
-            f"Pure DP (delta = 0); {c.formula}. Generation ({gen['type']}): {_show(gen['epsilon'])}"
+            f"Pure DP (delta = 0); {c.formula}. Generation ({c.gen_name}): {_show(gen['epsilon'])}"
             + (f" ({parts})" if parts else "")
             + f". Acceptance criteria: {_show(budget['evaluation']['epsilon'])} "
             f"({crit_eps}). The private selection doubles the per-candidate epsilon (factor "
             f"{_show(budget['selection']['factor'])}) whatever the number of candidates tried. Cap "
             f"declared in the spec: {_show(budget['epsilon_cap'])}. OpenDP's privacy map of the selection "
-            f"gives {budget.get('total_epsilon_opendp')!r}."),
+            f"gives {budget.get('total_epsilon_opendp')!r}." + _composed_words(budget, c)),
     }
+
+
+def _composed_words(budget: dict, c: _Common) -> str:
+    """The privacy loss over every run the publisher's budget ledger records on the registry
+    (manifest.json's ledger; pure-DP sequential composition), or "" without a ledger."""
+    led = c.ledger
+    if not led["known"]:
+        return ""
+    if led["only"]:
+        return (" The curator's budget ledger records this run as the only one on the registry: the "
+                "privacy loss of its people is this epsilon.")
+    if led["composed"] is None:
+        return (f" This is the {led['k_ordinal']} run on the registry recorded in the curator's budget ledger; "
+                "the earlier runs' epsilons are not stated and add to this one.")
+    earlier = ", ".join(_show(e) for e in led["earlier_epsilons_values"])
+    return (f" This is the {led['k_ordinal']} run on the registry recorded in the curator's budget ledger "
+            f"(runs that released nothing included); the earlier runs spent epsilon {earlier}. Composed over "
+            f"every recorded run (sequential composition: the epsilons add up), the privacy loss of the "
+            f"registry's people is epsilon {_show(budget['total_epsilon'])} + {_show(led['earlier_sum'])} = "
+            f"{_show(led['composed'])}; the cap bounds this release's total only.")
 
 
 # -- the deployment model
 
 def _deployment_model(c: _Common) -> dict:
     publisher = c.publisher
+    led = c.ledger
     return {
         "model_name": "Central",
         "model_name_details": (f"{publisher} holds the confidential registry and runs dpbundle where the "
@@ -308,10 +356,12 @@ def _deployment_model(c: _Common) -> dict:
                    "candidate byte for byte against the published commitment. Everyone else, including "
                    "adversaries, sees only the bundle; anyone can check its signature, hashes and budget "
                    "arithmetic with dpbundle audit, without trusting the curator's code."),
-        "release_type": "One release",
+        "release_type": "One release" if not (led["known"] and led["k"] > 1) else "Multiple releases",
         "release_type_details": ("One bundle. Its epsilon is recorded in the curator's private budget "
                                  "ledger; another release from the same registry adds to it and is refused "
-                                 "unless the curator allows additional spending."),
+                                 "unless the curator allows additional spending."
+                                 + (f" The ledger records {led['k']} runs on this registry, this one included "
+                                    "(see privacy_parameters_details)." if led["known"] and led["k"] > 1 else "")),
         "data_source_type": "Static",
         "data_source_type_details": f"One extract of the registry{c.when}.",
         "access_type": "Non-interactive",
@@ -344,7 +394,7 @@ def _post_processing(f: RegistryFacts, c: _Common) -> str:
 def _composition(f: RegistryFacts, c: _Common) -> str:
     budget, gen = f.budget, c.gen
     return (
-        f"Sequential composition within one candidate: the generator ({gen['type']}, epsilon "
+        f"Sequential composition within one candidate: the generator ({c.gen_name}, epsilon "
         f"{_show(gen['epsilon'])}) and the acceptance criteria (epsilon "
         f"{_show(budget['evaluation']['epsilon'])}). The private selection with a known threshold "
         f"(Liu and Talwar 2019) draws candidates until one passes every criterion"
@@ -403,7 +453,9 @@ def _mechanisms(f: RegistryFacts, c: _Common) -> str:
     rec_words = (f" Number of records: {records.get('mechanism')}; resize: {records.get('resize')}."
                  if c.dp_count else "")
     return (
-        f"Generator {gen['type']} ({_params(gen_cfg)}), parts: {_generation_parts(gen) or _show(gen['epsilon'])}. "
+        f"Generator {c.gen_name}"
+        + (f" ({_params(gen_cfg)})" if _params(gen_cfg) or c.edition == 1 else "")
+        + f", parts: {_generation_parts(gen) or _show(gen['epsilon'])}. "
         f"Acceptance criteria: {crit_words}. Selection: {budget['selection']['method']}.{rec_words} "
         f"Implementation: dpbundle {f.dpbundle_version} on OpenDP {budget.get('opendp_version')}. Every noise draw "
         "comes from OpenDP's samplers (exact arithmetic, the operating system's CSPRNG), not from "
@@ -418,7 +470,7 @@ def _mechanisms(f: RegistryFacts, c: _Common) -> str:
 
 def _justification(c: _Common) -> str:
     privacy, min_count = c.privacy, c.min_count
-    just = [f"{e['id']} ({_threshold_words(e, c.rows.get(e['id']))}, epsilon {_show(e['epsilon'])})"
+    just = [f"{e['id']} ({_threshold_words(e, c.rows.get(e['id']), c.edition)}, epsilon {_show(e['epsilon'])})"
             for e in c.acceptance]
     return (
         "The data users' needs are the acceptance criteria of the spec, each with the largest error the "
@@ -452,7 +504,9 @@ def _administrative(f: RegistryFacts, c: _Common) -> dict:
         "sources": ("The bundle's datasheet (README.pdf, README.html) and its files. Contact: "
                     f"{c.release.get('contact', '')}. Method: https://arxiv.org/abs/2405.00267; private "
                     "selection: https://arxiv.org/abs/1811.07971."),
-        "notes": (f"Generated by dpbundle {version} from the bundle's public files on {f.created} (configuration "
+        "notes": (("SIMULATED DATA: made from a simulated registry for demonstration; do not submit it as a real "
+                   "deployment. " if c.simulated else "")
+                  + f"Generated by dpbundle {version} from the bundle's public files on {f.created} (configuration "
                   f"{f.configuration_id}). Verify the bundle with: dpbundle audit BUNDLE --pubkey {fingerprint}. "
                   "Region and sector are not part of the release spec: fill them in before submitting."),
         "registry_authors": [c.publisher],

@@ -379,7 +379,7 @@ def _family_conditional_means(q: _Family) -> str:
                 f"by group: {groups}; the check asks for an error below {q.tn} ({q.t}) in every group.")
     if q.measured:
         return (f"The mean {q.target} by group: {groups}. The mean is of numbers: {q.measured}. The check "
-                f"asks that this mean differ from the real one by less than {q.t} in every group.")
+                f"asks for an error below {q.t} in every group.")
     return f"The mean {q.target} by group: {groups}; the check asks for an error below {q.t} in every group."
 
 
@@ -738,6 +738,8 @@ def _section_about(f: _Facts) -> dict:
     period = release.get("period") or {}
     sections = _sections(bool(release.get("motivation") or release.get("mandate")))
     return {
+        # the datasheet edition (edition.py): which template renders the context
+        "edition": f.edition,
         # the document language (HTML lang, PDF /Lang): the spec's release.language when it has one
         "lang": str(release.get("language") or "en"),
         "title": release.get("title") or "Differentially private synthetic data",
@@ -981,9 +983,8 @@ def _section_process(f: _Facts) -> dict:
     gen, sel = budget["generation"], budget["selection"]
     hyper = gen.get("hyperparameters") or {}
     configuration_rows = _flatten(public.configuration)
-    if f.edition >= 2:  # the generator's type as people know it, the spec's identifier beside it
-        configuration_rows = [(k, f"{statements.generator_name(v)} ({v})"
-                               if k == "generator.type" and statements.generator_name(v) != v else v)
+    if f.edition >= 2:  # the generator's type as people know it (PrivSyn, not privsyn)
+        configuration_rows = [(k, statements.generator_name(v) if k == "generator.type" else v)
                               for k, v in configuration_rows]
     return {
         "selection_method": sel["method"],
@@ -1041,7 +1042,6 @@ def build_context(public: PublicFiles) -> dict:
     f = _facts(public)
     quality = _section_quality(f)
     return {
-        "edition": f.edition,
         **_section_about(f),
         **_section_records(f),
         **_section_columns(f),
