@@ -35,7 +35,7 @@ def test_simulated_data_is_said_on_page_one_iff_the_spec_says_so(flag):
     # the description's "from the national registry" is reframed on the cover when simulated
     if flag:
         desc = cover[cover.index("Simulated example"):]
-        assert desc.index("simulated one") < desc.index("national registry")
+        assert desc.index("Simulated example:") < desc.index("national registry")
         assert "The number of records equals the simulated registry\u2019s count" in text
         assert "equals the real count" not in text
         assert "confidential registry" not in text
