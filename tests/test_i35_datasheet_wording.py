@@ -210,3 +210,40 @@ def test_the_r_program_is_kept_with_its_heading():
 
     css = read_resource("datasheet.css")
     assert re.search(r"div\.code-block\s*\{[^}]*break-inside:\s*avoid", css)
+
+
+# --------------------------------------------------------------------------- charts
+
+def _alt(svg: str) -> str:
+    m = re.match(r"(?s)<svg\b[^>]*><title>(.*?)</title>", svg)
+    assert m, svg[:200]
+    import html as html_mod
+
+    return html_mod.unescape(m.group(1))
+
+
+def test_the_epsilon_chart_shades_by_what_the_page_says():
+    ctx = context_of("births", ledger=_ledger([2.5, 1]))
+    svg = ctx["epsilon_chart"]
+    assert "weak protection above" not in svg
+    alt = _alt(svg)
+    for row in ctx["epsilon_scale"]["rows"]:
+        band = re.search(re.escape(row["short"]) + r": \u03b5 = [\d.,]+, a 1% suspicion can become (up to|above) "
+                         r"([\d.]+)%", alt)
+        assert band, (row["short"], alt)
+        page = row["posterior"]            # the table's "a 1% suspicion can become at most ..."
+        p = 99.95 if page.startswith("more than") else float(page.rstrip("%"))
+        level = float(band.group(2))
+        assert (p <= level) if band.group(1) == "up to" else (p > level), (row["short"], page, band.group(0))
+    # 9.98 (the Israeli release) is in the darkest band, as the page's 99.5% says
+    assert re.search(r"Israel 2024 registry release: \u03b5 = 9\.98, a 1% suspicion can become above 99%", alt)
+
+
+def test_both_criteria_charts_put_a_criterion_at_the_same_place():
+    ctx = context_of("births", patch={"metrics.json": _derived_ratio})
+    crit = dict(re.findall(r"(\w+) (\u2212?[\d.]+)(?: \u00b1 [\d.]+)? \((?:pass|fail)\)", _alt(ctx["criteria_chart"])))
+    glance = dict(re.findall(r"(\w+): value (\u2212?[\d.]+)", _alt(ctx["glance_chart"])))
+    assert crit and crit == glance
+    # the ratio measured from its smallest value, 1: (1.2 - 1) / (1.40959 - 1)
+    assert float(crit["ratio"]) == pytest.approx((1.2 - 1) / (DERIVED["threshold"] - 1), abs=0.01)
+    assert "from the smallest possible value" in ctx["criteria_chart"]
