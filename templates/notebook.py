@@ -11,7 +11,7 @@ import html
 import math
 from collections.abc import Iterable, Sequence
 
-__all__ = ["MAX_REPR_TEXT", "STYLE", "bar_svg", "count", "esc", "number", "short", "table"]
+__all__ = ["MAX_REPR_TEXT", "STYLE", "bar_svg", "count", "esc", "number", "short", "table", "criteria_noise"]
 
 MAX_REPR_TEXT = 80       # characters of one text (a title, a path) in a repr
 MAX_CELL_TEXT = 4000     # characters of one cell of an HTML table (3 audit messages fit)
@@ -92,3 +92,40 @@ def bar_svg(fraction: float | None, low: float | None = None, high: float | None
                      "stroke=\"#d62728\" stroke-width=\"1.5\"/>")
     return (f"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" "
             f"role=\"img\">{''.join(parts)}</svg>")
+
+
+def _finite(x: object) -> float | None:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def criteria_noise(rows: Iterable[dict]) -> list[dict]:
+    """For a chart or a table of the acceptance criteria (rows of metrics.csv, or of metrics.json
+    merged with metrics.csv's ``value_noise_std``): each criterion's DP value and the noise *on
+    that value* as multiples of its threshold, and whether the evidence is weak by the datasheet's
+    rule (the value's noise std at least half the threshold; for a ratio, half the threshold's
+    distance above 1).
+
+    The noise on the value is ``value_noise_std``: for the Laplace mechanism it is ``noise_std``;
+    for a criterion whose noise is inside a fit (``noise_on`` "inside_fit") ``noise_std`` is the
+    noise on the fit's loss coefficients (in the loss's scaled units, 161 for the births
+    regression), not on the value (about 4.5 there), and a row without ``value_noise_std`` gets
+    no noise (``noise`` None) rather than the wrong one."""
+    out = []
+    for r in rows:
+        t = _finite(r.get("threshold"))
+        v = _finite(r.get("dp_value"))
+        vstd = _finite(r.get("value_noise_std"))
+        if vstd is None and r.get("noise_on", "value") == "value" and str(r.get("mechanism", "laplace")) == "laplace":
+            vstd = _finite(r.get("noise_std"))
+        ok = t is not None and t > 0
+        # the datasheet's weak rule measures a ratio's threshold from 1, its smallest value
+        span = (t - 1.0) if ok and r.get("type") == "smoothed_ratio" else t
+        out.append({"id": r.get("id"), "value": v / t if ok and v is not None else None,
+                    "noise": vstd / t if ok and vstd is not None else None,
+                    "weak": bool(ok and span and span > 0 and vstd is not None and vstd >= 0.5 * span),
+                    "passed": r.get("passed") in (True, "true")})
+    return out
