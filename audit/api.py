@@ -56,8 +56,8 @@ class ReleasedBundle:
     """A released bundle, opened for reading (use as a context manager, or call :meth:`close`).
 
     ``repr(bundle)`` is one short line (title, size, epsilon, criteria); in a notebook the
-    bundle shows its title, size, columns, metrics table and budget (all from public files,
-    unverified until :meth:`verify`)."""
+    bundle shows its title, size, columns, metrics table and budget (all from public files),
+    and whether :meth:`verify` verified it (its last verdict, else "not verified")."""
 
     path: Path
     _bundle: Bundle
@@ -145,11 +145,50 @@ class ReleasedBundle:
     @property
     def metrics(self) -> "pd.DataFrame":
         """metrics.json's criteria, one row per acceptance criterion (the DP values, their
-        thresholds, noise scales and whether each passed)."""
+        thresholds, noise scales and whether each passed), with metrics.csv's noise of the
+        reported value beside them: ``value_noise_std`` (the standard deviation of the noise on
+        ``dp_value``; for a fit, simulated on the released data; empty when unknown),
+        ``value_noise_mean`` and ``noise_on`` (``value``, ``inside_fit`` or
+        ``selection_scores``). ``noise_std`` is the noise the mechanism draws: the value's own only
+        where ``noise_on`` is ``value`` (a fit's is on its loss's coefficients, in other units).
+        Columns: id, type, dp_value, threshold, passed, the value's noise, then the rest."""
         import pandas as pd
 
-        criteria = self._json("metrics.json").get("criteria", [])
-        return pd.DataFrame(criteria)
+        criteria = [dict(c) for c in self._json("metrics.json").get("criteria", []) if isinstance(c, dict)]
+        extra = self._value_noise()
+        for row in criteria:
+            row.update(extra.get(row.get("id"), {}))
+        frame = pd.DataFrame(criteria)
+        first = [c for c in ("id", "type", "dp_value", "threshold", "passed", "value_noise_std",
+                             "value_noise_mean", "noise_on") if c in frame.columns]
+        return frame[first + [c for c in frame.columns if c not in first]]
+
+    def _value_noise(self) -> dict[str, dict[str, Any]]:
+        """metrics.csv's noise of each reported value, by criterion id ({} for a bundle without
+        those columns): noise_on (text), value_noise_std and value_noise_mean (float, NaN when
+        empty)."""
+        import csv
+        import io
+        import math
+
+        if not self._bundle.has("metrics.csv"):
+            return {}
+        try:
+            text = self._bundle.read_bytes("metrics.csv").decode("utf-8")
+        except (BundleFileError, UnicodeDecodeError):
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for row in csv.DictReader(io.StringIO(text, newline="")):
+            if "value_noise_std" not in row or not row.get("id"):
+                return {}
+            values: dict[str, Any] = {"noise_on": row.get("noise_on") or None}
+            for key in ("value_noise_std", "value_noise_mean"):
+                try:
+                    values[key] = float(row[key]) if row.get(key) else math.nan
+                except ValueError:
+                    values[key] = math.nan
+            out[row["id"]] = values
+        return out
 
     @property
     def n(self) -> int:
@@ -241,7 +280,7 @@ class ReleasedBundle:
                 budget.append((f"{part} epsilon (per iteration)", number(b[part]["epsilon"], 4)))
         return (
             "<div class=\"dpbundle-bundle\">"
-            f"<strong>{esc(title)}</strong> <small>({esc(self.path)}; not verified: call verify())</small>"
+            f"<strong>{esc(title)}</strong> <small>({esc(self.path)}; {esc(self._verification_text())})</small>"
             f"<p>{esc(count(s['n']) if s['n'] is not None else '?')} rows, {len(fields):,} columns: "
             f"{esc(shown)}</p>"
             + table(["criterion", "DP value", "threshold", "result"], rows,
@@ -249,6 +288,18 @@ class ReleasedBundle:
                     + (f"; {more:,} more not shown" if more > 0 else ""))
             + table(["privacy budget", "epsilon"], budget, caption="Budget (budget.json)")
             + "</div>")
+
+    def _verification_text(self) -> str:
+        """What the views say about verification: the verdict of the last :meth:`verify` of this
+        object (and the key it was given), else that it is not verified."""
+        report = self._cache.get("verification")
+        if report is None:
+            return "not verified: call verify()"
+        verdict = str(getattr(report, "verdict", "unknown"))
+        key = self._cache.get("verification_key")
+        if verdict == "verified":
+            return f"verified by verify() with the key {key}" if key else "verified by verify()"
+        return f"verify() verdict: {verdict}"
 
     # -- verification ------------------------------------------------------------------
     def verify(self, pubkey: str | os.PathLike | None = None, *,
@@ -276,7 +327,11 @@ class ReleasedBundle:
             kwargs["preregistration"] = preregistration
         if beacon is not None:
             kwargs["beacon"] = beacon
-        return run_audit(self.path, **kwargs)
+        self._cache.pop("verification", None)
+        report = run_audit(self.path, **kwargs)
+        self._cache["verification"] = report
+        self._cache["verification_key"] = None if pubkey is None else str(pubkey)
+        return report
 
 
 def _categorical(column: "pd.Series", field_: dict, path: Path) -> "pd.Series":

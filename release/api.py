@@ -36,7 +36,7 @@ from typing import Any, Iterator
 
 __all__ = ["ReleaseOptions", "SweepOptions", "DpbundleError", "CommandError", "UnusableInput", "Refused", "ReleaseFailed",
            "BundleNotWritten", "DpbundleInterrupt", "ReleaseInterrupted", "DPBUNDLE_ERRORS",
-           "release", "sweep", "audit"]
+           "DpbundleWarning", "release", "sweep", "audit"]
 
 PathLike = str | os.PathLike
 
@@ -185,11 +185,14 @@ def release(spec: "PathLike | dict | Spec | None" = None, data: "PathLike | pd.D
     options as one object; keywords may add others, but an option given both ways (set in
     ``options`` to other than its default, and as a keyword) is an UnusableInput.
 
-    Quiet unless ``echo=True``: nothing is written to stdout or stderr; the progress output is
-    logged at INFO and the warnings at WARNING to the ``dpbundle.release`` logger (which shows
-    nothing unless logging is configured). The returned bundle also has ``transcript_path``
-    (the PRIVATE transcript's path: keep it inside the enclave) and ``warnings`` (the warning
-    messages, in order)."""
+    Quiet unless ``echo=True``: nothing is written to stdout or stderr (nor shown in a Jupyter
+    cell); the progress output is logged at INFO and the warnings at WARNING to the
+    ``dpbundle.release`` logger (which shows nothing unless logging is configured). What the
+    user must see, the release's warnings (the PRIVATE transcript's location first among them),
+    is also issued once each through Python's :mod:`warnings` as a :class:`DpbundleWarning`
+    (filter them with ``warnings.simplefilter("ignore", DpbundleWarning)``). The returned
+    bundle also has ``transcript_path`` (the PRIVATE transcript's path: keep it inside the
+    enclave) and ``warnings`` (the warning messages, in order)."""
     from dpbundle.release.pipeline import output, run_release
 
     if request is not None:
@@ -205,6 +208,7 @@ def release(spec: "PathLike | dict | Spec | None" = None, data: "PathLike | pd.D
         with output.logged() as route:
             transcript_path = run_release(request)
         warnings = route.warnings
+        _issue_warnings(warnings)
     try:
         from dpbundle.audit import open_bundle
 
@@ -215,6 +219,19 @@ def release(spec: "PathLike | dict | Spec | None" = None, data: "PathLike | pd.D
     except Exception as exc:  # noqa: BLE001 - the bundle is written: say so
         raise DpbundleError(1, f"the bundle {options['out']} was written and the ledger records it as "
                                f"released, but it cannot be opened here ({type(exc).__name__}: {exc})") from None
+
+
+class DpbundleWarning(UserWarning):
+    """A warning of a release run from Python (the command line prints the same text)."""
+
+
+def _issue_warnings(messages: list[str]) -> None:
+    """Each message through Python's ``warnings`` (shown once per message by the default
+    filter; a notebook shows it under the cell), attributed to the caller of release()."""
+    import warnings as _warnings
+
+    for message in dict.fromkeys(messages):
+        _warnings.warn(DpbundleWarning(message), stacklevel=3)
 
 
 def _request_options(spec: Any, data: Any, options: dict, request: Any) -> tuple[Any, Any, dict]:

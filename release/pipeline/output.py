@@ -58,9 +58,12 @@ class _LogWriter(io.TextIOBase):
 
 
 def log_console(logger: logging.Logger = LOG, level: int = logging.INFO, kept: Optional[list] = None) -> Console:
-    """A Rich console whose output goes to ``logger`` at ``level`` (no colour, no terminal)."""
+    """A Rich console whose output goes to ``logger`` at ``level`` (no colour, no terminal, and
+    never Jupyter's display: in a notebook Rich would otherwise show its tables and live status
+    lines in the cell, with an 'install ipywidgets' warning for each, instead of writing to
+    ``file``)."""
     return Console(file=_LogWriter(logger, level, kept), width=120, color_system=None,
-                   force_terminal=False, force_interactive=False)
+                   force_terminal=False, force_interactive=False, force_jupyter=False)
 
 
 class LogRoute:
