@@ -304,8 +304,8 @@ def criteria_chart(criteria: Sequence[dict], *, width: int = 640, z: float = NOI
         v += step
     out.append(f'<line x1="{_n(X(1.0))}" y1="{top - 4}" x2="{_n(X(1.0))}" y2="{ybase}" stroke="{_FAIL}" stroke-width="1.2" stroke-dasharray="4 2"/>')
     if edition >= 2:
-        height_note = ("DP value as a multiple of the threshold, from the smallest possible value "
-                       f"(pass: left of 1); bars: \u00b1{z:g} noise standard deviations")
+        height_note = ("DP value in multiples of the threshold, from the smallest possible value "
+                       f"(pass: left of 1); bars: \u00b1{z:g} noise std")
     else:
         height_note = f"DP value / threshold (pass: left of 1); bars: \u00b1{z:g} noise standard deviations"
     out.append(

@@ -74,8 +74,8 @@ def ledger_facts(ledger: dict | None, total: float) -> dict:
     ``ledger``: ``known`` (the manifest states the count), ``k`` (this run's rank among the
     recorded spends, runs that released nothing included), ``earlier`` (their count), and, when
     the manifest states the earlier epsilons, ``composed`` (this bundle's total plus theirs: pure-DP
-    sequential composition) and ``earlier_sum``. ``composed`` is the manifest's
-    ``composed_epsilon`` when it states one, else the sum."""
+    sequential composition) and ``earlier_sum``. ``composed`` is computed from the stated
+    epsilons, whatever the manifest's ``composed_epsilon`` says."""
     out: dict[str, Any] = {"known": False, "k": None, "earlier": None, "composed": None,
                            "earlier_sum": None, "only": False}
     if not isinstance(ledger, dict):
@@ -88,9 +88,10 @@ def ledger_facts(ledger: dict | None, total: float) -> dict:
     values = [_number(e) for e in eps] if isinstance(eps, list) else None
     if values is not None and None not in values:
         earlier_sum = math.fsum(values)
-        composed = _number(ledger.get("composed_epsilon"))
+        # computed here from the stated epsilons (the audit checks the manifest's composed_epsilon
+        # against the same sum): the datasheet never repeats a composed figure that does not add up
         out.update(earlier_sum=earlier_sum, earlier_epsilons_values=values,
-                   composed=composed if composed is not None else float(total) + earlier_sum)
+                   composed=math.fsum([float(total), *values]))
     return out
 
 
