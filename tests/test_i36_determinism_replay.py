@@ -173,8 +173,10 @@ def test_a_new_bundle_replays_identically_under_every_kernel(fresh, name):
 
 def test_a_new_bundle_replays_identically_without_numpys_avx512_loops(fresh):
     """numpy's own SIMD loops (AVX-512 versions of exp, log, ...) switched off: the same replay."""
-    from numpy._core._multiarray_umath import __cpu_dispatch__
-
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__
+    except ImportError:
+        pytest.skip("this numpy does not list its dispatched CPU features")
     off = [f for f in ("X86_V4", "AVX512_ICL", "AVX512_SPR", "AVX512_SKX") if f in __cpu_dispatch__]
     if not off or "avx512f" not in _cpu_flags():
         pytest.skip("numpy dispatches no AVX-512 loops on this CPU")
