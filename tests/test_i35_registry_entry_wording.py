@@ -45,6 +45,8 @@ def test_simulated_is_in_the_name_description_and_notes_iff_flagged(flag):
         assert ("SIMULATED" in text) is flag
     if flag:
         assert basic["description"].index("SIMULATED") < basic["description"].index("registry")
+    model = entry["deployment"]["deployment_model"]["model_name_details"]
+    assert ("simulated registry" in model) is flag and ("confidential registry" in model) is not flag
 
 
 def test_the_composed_loss_is_stated_when_earlier_runs_are_recorded():

@@ -348,7 +348,8 @@ def _deployment_model(c: _Common) -> dict:
     led = c.ledger
     return {
         "model_name": "Central",
-        "model_name_details": (f"{publisher} holds the confidential registry and runs dpbundle where the "
+        "model_name_details": (f"{publisher} holds the {'simulated' if c.simulated else 'confidential'} registry "
+                               "and runs dpbundle where the "
                                "registry is kept; only the signed bundle is published."),
         "actors": (f"The curator ({publisher}) sees the confidential data and the private randomness "
                    "transcript and is trusted to run the published spec on the real registry. An auditor "
