@@ -48,7 +48,7 @@ import numpy as np
 
 __all__ = ["BLAS", "FIXED", "ARITHMETICS", "DEFAULT", "ARITHMETIC_MARK", "current", "use",
            "BLAS_REPLAY_RTOL", "arithmetic_of_records", "mark_admitted", "release_arithmetic", "fsum_dot", "gram", "cross", "matvec", "sym_eigh",
-           "solve_clipped", "lstsq_sym", "JACOBI_MAX_SWEEPS"]
+           "solve_clipped", "lstsq_sym", "exp", "JACOBI_MAX_SWEEPS"]
 
 #: 1 = numpy with BLAS/LAPACK (dpbundle <= 0.2); 2 = the fixed-order routines of this module.
 BLAS, FIXED = 1, 2
@@ -279,3 +279,32 @@ def lstsq_sym(G: np.ndarray, b: np.ndarray, rcond: float = 1e-12) -> np.ndarray:
     proj = _matvec_fsum(V.T, np.asarray(b, dtype=np.float64))
     coef = np.where(keep, proj / np.where(keep, lam, 1.0), 0.0)
     return _matvec_fsum(V, coef)
+
+
+# --------------------------------------------------------------------------- exponential
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01     # ln 2 split (fdlibm): k * _LN2_HI is exact for |k| < 2^20
+_LN2_LO = 1.90821492927058770002e-10
+_EXP_TERMS = 16                          # Taylor terms on |r| <= ln2/2: truncation below 1e-20
+
+
+def exp(x: float) -> float:
+    """e^x from +, -, *, / and an exact scaling by 2^k (no C library call, whose code the CPU
+    chooses: glibc's ``exp`` has FMA variants): x = k ln2 + r with |r| <= ln2/2 (Cody and
+    Waite's two-part ln 2), e^r by its Taylor polynomial in Horner form, then ``ldexp``. Within
+    a few ulps of e^x; the same bits on every IEEE-754 machine. For version 2's post-processing
+    weights (``oneway.discrete_laplace_variance``)."""
+    x = float(x)
+    if x != x:
+        return x
+    if x > 709.0:
+        return math.inf
+    if x < -745.0:
+        return 0.0
+    k = int(round(x * _LOG2E))
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    acc = 1.0
+    for i in range(_EXP_TERMS, 0, -1):
+        acc = 1.0 + acc * r / i
+    return math.ldexp(acc, k)

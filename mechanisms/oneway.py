@@ -176,10 +176,13 @@ def oneway_noise_variance(epsilon: float, d: int, *, sensitivity: float = COLUMN
 def discrete_laplace_variance(scale: float) -> float:
     """Variance of OpenDP's discrete Laplace of ``scale`` b (P(k) ~ exp(-|k| / b)):
     ``2 q / (1 - q)^2`` with ``q = exp(-1/b)`` (about ``2 b^2`` for large b)."""
+    from . import arithmetic as ar
+
     b = float(scale)
     if not b > 0:
         raise ValueError(f"scale must be > 0, got {scale!r}")
-    q = math.exp(-1.0 / b)
+    # arithmetic version 2: an exp of fixed operations (the C library's depends on the CPU)
+    q = ar.exp(-1.0 / b) if ar.current() == ar.FIXED else math.exp(-1.0 / b)
     return 2.0 * q / (1.0 - q) ** 2
 
 

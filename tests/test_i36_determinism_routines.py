@@ -231,3 +231,28 @@ def test_a_hash_of_the_routines_is_stable_in_process():
     h = [hashlib.sha256(np.concatenate([*ar.sym_eigh(Q)[1], ar.sym_eigh(Q)[0]]).tobytes()).hexdigest()
          for _ in range(2)]
     assert h[0] == h[1]
+
+
+def test_the_fixed_exponential_is_within_an_ulp_or_two_of_the_c_librarys():
+    import math
+    import random
+
+    rnd = random.Random(36)
+    for _ in range(20000):
+        x = rnd.uniform(-700.0, 700.0) if rnd.random() < 0.3 else -rnd.uniform(0.0, 2.0)
+        want = math.exp(x)
+        assert abs(ar.exp(x) - want) <= 2 * math.ulp(want), x
+    assert ar.exp(0.0) == 1.0 and ar.exp(-800.0) == 0.0 and ar.exp(800.0) == math.inf
+
+
+def test_the_one_way_noise_variance_follows_the_version():
+    import math
+
+    from dpbundle.mechanisms.oneway import discrete_laplace_variance
+
+    b = 37.25
+    q = ar.exp(-1.0 / b)
+    with ar.use(2):
+        assert discrete_laplace_variance(b) == 2.0 * q / (1.0 - q) ** 2
+    q1 = math.exp(-1.0 / b)
+    assert discrete_laplace_variance(b) == 2.0 * q1 / (1.0 - q1) ** 2
