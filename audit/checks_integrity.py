@@ -1,19 +1,36 @@
 """Check 1, integrity: the manifest's Ed25519 signature, every file's hash and size, no missing
-and no unlisted file, no unsafe names or links."""
+and no unlisted file, no unsafe names or links; from dpbundle 0.3, the signed checksum list.
+
+Bundles made by dpbundle 0.3 and later also sign ``SHA256SUMS`` (what ``sha256sum -c`` checks)
+twice, with the same key: ``SHA256SUMS.sig`` (raw Ed25519) and ``SHA256SUMS.sshsig`` (OpenSSH's
+SSHSIG format, PROTOCOL.sshsig, namespace ``dpbundle``). For those bundles both are required and
+verified here against the key the manifest is verified with (the pinned one when --pubkey is
+given), and SHA256SUMS must list exactly the manifest's other files with the manifest's hashes.
+The SSHSIG parsing and verification below is this module's own (it shares no code with the
+release's writer)."""
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import re
+import struct
 from dataclasses import dataclass
 
 from .bundle_io import BundleFileError, safe_name
 from .context import AuditContext, Missing
 from .report import CheckResult
 
-__all__ = ["check_integrity", "load_public_key", "PublicKeyError", "PinnedKey", "parse_pin", "HEX_PIN"]
+__all__ = ["check_integrity", "load_public_key", "PublicKeyError", "PinnedKey", "parse_pin", "HEX_PIN",
+           "made_since", "SIGNED_CHECKSUMS_SINCE", "CHECKSUM_FILES", "SSHSIG_NAMESPACE", "verify_sshsig",
+           "SshsigError"]
 
 UNSIGNED = ("manifest.json", "manifest.sig")
+SHA256SUMS, SHA256SUMS_SIG, SHA256SUMS_SSHSIG = "SHA256SUMS", "SHA256SUMS.sig", "SHA256SUMS.sshsig"
+CHECKSUM_FILES = (SHA256SUMS, SHA256SUMS_SIG, SHA256SUMS_SSHSIG)
+SIGNED_CHECKSUMS_SINCE = (0, 3)     # the dpbundle version whose bundles sign SHA256SUMS
+SSHSIG_NAMESPACE = "dpbundle"
+MAX_CHECKSUM_BYTES = 1024 * 1024    # SHA256SUMS and its signatures are a few hundred bytes
 
 # 64 hex characters, optionally written "sha256:<hex>": a key's fingerprint (SHA-256 of the raw
 # 32-byte Ed25519 key, as `dpbundle keygen` prints it and manifest.json records it) or the raw key
@@ -79,6 +96,16 @@ def load_public_key(data: bytes):
     return key
 
 
+def made_since(manifest, version: tuple[int, int]) -> bool:
+    """Whether manifest.json's ``dpbundle_version`` is ``version`` (major, minor) or later. A
+    version that does not parse counts as later (the newest rules apply to it)."""
+    made = manifest.get("dpbundle_version") if isinstance(manifest, dict) else None
+    m = re.match(r"\s*v?(\d+)(?:\.(\d+))?", str(made)) if made is not None else None
+    if not m:
+        return True
+    return (int(m.group(1)), int(m.group(2) or 0)) >= version
+
+
 def _raw(key) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
@@ -100,7 +127,7 @@ def check_integrity(ctx: AuditContext, pinned_key=None) -> CheckResult:
         r.fail(f"manifest.json: {e}")
         r.detail = "no usable manifest"
         return r
-    manifest, sig_ok = _check_signature(ctx, manifest_bytes, pin, r)
+    manifest, sig_ok, key = _check_signature(ctx, manifest_bytes, pin, r)
     # -- files ---------------------------------------------------------------------------
     if not isinstance(manifest, dict):
         r.detail = "manifest unusable"
@@ -118,16 +145,22 @@ def check_integrity(ctx: AuditContext, pinned_key=None) -> CheckResult:
     for name in sorted(b.files):
         if name not in listed and name not in UNSIGNED:
             r.fail(f"{name}: in the bundle but not listed in the manifest")
+    signed_sums = made_since(manifest, SIGNED_CHECKSUMS_SINCE)
+    if signed_sums:
+        _check_signed_checksums(b, key, files, r)
     r.facts.update({"files_checked": checked, "signature_valid": sig_ok})
     if not r.failed:
         pinned = "pinned key" if pin is not None else "key in the manifest (key not pinned)"
         r.detail = f"signature valid ({pinned}); {checked} files match their SHA-256 and size"
+        if signed_sums:
+            r.detail += "; SHA256SUMS lists them and its Ed25519 and OpenSSH signatures are valid"
     return r
 
 
 def _check_signature(ctx: AuditContext, manifest_bytes: bytes, pin: PinnedKey | None,
-                     r: CheckResult) -> tuple[object, bool]:
-    """(manifest.json's data or None, whether manifest.sig is a valid signature of its bytes)."""
+                     r: CheckResult) -> tuple[object, bool, object]:
+    """(manifest.json's data or None, whether manifest.sig is a valid signature of its bytes,
+    the key it was verified with or None)."""
     try:
         manifest = ctx.json("manifest.json")
     except Missing as e:
@@ -143,7 +176,7 @@ def _check_signature(ctx: AuditContext, manifest_bytes: bytes, pin: PinnedKey | 
     sig_ok = _verify(key, sig, manifest_bytes, pin, r)
     if key is not None:
         _check_declared_key(manifest, key, pin, r)
-    return manifest, sig_ok
+    return manifest, sig_ok, key
 
 
 def _manifest_entry(i: int, entry, listed: set[str], r: CheckResult) -> tuple[str, str, int] | None:
@@ -286,3 +319,170 @@ def _check_declared_key(manifest, key, pin: PinnedKey | None, r: CheckResult) ->
                 r.fail("manifest.json: public_key.pem is not the pinned key")
         except PublicKeyError:
             pass   # already reported by _embedded_key
+
+
+# ------------------------------------------------------------- the signed checksum list (>= 0.3)
+
+def _check_signed_checksums(b, key, files: list, r: CheckResult) -> None:
+    """SHA256SUMS, SHA256SUMS.sig and SHA256SUMS.sshsig: present, listed in the manifest, both
+    signatures valid for ``key`` (the manifest's verifying key), and SHA256SUMS listing exactly
+    the manifest's other files with the manifest's hashes."""
+    listed = {e.get("path"): e.get("sha256") for e in files if isinstance(e, dict)}
+    contents = {name: _checksum_file(b, name, name in listed, r) for name in CHECKSUM_FILES}
+    sums = contents[SHA256SUMS]
+    if sums is None:
+        return
+    _check_sums_listing(sums, {p: h for p, h in listed.items() if p not in CHECKSUM_FILES}, r)
+    if key is None:
+        return
+    sig = contents[SHA256SUMS_SIG]
+    if sig is not None and not _ed25519_ok(key, sig, sums):
+        r.fail(f"{SHA256SUMS_SIG}: not a valid Ed25519 signature of SHA256SUMS by the bundle's key")
+    armored = contents[SHA256SUMS_SSHSIG]
+    if armored is not None:
+        try:
+            verify_sshsig(key, armored, sums, SSHSIG_NAMESPACE)
+        except SshsigError as e:
+            r.fail(f"{SHA256SUMS_SSHSIG}: {e}")
+
+
+def _checksum_file(b, name: str, in_manifest: bool, r: CheckResult) -> bytes | None:
+    """The bytes of SHA256SUMS or one of its signatures, or None (failing the check: a bundle
+    made by dpbundle 0.3 or later has all three, listed in its manifest)."""
+    why = "a bundle made by dpbundle 0.3 or later signs its checksum list"
+    if not in_manifest:
+        r.fail(f"manifest.json: {name} is not listed ({why})")
+    if not b.has(name):
+        if in_manifest:
+            return None            # "listed in the manifest but missing" is already reported
+        r.fail(f"{name}: missing ({why})")
+        return None
+    if b.files[name] > MAX_CHECKSUM_BYTES:
+        r.fail(f"{name}: {b.files[name]} bytes, more than the {MAX_CHECKSUM_BYTES} of a checksum list")
+        return None
+    try:
+        return b.read_bytes(name)
+    except BundleFileError as e:
+        r.fail(f"{name}: {e}")
+        return None
+
+
+def _ed25519_ok(key, sig: bytes, data: bytes) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
+    if len(sig) != 64:
+        return False
+    try:
+        key.verify(sig, data)
+    except InvalidSignature:
+        return False
+    return True
+
+
+_SUM_LINE = re.compile(r"([0-9a-f]{64})  ([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*)")
+
+
+def _check_sums_listing(sums: bytes, expected: dict, r: CheckResult) -> None:
+    """SHA256SUMS lists each of ``expected`` (name -> the manifest's SHA-256) once, with that
+    hash, and nothing else."""
+    try:
+        text = sums.decode("ascii")
+    except UnicodeDecodeError:
+        r.fail("SHA256SUMS: not ASCII text")
+        return
+    seen: dict[str, str] = {}
+    for no, line in enumerate(text.splitlines(), start=1):
+        m = _SUM_LINE.fullmatch(line)
+        if not m:
+            r.fail(f"SHA256SUMS line {no}: not '<64 lowercase hex>  <file name>'")
+            return
+        if m.group(2) in seen:
+            r.fail(f"SHA256SUMS line {no}: {m.group(2)} listed twice")
+            return
+        seen[m.group(2)] = m.group(1)
+    if text and not text.endswith("\n"):
+        r.fail("SHA256SUMS: the last line has no newline")
+    for name in sorted(set(expected) - set(seen)):
+        r.fail(f"SHA256SUMS: does not list {name}, which the manifest lists")
+    for name in sorted(set(seen) - set(expected)):
+        r.fail(f"SHA256SUMS: lists {name}, which the manifest does not list (or lists as a signature)")
+    for name in sorted(set(seen) & set(expected)):
+        if seen[name] != expected[name]:
+            r.fail(f"SHA256SUMS: {name}'s SHA-256 differs from the manifest's")
+
+
+class SshsigError(ValueError):
+    """An SSHSIG signature that is malformed or does not verify (the message says which part)."""
+
+
+class _SshReader:
+    """Reads SSH wire types (RFC 4251) from bytes; SshsigError when they run out."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def raw(self, n: int) -> bytes:
+        if self.at + n > len(self.data):
+            raise SshsigError("truncated")
+        out = self.data[self.at:self.at + n]
+        self.at += n
+        return out
+
+    def uint32(self) -> int:
+        return struct.unpack(">I", self.raw(4))[0]
+
+    def string(self) -> bytes:
+        return self.raw(self.uint32())
+
+    def done(self) -> bool:
+        return self.at == len(self.data)
+
+
+def _dearmor(armored: bytes) -> bytes:
+    """The SSHSIG blob inside '-----BEGIN SSH SIGNATURE-----' ... '-----END SSH SIGNATURE-----'."""
+    try:
+        lines = armored.decode("ascii").strip().splitlines()
+    except UnicodeDecodeError:
+        raise SshsigError("not ASCII text") from None
+    if len(lines) < 3 or lines[0].strip() != "-----BEGIN SSH SIGNATURE-----" \
+            or lines[-1].strip() != "-----END SSH SIGNATURE-----":
+        raise SshsigError("not an armored SSH signature (BEGIN/END SSH SIGNATURE lines)")
+    try:
+        return base64.b64decode("".join(x.strip() for x in lines[1:-1]), validate=True)
+    except (binascii.Error, ValueError):
+        raise SshsigError("the armored signature is not base64") from None
+
+
+def verify_sshsig(key, armored: bytes, message: bytes, namespace: str) -> None:
+    """Verify an armored SSHSIG signature (OpenSSH PROTOCOL.sshsig, version 1, Ed25519) of
+    ``message`` by the Ed25519 public ``key`` in ``namespace``; SshsigError says why not."""
+    rd = _SshReader(_dearmor(armored))
+    if rd.raw(6) != b"SSHSIG":
+        raise SshsigError("no SSHSIG magic")
+    if rd.uint32() != 1:
+        raise SshsigError("not SSHSIG version 1")
+    pub, ns, reserved, hash_alg, sig_blob = (rd.string() for _ in range(5))
+    if not rd.done():
+        raise SshsigError("trailing bytes after the signature")
+    pk = _SshReader(pub)
+    if pk.string() != b"ssh-ed25519" or pk.string() != _raw(key) or not pk.done():
+        raise SshsigError("signed by another key than the bundle's (or not an ssh-ed25519 key)")
+    if ns != namespace.encode():
+        raise SshsigError(f"namespace {ns.decode('utf-8', 'replace')!r}, not {namespace!r}")
+    hashes = {b"sha512": hashlib.sha512, b"sha256": hashlib.sha256}
+    if hash_alg not in hashes:
+        raise SshsigError(f"hash algorithm {hash_alg.decode('ascii', 'replace')!r}, not sha512 or sha256")
+    sg = _SshReader(sig_blob)
+    if sg.string() != b"ssh-ed25519":
+        raise SshsigError("not an ssh-ed25519 signature")
+    sig = sg.string()
+    if not sg.done():
+        raise SshsigError("trailing bytes after the Ed25519 signature")
+
+    def ssh_string(x: bytes) -> bytes:
+        return struct.pack(">I", len(x)) + x
+
+    signed = (b"SSHSIG" + ssh_string(ns) + ssh_string(reserved) + ssh_string(hash_alg)
+              + ssh_string(hashes[hash_alg](message).digest()))
+    if not _ed25519_ok(key, sig, signed):
+        raise SshsigError("the OpenSSH signature of SHA256SUMS is not valid for the bundle's key")

@@ -71,8 +71,11 @@ def resign(bundle: Path, key_path: Path, **manifest_fields) -> None:
     (bundle / "datapackage.json").write_text(json.dumps(package, indent=2, ensure_ascii=False) + "\n")
     if (bundle / "SHA256SUMS").exists():
         names = sorted(line.split("  ", 1)[1] for line in (bundle / "SHA256SUMS").read_text().splitlines())
-        (bundle / "SHA256SUMS").write_text("".join(
-            f"{hashlib.sha256((bundle / name).read_bytes()).hexdigest()}  {name}\n" for name in names))
+        sums = "".join(f"{hashlib.sha256((bundle / name).read_bytes()).hexdigest()}  {name}\n" for name in names)
+        (bundle / "SHA256SUMS").write_text(sums)
+        for name, sig in keys.sign_checksum_list(keys.load_private_key(key_path), sums.encode()).items():
+            if (bundle / name).exists():   # the checksum list is signed from dpbundle 0.3
+                (bundle / name).write_bytes(sig)
     manifest = json.loads((bundle / "manifest.json").read_text())
     for f in manifest["files"]:
         raw = (bundle / f["path"]).read_bytes()

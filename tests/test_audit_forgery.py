@@ -62,8 +62,9 @@ def invoke(*args, ok: bool = True):
 
 @contextlib.contextmanager
 def wired(configs: Path | None, ledger: Path):
-    """Releases inside write the configuration list and the ledger's count into the bundle, as
-    release_cmd.py will: ``public_files |= configurations_file(configs)`` and ``ledger={...}``."""
+    """Releases inside write the configuration list and the ledger's spends into the bundle, as
+    release_cmd.py will: ``public_files |= configurations_file(configs)`` and ``ledger={...}``
+    (the earlier spends' epsilons as the ledger records them)."""
     from dpbundle.release.bundle import write as bundle_mod
     from dpbundle.release.scheme.ledger import Ledger, _same_data
 
@@ -75,8 +76,9 @@ def wired(configs: Path | None, ledger: Path):
         same = _same_data(spends, me["data_fingerprint"], me.get("table_fingerprint"))
         files = kw.get("public_files", content.public_files if content is not None else None)
         kw["public_files"] = dict(files or {}) | bundle_mod.configurations_file(configs)
-        kw["ledger"] = {"spends_on_registry": [e["id"] for e in same].index(me["id"]) + 1,
-                        "spend_id": me["id"]}
+        at = [e["id"] for e in same].index(me["id"])
+        kw["ledger"] = {"spends_on_registry": at + 1, "spend_id": me["id"],
+                        "earlier_epsilons": [e["epsilon"] for e in same[:at]]}
         return original(out, content, **kw)
 
     with pytest.MonkeyPatch.context() as mp:
@@ -130,7 +132,7 @@ def space(spec: Path) -> list[dict]:
 def forge(bundle: Path, key: Path, **manifest_fields) -> None:
     """What a publisher can do after editing files: datasheet rendered again from the edited
     public files, every hash recomputed (datapackage.json, SHA256SUMS, manifest.json listing
-    exactly the files present) and the manifest re-signed with its own key."""
+    exactly the files present) and SHA256SUMS and the manifest re-signed with its own key."""
     from dpbundle.release.bundle.datasheet import render_pdf_bytes
     from dpbundle.templates.datasheet import datasheet_html, meta_from_manifest, read_public_files
 
@@ -150,8 +152,15 @@ def forge(bundle: Path, key: Path, **manifest_fields) -> None:
     html = datasheet_html(public)
     (bundle / "README.html").write_bytes(html.encode("utf-8"))
     (bundle / "README.pdf").write_bytes(render_pdf_bytes(html))
-    (bundle / "SHA256SUMS").write_text("".join(
-        f"{hashlib.sha256((bundle / n).read_bytes()).hexdigest()}  {n}\n" for n in sorted(order) if n != "SHA256SUMS"))
+    checksum_files = ("SHA256SUMS", "SHA256SUMS.sig", "SHA256SUMS.sshsig")
+    sums = "".join(f"{hashlib.sha256((bundle / n).read_bytes()).hexdigest()}  {n}\n"
+                   for n in sorted(order) if n not in checksum_files).encode()
+    (bundle / "SHA256SUMS").write_bytes(sums)
+    private_key = keys.load_private_key(key)
+    if (bundle / "SHA256SUMS.sig").exists():
+        (bundle / "SHA256SUMS.sig").write_bytes(keys.sign(private_key, sums))
+    if (bundle / "SHA256SUMS.sshsig").exists():
+        (bundle / "SHA256SUMS.sshsig").write_bytes(keys.sshsig_sign(private_key, sums))
     for f in manifest["files"]:
         data = (bundle / f["path"]).read_bytes()
         f["sha256"], f["size"] = hashlib.sha256(data).hexdigest(), len(data)
@@ -703,7 +712,7 @@ def test_docs_state_the_table_and_every_verdict_word():
 def test_the_datasheet_says_what_each_audit_proves(released):
     html = (released["bundle"] / "README.html").read_text()
     for words in ("What the checks prove, and what they cannot", "The public audit (anyone) proves",
-                  "Only the enclave audit proves", "Nobody can prove, without a trusted party",
+                  "Only the enclave audit checks", "Nobody can prove, without a trusted party",
                   "--preregistration REC --beacon VALUE", "one in a million"):
         assert words in html, words
 

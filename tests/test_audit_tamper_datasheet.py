@@ -34,8 +34,11 @@ def resign(bundle: Path, key_path: Path) -> None:
     manifest = json.loads((bundle / "manifest.json").read_text())
     names = [f["path"] for f in manifest["files"]]
     sums = "".join(f"{hashlib.sha256((bundle / f).read_bytes()).hexdigest()}  {f}\n"
-                   for f in sorted(n for n in names if n != "SHA256SUMS"))
+                   for f in sorted(n for n in names if not n.startswith("SHA256SUMS")))
     (bundle / "SHA256SUMS").write_text(sums)
+    for name, sig in keys.sign_checksum_list(keys.load_private_key(key_path), sums.encode()).items():
+        if name in names:       # the checksum list is signed from dpbundle 0.3
+            (bundle / name).write_bytes(sig)
     for f in manifest["files"]:
         data = (bundle / f["path"]).read_bytes()
         f["sha256"], f["size"] = hashlib.sha256(data).hexdigest(), len(data)

@@ -154,7 +154,8 @@ def _manifest(out: Path) -> dict:
 
 
 FILES = ["data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
-         "datapackage.json", "registry-entry.yaml", "README.html", "README.pdf", "SHA256SUMS"]
+         "datapackage.json", "registry-entry.yaml", "README.html", "README.pdf", "SHA256SUMS",
+         "SHA256SUMS.sig", "SHA256SUMS.sshsig"]   # the checksum list signed (dpbundle 0.3)
 
 
 def test_every_file_exists_and_nothing_else(built):
@@ -522,7 +523,7 @@ def test_sha256sums_is_accepted_by_sha256sum(built):
         pytest.skip("sha256sum is not installed")
     out = built["out"]
     names = [line.split("  ", 1)[1] for line in (out / "SHA256SUMS").read_text().splitlines()]
-    assert sorted(names) == sorted(FILES[:-1])  # every file but itself and the manifest pair
+    assert sorted(names) == sorted(FILES[:-3])  # every file but itself, its signatures and the manifest pair
     ok = subprocess.run([exe, "-c", "SHA256SUMS"], cwd=out, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
 

@@ -299,9 +299,12 @@ def _resign(bundle: Path, key_path: Path) -> None:
     """What a publisher holding the key does after an edit: new hashes, a new signature."""
     manifest = json.loads((bundle / "manifest.json").read_text())
     names = [f["path"] for f in manifest["files"]]
-    (bundle / "SHA256SUMS").write_text("".join(
-        f"{hashlib.sha256((bundle / f).read_bytes()).hexdigest()}  {f}\n"
-        for f in sorted(n for n in names if n != "SHA256SUMS")))
+    sums = "".join(f"{hashlib.sha256((bundle / f).read_bytes()).hexdigest()}  {f}\n"
+                   for f in sorted(n for n in names if not n.startswith("SHA256SUMS"))).encode()
+    (bundle / "SHA256SUMS").write_bytes(sums)
+    for name, sig in keys.sign_checksum_list(keys.load_private_key(key_path), sums).items():
+        if name in names:       # the checksum list is signed from dpbundle 0.3
+            (bundle / name).write_bytes(sig)
     for f in manifest["files"]:
         data = (bundle / f["path"]).read_bytes()
         f["sha256"], f["size"] = hashlib.sha256(data).hexdigest(), len(data)

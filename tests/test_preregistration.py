@@ -199,6 +199,9 @@ def _resign(bundle, key_path):
             for name in sorted(line.split("  ", 1)[1]
                                for line in (bundle / "SHA256SUMS").read_text().splitlines())]
     (bundle / "SHA256SUMS").write_text("".join(sums))
+    for name, sig in keys.sign_checksum_list(keys.load_private_key(key_path), "".join(sums).encode()).items():
+        if (bundle / name).exists():   # the checksum list is signed from dpbundle 0.3
+            (bundle / name).write_bytes(sig)
     manifest = json.loads((bundle / "manifest.json").read_text())
     for f in manifest["files"]:
         data = (bundle / f["path"]).read_bytes()

@@ -5,19 +5,33 @@ A bundle's ``manifest.sig`` is the raw 64-byte Ed25519 signature of the exact by
 
     openssl pkeyutl -verify -pubin -inkey KEY.pub -rawin -in manifest.json -sigfile manifest.sig
 
+From dpbundle 0.3 the checksum list ``SHA256SUMS`` (every file but the manifest and the
+signatures) is signed too, twice: ``SHA256SUMS.sig`` (raw Ed25519, as above) and
+``SHA256SUMS.sshsig`` (an OpenSSH signature in the SSHSIG format of OpenSSH's PROTOCOL.sshsig,
+namespace :data:`SSHSIG_NAMESPACE`, hash sha512), so that the file people check with
+``sha256sum -c`` is itself the signed object::
+
+    openssl pkeyutl -verify -pubin -inkey KEY.pub -rawin -in SHA256SUMS -sigfile SHA256SUMS.sig
+    ssh-keygen -Y verify -f allowed_signers -I publisher -n dpbundle -s SHA256SUMS.sshsig < SHA256SUMS
+
 Files written by :func:`write_keypair` (``dpbundle keygen --out PATH``):
 
 - ``PATH.key``: the private key, PKCS#8 PEM, mode 0600, optionally encrypted with a passphrase
   (read from ``--passphrase-file`` or the environment variable ``DPBUNDLE_KEY_PASSPHRASE``,
   never from a plain command-line value);
-- ``PATH.pub``: the public key, SubjectPublicKeyInfo PEM.
+- ``PATH.pub``: the public key, SubjectPublicKeyInfo PEM;
+- ``PATH.allowed_signers``: the public key as an OpenSSH ``allowed_signers`` line
+  (:func:`allowed_signers_line`: principal :data:`SSHSIG_PRINCIPAL`, namespace
+  :data:`SSHSIG_NAMESPACE`), the file ``ssh-keygen -Y verify -f`` reads.
 
 The key fingerprint is the SHA-256 of the raw 32-byte public key, in hex.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
+import struct
 import sys
 from pathlib import Path
 from typing import Union
@@ -42,6 +56,14 @@ __all__ = [
     "public_key_fingerprint",
     "sign",
     "verify",
+    "SSHSIG_NAMESPACE",
+    "SSHSIG_PRINCIPAL",
+    "openssh_public_key_line",
+    "allowed_signers_line",
+    "sshsig_sign",
+    "allowed_signers_path",
+    "sign_checksum_list",
+    "CHECKSUM_SIGNATURES",
 ]
 
 SIGNATURE_SIZE = 64
@@ -61,6 +83,12 @@ def generate_private_key() -> Ed25519PrivateKey:
 def _key_paths(out: Path) -> tuple[Path, Path]:
     out = Path(out)
     return out.with_name(out.name + ".key"), out.with_name(out.name + ".pub")
+
+
+def allowed_signers_path(out: Path) -> Path:
+    """``PATH.allowed_signers``, written beside ``PATH.pub`` by :func:`write_keypair`."""
+    out = Path(out)
+    return out.with_name(out.name + ".allowed_signers")
 
 
 def _as_bytes_passphrase(passphrase: bytes | str | None) -> bytes | None:
@@ -113,13 +141,15 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 def write_keypair(out: Path, passphrase: bytes | str | None = None,
                   key: Ed25519PrivateKey | None = None) -> tuple[Path, Path]:
-    """Write ``out.key`` (PKCS#8 PEM, 0600, encrypted if ``passphrase``) and ``out.pub``.
+    """Write ``out.key`` (PKCS#8 PEM, 0600, encrypted if ``passphrase``), ``out.pub`` and
+    ``out.allowed_signers`` (:func:`allowed_signers_line`, for ``ssh-keygen -Y verify``).
 
     Refuses (:class:`KeyFileError`) if either file exists; nothing is written then.
     Returns ``(key_path, pub_path)``.
     """
     key_path, pub_path = _key_paths(out)
-    for p in (key_path, pub_path):
+    signers_path = allowed_signers_path(out)
+    for p in (key_path, pub_path, signers_path):
         if p.exists() or p.is_symlink():
             raise KeyFileError(f"{p}: already exists; refusing to overwrite a key")
     if not key_path.parent.is_dir():
@@ -132,8 +162,10 @@ def write_keypair(out: Path, passphrase: bytes | str | None = None,
     _write_new(key_path, private_pem, 0o600)
     try:
         _write_new(pub_path, public_key_pem(key).encode("ascii"), 0o644)
+        _write_new(signers_path, (allowed_signers_line(key) + "\n").encode("ascii"), 0o644)
     except BaseException:
-        key_path.unlink(missing_ok=True)
+        for p in (key_path, pub_path):
+            p.unlink(missing_ok=True)
         raise
     return key_path, pub_path
 
@@ -228,6 +260,75 @@ def verify(pub: PublicKeyLike, data: bytes, sig: bytes) -> bool:
     except InvalidSignature:
         return False
     return True
+
+
+# ------------------------------------------------------------------ OpenSSH signatures (SSHSIG)
+
+SSHSIG_NAMESPACE = "dpbundle"     # ssh-keygen -Y verify -n dpbundle: a signature made for nothing else
+SSHSIG_PRINCIPAL = "publisher"    # the identity (-I) the allowed_signers line written by keygen names
+SSHSIG_HASH = "sha512"
+_SSHSIG_MAGIC = b"SSHSIG"
+_SSHSIG_VERSION = 1
+_SSH_ED25519 = b"ssh-ed25519"
+_ARMOR_BEGIN, _ARMOR_END = "-----BEGIN SSH SIGNATURE-----", "-----END SSH SIGNATURE-----"
+_ARMOR_WIDTH = 70                 # ssh-keygen's line width
+
+
+def _ssh_string(data: bytes) -> bytes:
+    """An SSH wire ``string`` (RFC 4251): a 4-byte big-endian length, then the bytes."""
+    return struct.pack(">I", len(data)) + data
+
+
+def _ssh_public_blob(key: PublicKeyLike) -> bytes:
+    """The SSH wire encoding of an Ed25519 public key: string "ssh-ed25519", string key (32 bytes)."""
+    raw = _public(key).public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return _ssh_string(_SSH_ED25519) + _ssh_string(raw)
+
+
+def openssh_public_key_line(key: PublicKeyLike) -> str:
+    """The public key as OpenSSH writes it (``ssh-ed25519 AAAA...``), without a comment."""
+    return f"{_SSH_ED25519.decode()} {base64.b64encode(_ssh_public_blob(key)).decode('ascii')}"
+
+
+def allowed_signers_line(key: PublicKeyLike, principal: str = SSHSIG_PRINCIPAL) -> str:
+    """The ``allowed_signers`` line (ssh-keygen(1), ALLOWED SIGNERS) that pins ``key`` as
+    ``principal`` for dpbundle's namespace only:
+    ``publisher namespaces="dpbundle" ssh-ed25519 AAAA...``."""
+    if not principal or any(c.isspace() or c in '",*?!' for c in principal):
+        raise ValueError(f"principal {principal!r}: no spaces, quotes, commas or patterns")
+    return f'{principal} namespaces="{SSHSIG_NAMESPACE}" {openssh_public_key_line(key)}'
+
+
+def _sshsig_signed_data(message: bytes, namespace: str) -> bytes:
+    """What an SSHSIG signature signs (PROTOCOL.sshsig): MAGIC, namespace, reserved (empty),
+    the hash algorithm and the message's hash."""
+    return (_SSHSIG_MAGIC + _ssh_string(namespace.encode("utf-8")) + _ssh_string(b"")
+            + _ssh_string(SSHSIG_HASH.encode()) + _ssh_string(hashlib.sha512(message).digest()))
+
+
+def sshsig_sign(private_key: Ed25519PrivateKey, message: bytes, namespace: str = SSHSIG_NAMESPACE) -> bytes:
+    """An armored OpenSSH signature of ``message`` (what ``ssh-keygen -Y sign -n NAMESPACE``
+    writes for an Ed25519 key; ``ssh-keygen -Y verify`` checks it, OpenSSH >= 8.1)."""
+    if not isinstance(private_key, Ed25519PrivateKey):
+        raise TypeError("sshsig_sign() needs an Ed25519PrivateKey (see load_private_key)")
+    if not namespace:
+        raise ValueError("an SSHSIG namespace is never empty")
+    signature = private_key.sign(_sshsig_signed_data(bytes(message), namespace))
+    blob = (_SSHSIG_MAGIC + struct.pack(">I", _SSHSIG_VERSION) + _ssh_string(_ssh_public_blob(private_key))
+            + _ssh_string(namespace.encode("utf-8")) + _ssh_string(b"") + _ssh_string(SSHSIG_HASH.encode())
+            + _ssh_string(_ssh_string(_SSH_ED25519) + _ssh_string(signature)))
+    text = base64.b64encode(blob).decode("ascii")
+    lines = [_ARMOR_BEGIN, *(text[i:i + _ARMOR_WIDTH] for i in range(0, len(text), _ARMOR_WIDTH)), _ARMOR_END]
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+CHECKSUM_SIGNATURES = ("SHA256SUMS.sig", "SHA256SUMS.sshsig")
+
+
+def sign_checksum_list(private_key: Ed25519PrivateKey, sums: bytes) -> dict[str, bytes]:
+    """The two signatures of a bundle's ``SHA256SUMS`` bytes, by file name:
+    ``SHA256SUMS.sig`` (raw Ed25519, :func:`sign`) and ``SHA256SUMS.sshsig`` (:func:`sshsig_sign`)."""
+    return {"SHA256SUMS.sig": sign(private_key, sums), "SHA256SUMS.sshsig": sshsig_sign(private_key, sums)}
 
 
 def _make_key_directory(folder: Path) -> Path | None:

@@ -14,9 +14,14 @@ Files (see docs/internals.md, "Bundle"):
                       --configs list the selection drew from, verbatim: configurations_file)
     README.html       the datasheet
     README.pdf        the datasheet, A4
+    SHA256SUMS        ``<sha256>  <name>`` of every file above (``sha256sum -c`` reads it)
+    SHA256SUMS.sig    raw 64-byte Ed25519 signature of the exact bytes of SHA256SUMS (openssl)
+    SHA256SUMS.sshsig the OpenSSH signature (SSHSIG, namespace "dpbundle") of SHA256SUMS
+                      (``ssh-keygen -Y verify``); both from dpbundle 0.3 (keys.py)
     manifest.json     SHA-256 and size of every file above, tool version, numpy and opendp versions,
                       creation day, public key, key fingerprint, transcript commitment, and (when the
-                      release passes it) the ledger's count of spends on this registry
+                      release passes it) the ledger's spends on this registry: their number, this
+                      one's id, the earlier ones' epsilons and the composed epsilon
     manifest.sig      raw 64-byte Ed25519 signature of the exact bytes of manifest.json
 
 The bundle is built in a temporary sibling directory and renamed into place only when complete:
@@ -86,6 +91,8 @@ __all__ = [
     "library_versions",
     "OPTIONAL_FILES",
     "CONFIGURATIONS",
+    "CHECKSUM_FILES",
+    "composed_epsilon",
 ]
 
 BUNDLE_FORMAT = "dpbundle-bundle/1"
@@ -301,6 +308,10 @@ def write_transcript(path: Path, records_jsonl: bytes, salt: bytes, *, force: bo
 
 
 SHA256SUMS = "SHA256SUMS"
+SHA256SUMS_SIG = "SHA256SUMS.sig"        # raw Ed25519 signature of SHA256SUMS (openssl pkeyutl)
+SHA256SUMS_SSHSIG = "SHA256SUMS.sshsig"  # SSHSIG signature of SHA256SUMS (ssh-keygen -Y verify)
+# the files that follow the content files, in the manifest's order: the checksum list and its signatures
+CHECKSUM_FILES = (SHA256SUMS, SHA256SUMS_SIG, SHA256SUMS_SSHSIG)
 CONFIGURATIONS = "configurations.yaml"
 # optional public files -> their JSON Schema (None: not JSON; a .yaml file is parsed as YAML and
 # validated against its schema)
@@ -366,22 +377,59 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def _ledger_doc(ledger: dict | None) -> dict | None:
-    """manifest.json's ``ledger`` from write_bundle's argument (BundleError if malformed)."""
+LEDGER_FIELDS = ("spends_on_registry", "spend_id", "earlier_epsilons", "composed_epsilon")
+
+
+def composed_epsilon(total_epsilon: Any, earlier_epsilons: Sequence[Any]) -> float:
+    """manifest.json's ``ledger.composed_epsilon``: this bundle's total epsilon plus the earlier
+    spends' on the registry (pure-DP sequential composition), summed exactly as declared decimals
+    (:func:`dpbundle.mechanisms.exact.total`), then the nearest float."""
+    return float(exact.dec(total_epsilon) + exact.total(earlier_epsilons))
+
+
+def _ledger_doc(ledger: dict | None, total_epsilon: Any) -> dict | None:
+    """manifest.json's ``ledger`` from write_bundle's argument (BundleError if malformed):
+    ``spends_on_registry`` k, ``spend_id``, ``earlier_epsilons`` (k - 1 epsilons, in ledger order)
+    and ``composed_epsilon`` (computed from budget.json's ``total_epsilon`` when not given, and
+    required to be that sum when given)."""
     if ledger is None:
         return None
     if not isinstance(ledger, dict):
-        raise BundleError("ledger must be a dict {'spends_on_registry': k, 'spend_id': id}")
+        raise BundleError("ledger must be a dict {'spends_on_registry': k, 'spend_id': id, "
+                          "'earlier_epsilons': [...]}")
     k, sid = ledger.get("spends_on_registry"), ledger.get("spend_id")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise BundleError(f"ledger.spends_on_registry must be an integer >= 1 (this spend "
                           f"included), got {k!r}")
     if not isinstance(sid, str) or not sid or len(sid) > 200:
         raise BundleError("ledger.spend_id must be the ledger entry's id (a non-empty string)")
-    unknown = sorted(set(ledger) - {"spends_on_registry", "spend_id"})
+    unknown = sorted(set(ledger) - set(LEDGER_FIELDS))
     if unknown:
         raise BundleError(f"ledger: unknown field(s) {unknown}")
-    return {"spends_on_registry": k, "spend_id": sid}
+    earlier = _earlier_epsilons(ledger.get("earlier_epsilons"), k)
+    composed = composed_epsilon(total_epsilon, earlier)
+    stated = ledger.get("composed_epsilon", composed)
+    if isinstance(stated, bool) or not isinstance(stated, (int, float)) or float(stated) != composed:
+        raise BundleError(f"ledger.composed_epsilon {stated!r} is not budget.json's total_epsilon plus the "
+                          f"earlier epsilons, {composed!r}")
+    return {"spends_on_registry": k, "spend_id": sid, "earlier_epsilons": earlier, "composed_epsilon": composed}
+
+
+def _earlier_epsilons(values: Any, k: int) -> list[float]:
+    """The earlier spends' epsilons (finite numbers >= 0), k - 1 of them; BundleError otherwise."""
+    if not isinstance(values, (list, tuple)):
+        raise BundleError("ledger.earlier_epsilons must list the epsilons of the earlier spends on the "
+                          "registry (an empty list for the first)")
+    if len(values) != k - 1:
+        raise BundleError(f"ledger.earlier_epsilons lists {len(values)} epsilon(s); spends_on_registry "
+                          f"{k} means {k - 1} earlier spend(s)")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(v)) or float(v) < 0:
+            raise BundleError(f"ledger.earlier_epsilons[{i}] must be a finite number >= 0, got {v!r}")
+        out.append(float(v))
+    return out
 
 
 def check_public_files(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -554,8 +602,13 @@ def _table_resource(name: str, path: str, title: str, description: str, digest: 
             "hash": f"sha256:{sha}", "dialect": dict(_DIALECT), "schema": schema}
 
 
+SIMULATED_TITLE_SUFFIX = " (SIMULATED data)"
+SIMULATED_NOTE = ("SIMULATED data: the records were generated from a simulated registry, not from real "
+                  "people; no real person is described.")
+
+
 def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests: dict[str, tuple[str, int]],
-                 created: str, configuration_id: str) -> dict:
+                 created: str, configuration_id: str, configuration: dict | None = None) -> dict:
     """datapackage.json: a Frictionless Data Package v2 (``$schema``; resources of ``type``
     "table"; Table Schema v2 ``categories`` / ``categoriesOrdered``) declaring the bundle's three
     tables: data.csv, codebook.csv and metrics.csv. ``digests``: file name -> (SHA-256, size).
@@ -567,15 +620,39 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests
     - ``sources``: the confidential registry the records were generated from, held by the
       publisher and not published (title from the spec's release fields; its e-mail is the
       contact's when that is an address).
+    - a spec with ``release.simulated: true`` (``release --example``): the title ends
+      :data:`SIMULATED_TITLE_SUFFIX`, the description starts with :data:`SIMULATED_NOTE` and the
+      source is the simulated registry.
+    - ``categoriesOrdered``: :func:`_ordered_flags` (bins, and categories the spec declares
+      ``ordered: true``), given ``configuration`` (spec.json's).
     """
     release = spec.get("release") or {}
+    simulated = release.get("simulated") is True
     title = release.get("title") or "Differentially private synthetic data"
+    title += SIMULATED_TITLE_SUFFIX if simulated else ""
     pkg = _datapackage_head(release, title, datapackage_id(spec_sha256(spec), configuration_id,
                                                            digests["data.csv"][0]), created)
     pkg.update(_datapackage_people(release))
-    pkg["resources"] = _datapackage_resources(title, _data_fields(columns, descriptions),
+    ordered = _ordered_flags(spec, configuration, columns)
+    pkg["resources"] = _datapackage_resources(title, _data_fields(columns, descriptions, ordered),
                                               [c.name for c in columns], digests)
     return pkg
+
+
+def _ordered_flags(spec: dict, configuration: dict | None, columns: Sequence[Any]) -> dict[str, bool]:
+    """Column -> ``categoriesOrdered``: what the spec says under the configuration
+    (:func:`dpbundle.release.spec.coding.categories_ordered`: bins, and categories whose
+    alternative declares ``ordered: true``); a column the spec does not resolve (a hand-made
+    content without the spec's alternatives) keeps its coding's ``ordered``."""
+    from dpbundle.release.spec.coding import categories_ordered
+
+    flags: dict[str, bool] = {}
+    if isinstance(configuration, dict):
+        try:
+            flags = categories_ordered(spec, configuration)
+        except (KeyError, TypeError, AttributeError):
+            flags = {}
+    return {c.name: bool(flags.get(c.name, getattr(c, "ordered", False))) for c in columns}
 
 
 def _datapackage_head(release: dict, title: str, package_id: str, created: str) -> dict:
@@ -588,6 +665,8 @@ def _datapackage_head(release: dict, title: str, package_id: str, created: str) 
     description = (release.get("description") or "").strip()
     note = ("Synthetic records generated with differential privacy; not real records. "
             "See README.pdf for intended uses and data quality.")
+    if release.get("simulated") is True:
+        description = f"{SIMULATED_NOTE} {description}"
     return {
         "$schema": DATAPACKAGE_PROFILE,
         "name": _slug(title),
@@ -613,6 +692,9 @@ def _datapackage_people(release: dict) -> dict:
     if period.get("start") and period.get("end"):
         about.append(f"period {period['start']} to {period['end']}")
     what = f"Confidential records held by {publisher}, not published" + (f" ({'; '.join(about)})" if about else "")
+    if release.get("simulated") is True:
+        what = ("A simulated registry (generated, no real person), not published"
+                + (f" ({'; '.join(about)})" if about else ""))
     source: dict[str, Any] = {"title": what}
     if "@" in contact:
         source["email"] = contact
@@ -625,8 +707,9 @@ def _datapackage_people(release: dict) -> dict:
     return out
 
 
-def _data_fields(columns: Sequence[Any], descriptions: dict) -> list[dict]:
-    """data.csv's Table Schema fields: every column categorical, its labels in order."""
+def _data_fields(columns: Sequence[Any], descriptions: dict, ordered: dict[str, bool] | None = None) -> list[dict]:
+    """data.csv's Table Schema fields: every column categorical, its labels in order, ordered as
+    ``ordered`` says (default: each coding's ``ordered``)."""
     fields = []
     for col in columns:
         f = {"name": col.name, "type": "string"}
@@ -637,7 +720,7 @@ def _data_fields(columns: Sequence[Any], descriptions: dict) -> list[dict]:
         # Table Schema v2 categories (readers give factors / categoricals, ordered when bins are);
         # constraints.enum makes validators check the same labels.
         f["categories"] = labels
-        f["categoriesOrdered"] = bool(getattr(col, "ordered", False))
+        f["categoriesOrdered"] = bool((ordered or {}).get(col.name, getattr(col, "ordered", False)))
         f["constraints"] = {"required": True, "enum": labels}
         fields.append(f)
     return fields
@@ -784,9 +867,11 @@ class BundleContent:
     its signature, ``seeds.json``, a published model; names from :data:`OPTIONAL_FILES`, JSON
     ones validated against their schemas; the configuration list from
     :func:`configurations_file`); ``ledger``: what the private budget ledger recorded on this
-    registry when this release reserved its budget, ``{"spends_on_registry": k, "spend_id": id}``
-    (k spends on the same data, this one included; its entry's id), signed in manifest.json's
-    ``ledger`` (the enclave audit's ``--ledger`` checks it)."""
+    registry when this release reserved its budget, ``{"spends_on_registry": k, "spend_id": id,
+    "earlier_epsilons": [...]}`` (k spends on the same data, this one included; its entry's id;
+    the k - 1 earlier spends' epsilons in ledger order), signed in manifest.json's ``ledger`` with
+    ``composed_epsilon`` (:func:`composed_epsilon`; the public audit checks the arithmetic, the
+    enclave audit's ``--ledger`` checks the rest against the ledger)."""
 
     spec: dict
     configuration: dict
@@ -919,7 +1004,7 @@ def _documents(content: BundleContent) -> _Documents:
                 "configuration_id": str(content.configuration_id)}
     extra_doc = _jsonable(content.extra, "extra") if content.extra else None
     optional = check_public_files(content.public_files or {})
-    ledger_doc = _ledger_doc(content.ledger)
+    ledger_doc = _ledger_doc(content.ledger, budget_doc["total_epsilon"])
     _check_documents(metrics_doc, budget_doc, spec_doc, extra_doc)
     spec_cols = {c.get("name"): c for c in spec.get("columns") or []}
     descriptions = {c.name: (getattr(c, "description", None) or spec_cols.get(c.name, {}).get("description") or "")
@@ -964,7 +1049,7 @@ def _stamp(docs: _Documents, private_key: Any) -> _Stamp:
             configuration_id=docs.spec_doc["configuration_id"], budget=docs.budget, criteria=docs.criteria,
             n=docs.n, columns=[(c.name, len(c.labels), bool(getattr(c, "ordered", False))) for c in docs.columns],
             created=created, dpbundle_version=__version__, fingerprint=fingerprint,
-            files=[*files, SHA256SUMS],
+            files=[*files, *CHECKSUM_FILES],
             preregistration=(json.loads(optional["preregistration.json"].decode("utf-8"))
                              if "preregistration.json" in optional else None))))
     except RegistryEntryError as exc:
@@ -1012,7 +1097,7 @@ def _write_files(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any, t
     registry entry, and README.html are built (and checked) in memory; README.pdf then starts
     rendering in the background renderer, if there is one, while they are written (each
     fsynced) with the private transcript (to ``transcript_tmp``, outside the bundle); then
-    README.pdf, SHA256SUMS and the signed manifest."""
+    README.pdf, SHA256SUMS with its two signatures, and the signed manifest."""
     with timings.stage("write.data"):
         data_digest = write_data_csv(tmp / "data.csv", docs.columns, docs.codes)
     with timings.stage("write.files"):
@@ -1030,7 +1115,7 @@ def _write_files(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any, t
         datasheet.render_pdf(html, tmp / "README.pdf")
         os.chmod(tmp / "README.pdf", 0o644)
     with timings.stage("write.manifest"):
-        _write_bytes(tmp / SHA256SUMS, sha256sums_bytes(tmp, stamp.files))
+        _write_signed_checksums(tmp, stamp.files, private_key)
         _write_manifest(tmp, docs, stamp, private_key)
 
 
@@ -1050,7 +1135,7 @@ def _public_files(docs: _Documents, stamp: _Stamp, data_digest: tuple[str, int])
     digests = {"data.csv": data_digest} | {f: (hashlib.sha256(files[f]).hexdigest(), len(files[f]))
                                            for f in ("codebook.csv", "metrics.csv")}
     package = _datapackage(docs.spec, docs.columns, docs.descriptions, digests, stamp.created,
-                           docs.spec_doc["configuration_id"])
+                           docs.spec_doc["configuration_id"], docs.spec_doc["configuration"])
     files["datapackage.json"] = _checked_json(package, "datapackage", "datapackage.json")
     files.update(docs.optional)
     files[REGISTRY_ENTRY] = stamp.entry_bytes
@@ -1060,16 +1145,29 @@ def _public_files(docs: _Documents, stamp: _Stamp, data_digest: tuple[str, int])
 def _datasheet_html(files: dict[str, bytes], docs: _Documents, stamp: _Stamp) -> str:
     """README.html, from the public files (what the audit renders again from the bundle)."""
     meta = Meta(created=stamp.created, dpbundle_version=stamp.version, fingerprint=stamp.fingerprint,
-                public_key_pem=stamp.public_pem, commitment=stamp.commitment, files=(*stamp.files, SHA256SUMS),
-                extra=json.loads(_json_bytes(docs.extra)) if docs.extra else None)
+                public_key_pem=stamp.public_pem, commitment=stamp.commitment, files=(*stamp.files, *CHECKSUM_FILES),
+                extra=json.loads(_json_bytes(docs.extra)) if docs.extra else None, ledger=docs.ledger)
     public = read_public_files(files.__getitem__, files.__contains__, meta, codes=docs.codes)
     return datasheet_html(public)
 
 
+def _write_signed_checksums(tmp: Path, files: Sequence[str], private_key: Any) -> None:
+    """SHA256SUMS (every file of ``files``) and its two signatures: SHA256SUMS.sig (raw Ed25519,
+    checked before it is written) and SHA256SUMS.sshsig (SSHSIG). The list people check with
+    ``sha256sum -c`` is then itself signed: a list regenerated after an edit no longer verifies."""
+    sums = sha256sums_bytes(tmp, files)
+    signatures = keys.sign_checksum_list(private_key, sums)
+    if not keys.verify(private_key.public_key(), sums, signatures[SHA256SUMS_SIG]):  # pragma: no cover
+        raise BundleError("the signature of SHA256SUMS does not verify")
+    _write_bytes(tmp / SHA256SUMS, sums)
+    for name in (SHA256SUMS_SIG, SHA256SUMS_SSHSIG):
+        _write_bytes(tmp / name, signatures[name])
+
+
 def _write_manifest(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any) -> None:
-    """manifest.json (every file's SHA-256 and size, SHA256SUMS included) and manifest.sig, its
-    Ed25519 signature, checked before it is written."""
-    files = [*stamp.files, SHA256SUMS]
+    """manifest.json (every file's SHA-256 and size, SHA256SUMS and its signatures included) and
+    manifest.sig, its Ed25519 signature, checked before it is written."""
+    files = [*stamp.files, *CHECKSUM_FILES]
     manifest = {
         "format": BUNDLE_FORMAT,
         "dpbundle_version": stamp.version,
