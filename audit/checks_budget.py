@@ -88,6 +88,7 @@ def check_budget(ctx: AuditContext) -> CheckResult:
     except Missing as e:
         r.fail(str(e))
     _registry_entry_numbers(ctx, budget, r)
+    _composed_spends(ctx, budget, r)
     if not r.failed:
         policy = {"dp_count": f"n is a DP count (epsilon {_fmt(r.facts.get('epsilon_count'))})",
                   "declared_public": "n declared public (the count of plausible records, "
@@ -95,7 +96,57 @@ def check_budget(ctx: AuditContext) -> CheckResult:
         r.detail = (f"total epsilon {_fmt(r.facts.get('total_epsilon'))} <= cap "
                     f"{_fmt(r.facts.get('epsilon_cap'))}; {policy}; {len(rows)} criteria: scales, "
                     f"stds, sensitivities and thresholds recomputed")
+        if "composed_epsilon" in r.facts:
+            k = r.facts["spends_on_registry"]
+            r.detail += (f"; composed epsilon {_fmt(r.facts['composed_epsilon'])} over the {k} spend(s) "
+                         f"recorded on the registry ({k - 1} earlier, as the manifest states)")
     return r
+
+
+def _composed_spends(ctx: AuditContext, budget: dict, r: CheckResult) -> None:
+    """manifest.json's ``ledger`` (dpbundle 0.3 and later): ``earlier_epsilons`` lists
+    ``spends_on_registry`` - 1 epsilons (each finite and >= 0) and ``composed_epsilon`` is
+    budget.json's total_epsilon plus their sum, summed exactly as decimals, then the nearest
+    float. A 0.3 bundle whose ledger lacks them fails; a bundle without a ledger states nothing
+    to check. Whether the earlier epsilons are the ledger's own is checked by ``--ledger``."""
+    from .checks_integrity import SIGNED_CHECKSUMS_SINCE, made_since
+
+    try:
+        manifest = ctx.json("manifest.json")
+    except Missing:
+        return                      # the integrity check reports it
+    ledger = manifest.get("ledger") if isinstance(manifest, dict) else None
+    if not isinstance(ledger, dict):
+        return
+    w = "manifest.json: ledger"
+    if "earlier_epsilons" not in ledger and "composed_epsilon" not in ledger:
+        if made_since(manifest, SIGNED_CHECKSUMS_SINCE):
+            r.fail(f"{w} states no earlier_epsilons and composed_epsilon (a bundle made by dpbundle 0.3 "
+                   "or later states the composed privacy loss over every recorded spend)")
+        return
+    k, earlier, composed = (ledger.get(f) for f in ("spends_on_registry", "earlier_epsilons", "composed_epsilon"))
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        r.fail(f"{w}.spends_on_registry is not an integer >= 1")
+        return
+    if not isinstance(earlier, list) or not all(_finite_nonnegative(e) for e in earlier):
+        r.fail(f"{w}.earlier_epsilons is not a list of finite numbers >= 0")
+        return
+    if len(earlier) != k - 1:
+        r.fail(f"{w}.earlier_epsilons lists {len(earlier)} epsilon(s), but spends_on_registry {k} means "
+               f"{k - 1} earlier spend(s)")
+    try:
+        want = float(exact.dec(budget["total_epsilon"]) + exact.total(earlier))
+    except (KeyError, TypeError, ValueError, ArithmeticError):
+        r.fail("budget.json: total_epsilon is not a number, so the composed epsilon cannot be checked")
+        return
+    if not _finite_nonnegative(composed) or float(composed) != want:
+        r.fail(f"{w}.composed_epsilon {composed!r} is not budget.json's total_epsilon plus the earlier "
+               f"epsilons, {want!r}")
+    r.facts.update({"spends_on_registry": k, "earlier_epsilons": list(earlier), "composed_epsilon": want})
+
+
+def _finite_nonnegative(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
 
 
 def _budget_inputs(ctx: AuditContext) -> tuple[dict, object, list[dict], int]:

@@ -14,6 +14,9 @@ release reserved its own (``spends_on_registry``, this one included) and which e
 * the spends on the same data, closed transitively over their two keys (the file's SHA-256 and
   the prepared table's fingerprint, as ``release/scheme/ledger.py`` does) among the ledger's lines up to
   and including this entry, number exactly ``spends_on_registry``;
+* the earlier epsilons the bundle states (``earlier_epsilons``, dpbundle 0.3 and later) are
+  the epsilons of those spends before this one, in ledger order, as the ledger records them
+  (the public audit checks that ``composed_epsilon`` is their sum with this bundle's total);
 * later spends on the same data are reported (they compose with this release too).
 
 The ledger is private (it holds fingerprints of the confidential data): the report is private.
@@ -128,6 +131,7 @@ def check_ledger(ctx: AuditContext, ledger: Path, data: Path | None) -> CheckRes
     if count != stated["spends_on_registry"]:
         r.fail(f"the bundle states {stated['spends_on_registry']} spend(s) on this registry; the "
                f"ledger recorded {count} up to and including this release's")
+    _check_earlier(manifest, stated, before[:-1], r)
     try:
         from dpbundle.mechanisms import exact
 
@@ -150,4 +154,29 @@ def check_ledger(ctx: AuditContext, ledger: Path, data: Path | None) -> CheckRes
     if not r.failed:
         r.detail = (f"the ledger recorded {count} spend(s) on this registry up to and including "
                     "this release's, as the bundle states; its epsilon is the bundle's total")
+        if "earlier_epsilons" in stated:
+            r.detail += "; the earlier spends' epsilons are the ones the bundle states"
     return r
+
+
+def _check_earlier(manifest: dict, stated: dict, earlier: list[dict], r: CheckResult) -> None:
+    """The bundle's ``earlier_epsilons`` are the ledger's epsilons of the earlier spends on this
+    registry, in ledger order (required from dpbundle 0.3; older bundles do not state them)."""
+    from .checks_integrity import SIGNED_CHECKSUMS_SINCE, made_since
+
+    if "earlier_epsilons" not in stated:
+        if made_since(manifest, SIGNED_CHECKSUMS_SINCE):
+            r.fail("manifest.json states no ledger.earlier_epsilons (a bundle made by dpbundle 0.3 or "
+                   "later states them)")
+        return
+    mine = stated["earlier_epsilons"]
+    theirs = [e.get("epsilon") for e in earlier]
+    if not isinstance(mine, list) or len(mine) != len(theirs):
+        r.fail(f"the bundle states {len(mine) if isinstance(mine, list) else 'no list of'} earlier "
+               f"epsilon(s); the ledger recorded {len(theirs)} earlier spend(s) on this registry")
+        return
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or isinstance(b, bool) \
+                or not isinstance(b, (int, float)) or float(a) != float(b):
+            r.fail(f"ledger.earlier_epsilons[{i}] {a!r} is not the epsilon the ledger records for "
+                   f"earlier spend {i + 1} on this registry")

@@ -51,17 +51,26 @@ def spend(plan: Plan, run: Run) -> Spend:
         fail(f"{exc}; nothing was spent (the ledger holds no entry of this run)")
     if composed > spec.total_epsilon_exact:
         say(f"the composed total spent on these data is now {exact.show(composed)}", "ledger: ", "yellow")
-    return Spend(entry=entry, composed=composed, ledger_info=_ledger_info(ledger, prepared, table_fp, entry))
+    return Spend(entry=entry, composed=composed, ledger_info=_ledger_info(ledger, prepared, table_fp, entry,
+                                                                              spec.total_epsilon_exact))
 
 
-def _ledger_info(ledger, prepared, table_fp: str, entry: str) -> dict | None:
+def _ledger_info(ledger, prepared, table_fp: str, entry: str, total_epsilon: Fraction) -> dict | None:
     """What the bundle states, signed, about the ledger: how many spends on these data it has
-    recorded, this one included, and this spend's id (the enclave audit's ``--ledger`` checks
-    both). None if the ledger cannot be read again (the bundle then says nothing about it)."""
+    recorded, this one included, this spend's id, the earlier spends' epsilons as the ledger
+    records them (in ledger order; runs that released nothing included) and the composed epsilon
+    (``total_epsilon`` plus theirs, summed exactly, then the nearest float). The enclave audit's
+    ``--ledger`` checks them against the ledger. None if the ledger cannot be read again (the
+    bundle then says nothing about it)."""
+    from dpbundle.mechanisms import exact
     from dpbundle.release.scheme.ledger import LedgerError
 
     try:
-        ids = [e["id"] for e in ledger.entries(prepared.sha256, table_fp)]
-        return {"spends_on_registry": ids.index(entry) + 1, "spend_id": entry}
-    except (LedgerError, OSError, KeyError, ValueError):
+        entries = ledger.entries(prepared.sha256, table_fp)
+        at = [e["id"] for e in entries].index(entry)
+        earlier = [float(e["epsilon"]) for e in entries[:at]]
+        composed = total_epsilon + exact.total(earlier)
+    except (LedgerError, OSError, KeyError, ValueError, TypeError, ArithmeticError):
         return None
+    return {"spends_on_registry": at + 1, "spend_id": entry, "earlier_epsilons": earlier,
+            "composed_epsilon": float(composed)}
