@@ -243,14 +243,38 @@ def _publication_date(ctx: AuditContext, r: CheckResult) -> None:
 
 def _categories(field: dict, col, r: CheckResult) -> None:
     """Table Schema v2 ``categories`` / ``categoriesOrdered`` (optional: bundles before 0.2
-    lack them) must give the spec's labels in code order and the column's order."""
+    lack them) must give the spec's labels in code order and the column's order: bins are
+    ordered, and categories whose alternative declares ``ordered: true`` (the view's
+    ``categories_ordered``)."""
     if "categories" in field and list(field["categories"]) != list(col.labels):
         r.fail(f"datapackage.json: field {col.name} categories {field['categories']} differ from "
                f"the spec's {list(col.labels)}")
-    if "categoriesOrdered" in field and field["categoriesOrdered"] is not bool(col.ordered):
+    ordered = bool(getattr(col, "categories_ordered", col.ordered))
+    if "categoriesOrdered" in field and field["categoriesOrdered"] is not ordered:
         r.fail(f"datapackage.json: field {col.name} categoriesOrdered is "
                f"{field['categoriesOrdered']}, but the column is "
-               f"{'ordered' if col.ordered else 'not ordered'} in the spec")
+               f"{'ordered' if ordered else 'not ordered'} in the spec")
+
+
+SIMULATED_TITLE_SUFFIX = " (SIMULATED data)"   # what the writer appends (release/bundle/write.py)
+
+
+def _package_title(dp: dict, release: dict, r: CheckResult) -> None:
+    """datapackage.json's title is the spec's (warning otherwise); when the spec says
+    ``release.simulated: true``, the title ends " (SIMULATED data)" and the description says
+    SIMULATED (a failure otherwise: simulated data must never pass as real)."""
+    title = release.get("title")
+    simulated = release.get("simulated") is True
+    if simulated:
+        if not (isinstance(dp.get("title"), str) and dp["title"].endswith(SIMULATED_TITLE_SUFFIX)):
+            r.fail(f"datapackage.json: the spec says release.simulated, but the title does not end "
+                   f"{SIMULATED_TITLE_SUFFIX.strip()!r}")
+        if not (isinstance(dp.get("description"), str) and "SIMULATED" in dp["description"]):
+            r.fail("datapackage.json: the spec says release.simulated, but the description does not say "
+                   "SIMULATED")
+        title = f"{title}{SIMULATED_TITLE_SUFFIX}" if isinstance(title, str) else title
+    if isinstance(title, str) and isinstance(dp.get("title"), str) and dp["title"] != title:
+        r.warn(f"datapackage.json: title {dp['title']!r} differs from the spec's {title!r}")
 
 
 def _datapackage(ctx: AuditContext, view, r: CheckResult) -> None:
@@ -290,6 +314,5 @@ def _datapackage(ctx: AuditContext, view, r: CheckResult) -> None:
             got, _ = ctx.bundle.digest(path)
             if want != got:
                 r.fail(f"datapackage.json: hash differs from {path}'s SHA-256")
-    title = (view.spec.get("release") or {}).get("title")
-    if isinstance(title, str) and isinstance(dp.get("title"), str) and dp["title"] != title:
-        r.warn(f"datapackage.json: title {dp['title']!r} differs from the spec's {title!r}")
+    release = view.spec.get("release")
+    _package_title(dp, release if isinstance(release, dict) else {}, r)
