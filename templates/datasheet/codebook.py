@@ -77,7 +77,8 @@ def read_codebook(data: bytes, names: Sequence[str], ordered: Mapping[str, bool]
     """(columns in the order of ``names``, units, descriptions) from codebook.csv's bytes.
 
     ``ordered``: whether each column's values are ordered (datapackage.json's
-    ``categoriesOrdered``). Empty bounds are -inf / +inf in a column that has bounds, nan in one
+    ``categoriesOrdered``); a column without bounds (categories, ordinal or not) is coded as
+    unordered, as the release codes it. Empty bounds are -inf / +inf in a column that has bounds, nan in one
     that has none. Raises :class:`CodebookError` naming the line and the field."""
     try:
         text = data.decode("utf-8")
@@ -118,7 +119,10 @@ def read_codebook(data: bytes, names: Sequence[str], ordered: Mapping[str, bool]
         try:
             columns.append(ColumnCoding(name=name, labels=tuple(e[0] for e in entries),
                                         values=np.array([e[3] for e in entries]),
-                                        ordered=bool(ordered.get(name, False)),
+                                        # "ordered" means binned in ColumnCoding (the criteria's
+                                        # designs branch on it): ordinal categories
+                                        # (categoriesOrdered, no bounds) stay categories
+                                        ordered=bool(ordered.get(name, False)) and bounded,
                                         lower=np.array(lows), upper=np.array(ups)))
         except ValueError as exc:
             raise CodebookError(f"codebook.csv: column {name!r}: {exc}") from None
