@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from dpbundle.mechanisms import arithmetic
 import yaml
 from scipy import stats
 
@@ -344,6 +346,7 @@ def test_iteration_records_version_2_and_replays_from_its_transcript(births_spec
     assert sampling.model_sampler(result.model) == 2
 
     rep = Randomness.replay(rec.transcript.records)
+    rep.mark("arithmetic", version=2)     # run_iteration's first record (mechanisms/arithmetic.py)
     real = tr.transform(prepared, births_spec, config)    # a new object: no remembered types
     model = it.make_config_generator(births_spec, config).fit(real.codes, real.domain, rep)
     assert sampling.sampler_of_records(rec.transcript.records) == 2
@@ -355,11 +358,13 @@ def test_iteration_records_version_2_and_replays_from_its_transcript(births_spec
     cand = real.with_codes(project_counts(rows, counts, 2, rep.rng("projection")))
     assert np.array_equal(cand.codes, result.candidate.codes)
     ctx = EvalContext(real=real, synth=cand, spec=births_spec.raw, alternatives=config["columns"])
-    values = [make_criterion(e).evaluate(ctx, rep).dp_value for e in births_spec.criteria]
+    with arithmetic.use(2):
+        values = [make_criterion(e).evaluate(ctx, rep).dp_value for e in births_spec.criteria]
     rep.check_finished()
     assert values == [r.dp_value for r in result.results]
     # the row sampler cannot replay it: the transcript says version 2
     rows_replay = Randomness.replay(rec.transcript.records)
+    rows_replay.mark("arithmetic", version=2)
     it.make_config_generator(births_spec, config).fit(real.codes, real.domain, rows_replay)
     with pytest.raises(ReplayMismatch):
         it.sample_cells(model, real.n, constraints, real.columns, rows_replay)
@@ -460,6 +465,7 @@ def test_the_candidate_is_held_as_record_types_through_the_criteria(births_spec,
     # the rows are arrange() of C's types, continuing the projection's generator: redo S, then
     # the projection from the recorded seeds
     rep = Randomness.replay(rec.transcript.records)
+    rep.mark("arithmetic", version=2)     # run_iteration's first record (mechanisms/arithmetic.py)
     model = it.make_config_generator(births_spec, config).fit(result.real.codes, result.real.domain, rep)
     rep.mark("sampler", version=2)
     s = it.sample_counted(model, prepared.n, births_spec.model.all_synthetic_constraints,
