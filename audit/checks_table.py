@@ -1,6 +1,7 @@
 """Checks 3-5 on the released table: size (rows = public n), face privacy (every full record
-and every declared quasi-identifier combination at least min_count times, no unique row) and
-the synthetic constraints (no row matches a ``when`` conjunction; evaluated on whole bins, see
+and every declared quasi-identifier combination at least min_count times, exactly what the spec
+promises: no unique row when min_count >= 2, no requirement at all when min_count = 1) and the
+synthetic constraints (no row matches a ``when`` conjunction; evaluated on whole bins, see
 audit/constraints.py)."""
 from __future__ import annotations
 
@@ -83,13 +84,22 @@ def check_face_privacy(ctx: AuditContext) -> CheckResult:
     _, counts = cell_counts(codes, sizes, weights)
     r.facts["min_count"] = k
     r.facts["distinct_records"] = int(counts.size)
-    low = int(np.sum(counts < k))
+    r.facts["unique_rows_allowed"] = k == 1
+    low = int(np.sum(counts < k))      # for k >= 2 these include every unique row
     if low:
+        uniq = int(np.sum(counts == 1))
         r.fail(f"{low} distinct full record(s) appear fewer than min_count = {k} times "
-               f"(smallest count {int(counts.min())})")
-    uniq = int(np.sum(counts == 1))
-    if uniq:
-        r.fail(f"{uniq} unique row(s) (a full record that appears once)")
+               f"(smallest count {int(counts.min())}" + (f"; {uniq} unique row(s))" if uniq else ")"))
+    qi_sets = _check_quasi_identifiers(r, view, codes, sizes, weights, k)
+    if not r.failed:
+        r.detail = _face_privacy_detail(k, counts, qi_sets)
+    return r
+
+
+def _check_quasi_identifiers(r: CheckResult, view, codes: np.ndarray, sizes: list[int],
+                             weights: np.ndarray, k: int) -> int:
+    """k-anonymity (k = min_count) of each declared quasi-identifier set, failures into ``r``;
+    the number of sets declared (0 when they cannot be checked)."""
     qis = ((view.spec.get("face_privacy") or {}).get("quasi_identifiers")) or []
     if not isinstance(qis, list):
         r.fail("spec.json: face_privacy.quasi_identifiers is not a list")
@@ -113,11 +123,17 @@ def check_face_privacy(ctx: AuditContext) -> CheckResult:
         if bad:
             r.fail(f"k-anonymity (k = {k}) fails for {qi}: {bad} combination(s) appear fewer than "
                    f"{k} times (smallest {int(qc.min())})")
-    if not r.failed:
-        smallest = int(counts.min()) if counts.size else 0
-        r.detail = (f"every full record appears >= {k} times (smallest count {smallest}); "
-                    f"k-anonymity holds for {len(qis)} quasi-identifier set(s); no unique row")
-    return r
+    return len(qis)
+
+
+def _face_privacy_detail(k: int, counts: np.ndarray, qi_sets: int) -> str:
+    """What the passed check verified, no more: the spec's promise for min_count ``k``."""
+    smallest = int(counts.min()) if counts.size else 0
+    if k == 1:
+        return ("min_count = 1: the spec promises no face privacy (a full record may appear once, "
+                f"smallest count {smallest}); nothing to verify")
+    return (f"every full record appears >= {k} times (smallest count {smallest}), so no unique row; "
+            f"k-anonymity (k = {k}) holds for {qi_sets} quasi-identifier set(s)")
 
 
 def check_constraints(ctx: AuditContext) -> CheckResult:
