@@ -713,7 +713,7 @@ def test_the_datasheet_says_what_each_audit_proves(released):
     html = (released["bundle"] / "README.html").read_text()
     for words in ("What the checks prove, and what they cannot", "The public audit (anyone) proves",
                   "Only the enclave audit checks", "Nobody can prove, without a trusted party",
-                  "--preregistration REC --beacon VALUE", "one in a million"):
+                  "--preregistration REC --beacon VALUE", "false-alarm rate", "not a proof"):
         assert words in html, words
 
 
