@@ -714,12 +714,13 @@ class _Facts:
 def _facts(public: PublicFiles) -> _Facts:
     spec, columns, metrics = public.spec, public.columns, public.metrics
     publication = publication_facts(public)
-    noise_estimates = value_noise.estimate(spec, columns, public.table, metrics)
+    edition = edition_of(public.meta.dpbundle_version)
+    # edition 1 (dpbundle 0.2) simulated the fits with BLAS; edition 2 with the fixed-order arithmetic
+    noise_estimates = value_noise.estimate(spec, columns, public.table, metrics, arithmetic=1 if edition == 1 else 2)
     # the evidence of every check (evidence.py): fits' and choices' noise simulated on the released data
     evidence_estimates = dict(noise_estimates, **value_noise.choice_estimates(spec, public.configuration, columns,
                                                                               public.table, metrics))
     release = spec.get("release") or {}
-    edition = edition_of(public.meta.dpbundle_version)
     simulated = edition >= 2 and statements.simulated(spec)
     acceptance = {a.get("id"): a for a in spec.get("acceptance") or [] if isinstance(a, dict)}
     records = public.budget.get("records") or {"policy": "declared_public", "epsilon": 0,

@@ -134,9 +134,21 @@ def _classification_estimate(entry: dict, row: dict, columns: Sequence[Any], cod
 
 
 def estimate(spec: dict, columns: Sequence[Any], codes: np.ndarray, criteria: Sequence[dict],
-             draws: int = DRAWS, seed: int = 20240501) -> dict[str, dict]:
+             draws: int = DRAWS, seed: int = 20240501, arithmetic: int = 2) -> dict[str, dict]:
     """{criterion id: {"mean", "std", "draws", "q95", "method"}} for the criteria whose noise is inside a
-    fit and can be simulated on the released data (see the module docstring); others are absent."""
+    fit and can be simulated on the released data (see the module docstring); others are absent.
+
+    ``arithmetic``: the fits' arithmetic (``mechanisms/arithmetic.py``): 2, the default, gives the
+    same bits on every CPU and BLAS kernel, so the audit's re-render prints the release's numbers
+    on any machine; 1 (BLAS/LAPACK) is the datasheet's edition 1 (bundles of dpbundle 0.2)."""
+    from dpbundle.mechanisms import arithmetic as ar
+
+    with ar.use(arithmetic):
+        return _estimate(spec, columns, codes, criteria, draws, seed)
+
+
+def _estimate(spec: dict, columns: Sequence[Any], codes: np.ndarray, criteria: Sequence[dict],
+              draws: int, seed: int) -> dict[str, dict]:
     entries = {e.get("id"): e for e in spec.get("acceptance") or [] if isinstance(e, dict)}
     out: dict[str, dict] = {}
     for row in criteria:
