@@ -1049,7 +1049,7 @@ def _stamp(docs: _Documents, private_key: Any) -> _Stamp:
             configuration_id=docs.spec_doc["configuration_id"], budget=docs.budget, criteria=docs.criteria,
             n=docs.n, columns=[(c.name, len(c.labels), bool(getattr(c, "ordered", False))) for c in docs.columns],
             created=created, dpbundle_version=__version__, fingerprint=fingerprint,
-            files=[*files, *CHECKSUM_FILES],
+            files=[*files, *CHECKSUM_FILES], ledger=docs.ledger,
             preregistration=(json.loads(optional["preregistration.json"].decode("utf-8"))
                              if "preregistration.json" in optional else None))))
     except RegistryEntryError as exc:
