@@ -5,8 +5,11 @@
 - ``README.html``: rendered again from the bundle's public files by the datasheet renderer
   (:mod:`dpbundle.templates.datasheet`, shared with the release) and required byte for byte; a
   difference is reported with the first differing sentence;
-- ``README.pdf``: its extracted text must have the same words, each as often, as the datasheet
-  (fonts, line breaks and page layout aside, page furniture removed);
+- ``README.pdf``: read as a viewer shows it (:mod:`.pdf_structure`, docs/pdf-check.md): its text,
+  in order, is the rendered datasheet's; all of it visible (no invisible render mode, tiny,
+  transparent, background-coloured, clipped, covered or off-page text); no annotations but the
+  datasheet's links, no scripts, actions, embedded files, forms or optional content; its
+  metadata (document information and XMP) the datasheet's title and meta elements;
 - ``metrics.csv``: one row per criterion of metrics.json, numbers as ``format(x, ".6g")``.
 
 Bundles made before dpbundle 0.2 have no codebook and were not rendered from their public files:
@@ -200,8 +203,6 @@ def check_documentation(ctx: AuditContext) -> CheckResult:
                "files, so only its numbers are checked")
         return _legacy_numbers(ctx, r)
     helper, ctx.pdf_helper = ctx.pdf_helper, None
-    if helper is None:
-        helper = _start_helper(ctx)
     try:
         try:
             _check_codebook(ctx, r)
@@ -301,50 +302,39 @@ def _quote(sentence: str, limit: int = 240) -> str:
 
 
 def start_pdf_helper(ctx: AuditContext) -> None:
-    """Start README.pdf's helper process early (the runner, once the integrity check passed):
-    it reads the PDF and waits until the documentation check starts on the pages. Not for a
-    bundle whose datasheet is only searched for numbers (before dpbundle 0.2)."""
-    if ctx.pdf_helper is None and not _legacy(ctx):
-        ctx.pdf_helper = _start_helper(ctx)
+    """Formerly started README.pdf's text-extraction helper (:mod:`.pdf_helper`) early. Since
+    issue 36 the documentation check reads README.pdf with its own interpreter
+    (:mod:`.pdf_structure`), in about the time pypdf took to extract the text, and needs no
+    helper: nothing is started (the runner still calls this)."""
+    return None
 
 
 def _legacy(ctx: AuditContext) -> bool:
     return not ctx.bundle.has("codebook.csv") and _made_before_02(ctx)
 
 
-def _start_helper(ctx: AuditContext) -> PdfHelper | None:
-    """A second process extracting README.pdf's pages (:mod:`.pdf_helper`); None when there is
-    no readable README.pdf (or no gain)."""
-    if not ctx.bundle.has("README.pdf"):
-        return None
-    try:
-        data = ctx.bundle.read_bytes("README.pdf")
-    except BundleFileError:
-        return None
-    return PdfHelper.start(data, MAX_PAGES, MAX_PDF_TEXT_CHARS)
-
-
 def _check_pdf(ctx: AuditContext, r: CheckResult, want: str, helper: PdfHelper | None = None) -> None:
-    from dpbundle.templates.datasheet.words import compare_pdf_words
+    """README.pdf against the rendered datasheet (:mod:`.pdf_structure`): its text in order,
+    visible, and nothing a viewer shows or runs beyond the datasheet; its metadata.
+    ``helper``: unused (kept for callers; the structure check reads the pages itself)."""
+    from dpbundle.templates.datasheet.edition import edition_of
+
+    from .pdf_structure import check_pdf
 
     if not ctx.bundle.has("README.pdf"):
         r.fail("README.pdf: missing from the bundle")
         return
     try:
-        pages = pdf_pages(ctx.bundle.read_bytes("README.pdf"), helper)
+        data = ctx.bundle.read_bytes("README.pdf")
     except BundleFileError as e:
         r.fail(f"README.pdf: {e}")
         return
-    except Exception as e:  # noqa: BLE001 - pypdf raises many types on malformed files
-        r.fail(f"README.pdf: text cannot be extracted ({type(e).__name__}: {e})")
-        return
-    title = ""
     try:
-        title = str(((ctx.json("spec.json").get("spec") or {}).get("release") or {}).get("title") or "")
+        version = str(ctx.json("manifest.json").get("dpbundle_version", ""))
     except (Missing, AttributeError):
-        pass
-    for problem in compare_pdf_words(pages, want, title or "Differentially private synthetic data"):
-        r.fail(f"README.pdf's text differs from the datasheet: {problem}")
+        version = ""
+    for problem in check_pdf(data, want, edition=edition_of(version)):
+        r.fail(problem)
 
 
 def _metrics_csv(ctx: AuditContext, rows: list, r: CheckResult) -> None:
