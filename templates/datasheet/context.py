@@ -31,7 +31,7 @@ from dpbundle.mechanisms.cells import RecordTypes
 from .public import PublicFiles
 
 __all__ = ["build_context", "query_family", "PUBLISHED_EPSILONS", "epsilon_scale",
-           "openssl_verify_command", "publication_facts", "verification_claims", "WEAK_GUARANTEE_EPSILON", "source_words",
+           "openssl_verify_command", "STANDARD_TOOL_COMMANDS", "allowed_signers_line", "publication_facts", "verification_claims", "WEAK_GUARANTEE_EPSILON", "source_words",
            "SOURCE_KINDS", "faithfulness_rule_text", "one_category"]
 
 # Above this total epsilon the datasheet says plainly that the protection is weak (the spec
@@ -166,6 +166,40 @@ PRIOR_SUSPICION = 0.01  # the 1-in-100 prior of the datasheet's worked example
 
 def openssl_verify_command(pubkey: str = "KEY.pub") -> str:
     return f"openssl pkeyutl -verify -pubin -inkey {pubkey} -rawin -in manifest.json -sigfile manifest.sig"
+
+
+#: The standard-tool check of a bundle of dpbundle 0.3 or later, run in the bundle's folder with
+#: ``KEY.pub`` and ``allowed_signers`` beside it: the checksum list's two signatures, every listed
+#: file's hash, no file missing or added, the manifest's signature. README.md's "Verifying a bundle
+#: without dpbundle" shows the same lines (a test compares them and runs them on tampered bundles).
+STANDARD_TOOL_COMMANDS = (
+    "openssl pkeyutl -verify -pubin -inkey ../KEY.pub -rawin -in SHA256SUMS -sigfile SHA256SUMS.sig",
+    "ssh-keygen -Y verify -f ../allowed_signers -I publisher -n dpbundle -s SHA256SUMS.sshsig < SHA256SUMS",
+    "sha256sum -c SHA256SUMS",
+    "diff <({ cut -c67- SHA256SUMS; printf '%s\\n' SHA256SUMS SHA256SUMS.sig SHA256SUMS.sshsig manifest.json "
+    "manifest.sig; } | LC_ALL=C sort) <(ls -A | LC_ALL=C sort)",
+    openssl_verify_command("../KEY.pub"),
+)
+
+
+def allowed_signers_line(pem: str) -> str:
+    """The OpenSSH ``allowed_signers`` line of an Ed25519 public key (PEM) for the identity
+    ``publisher`` and the namespace ``dpbundle``; "" when the PEM is not an Ed25519 key."""
+    import base64
+    import struct
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        key = serialization.load_pem_public_key(pem.encode("ascii"))
+    except (ValueError, UnicodeEncodeError, TypeError):
+        return ""
+    if not isinstance(key, Ed25519PublicKey):
+        return ""
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    blob = struct.pack(">I", 11) + b"ssh-ed25519" + struct.pack(">I", 32) + raw
+    return f'publisher namespaces="dpbundle" ssh-ed25519 {base64.b64encode(blob).decode()}'
 
 
 def approx_number(x: float) -> str:
@@ -1025,6 +1059,8 @@ def _section_verify(f: _Facts) -> dict:
         "public_key_pem": meta.public_key_pem.strip(),
         "commitment": meta.commitment,
         "openssl_command": openssl_verify_command("KEY.pub"),
+        "verify_commands": list(STANDARD_TOOL_COMMANDS),
+        "allowed_signers": allowed_signers_line(meta.public_key_pem) if f.edition >= 2 else "",
         "audit_command": ("dpbundle audit BUNDLE --pubkey KEY.pub"
                           + (" --preregistration REC --beacon VALUE" if publication.get("beacon") else "")),
         "verification": verification_claims(publication, f.source, f.edition, f.ledger),
