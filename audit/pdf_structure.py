@@ -540,7 +540,7 @@ def _text_checks(scans: list[PageScan], facts: Datasheet, p: _Problems) -> None:
             elif r.text.strip() == BULLET:
                 bullets += 1
             else:
-                flow.add(i, r.text)
+                flow.add(i, r.text + "\n")      # a line break (whitespace does not count)
     if bullets != facts.bullets:
         p.add(f"{bullets} list bullets, where the datasheet's lists have {facts.bullets} items")
     diff = compare_in_order(flow.text, facts.flow, lambda k: f"page {flow.page_at(k)}")
