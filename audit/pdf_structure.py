@@ -185,8 +185,21 @@ def compare_in_order(got: str, want: str, where_of) -> str | None:
     k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     ga = amap[k] if k < len(amap) else len(got)
     wb = bmap[k] if k < len(bmap) else len(want)
-    return (f"{where_of(ga)}: \u201c{_context(got, ga)}\u201d where the datasheet has "
-            f"\u201c{_context(want, wb)}\u201d")
+    return (f"{where_of(ga)}: README.pdf has {_word_at(got, ga)!r} where the datasheet has "
+            f"{_word_at(want, wb)!r}: \u201c{_context(got, ga)}\u201d against \u201c{_context(want, wb)}\u201d")
+
+
+def _word_at(text: str, i: int) -> str:
+    """The word (letters, digits, underscores; else the one character) of ``text`` at index ``i``."""
+    if i >= len(text):
+        return "(the end)"
+    lo, hi = i, i + 1
+    if re.match(r"\w", text[i]):
+        while lo > 0 and re.match(r"\w", text[lo - 1]):
+            lo -= 1
+        while hi < len(text) and re.match(r"\w", text[hi]):
+            hi += 1
+    return text[lo:hi]
 
 
 # ---------------------------------------------------------------------------- the document
@@ -534,13 +547,17 @@ def _text_checks(scans: list[PageScan], facts: Datasheet, p: _Problems) -> None:
                   f"{' / '.join(tail)[:200]!r}")
         else:
             runs = runs[:-len(furniture)]
+        baseline = None
         for r in runs:
             if r.figure is not None:
                 figures.setdefault(r.figure, []).append(r.text)
             elif r.text.strip() == BULLET:
                 bullets += 1
-            else:
-                flow.add(i, r.text + "\n")      # a line break (whitespace does not count)
+            else:     # a line break or a gap reads as a space (whitespace does not count)
+                gap = "" if baseline is None else "\n" if abs(r.box[1] - baseline[0]) > 0.5 else \
+                    " " if r.box[0] - baseline[1] > 1.0 else ""
+                flow.add(i, gap + r.text)
+                baseline = (r.box[1], r.box[2])
     if bullets != facts.bullets:
         p.add(f"{bullets} list bullets, where the datasheet's lists have {facts.bullets} items")
     diff = compare_in_order(flow.text, facts.flow, lambda k: f"page {flow.page_at(k)}")
