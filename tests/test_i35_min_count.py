@@ -109,6 +109,23 @@ def test_a_released_bundle_passes_its_audit(releases, k):
     assert ("no unique row" in face.detail) is (k >= 2)             # claims no more than that
 
 
+@pytest.mark.parametrize("k", WALK)
+def test_the_datasheet_claims_what_min_count_promises(releases, k):
+    """min_count 1 asks for no face privacy: the datasheet must not say "No unique records"
+    (the file has unique rows); 2 and more: it says so, with the number."""
+    import html as html_mod
+    import re
+
+    page = (releases["bundles"][k]["dir"] / "README.html").read_text(encoding="utf-8")
+    text = re.sub(r"\s+", " ", html_mod.unescape(re.sub(r"<[^>]+>", " ", page)))
+    assert ("No unique records" in text) is (k >= 2)
+    assert ("Unique records allowed" in text) is (k == 1)
+    if k >= 2:
+        assert f"Every complete record appears at least {k} times" in text
+    else:
+        assert "asks for no face privacy" in text and "contain no unique record" not in text
+
+
 def test_the_enclave_replay_of_min_count_1(releases):
     """The projection with min_count 1 (records unchanged) replays byte for byte."""
     one = releases["bundles"][1]
