@@ -170,6 +170,31 @@ def _norm_map(text: str) -> tuple[str, list[int]]:
     return "".join(out), where
 
 
+def _rtl(ch: str) -> bool:
+    return unicodedata.bidirectional(ch) in ("R", "AL")
+
+
+def logical(text: str) -> str:
+    """A PDF run's text in reading order: the renderer draws right-to-left script (Hebrew,
+    Arabic) in visual order, so each stretch of it (with the spaces inside) is reversed back."""
+    if not any(_rtl(c) for c in text):
+        return text
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if not _rtl(text[i]):
+            out.append(text[i])
+            i += 1
+            continue
+        j = last = i
+        while j < n and (_rtl(text[j]) or unicodedata.bidirectional(text[j]) in ("WS", "NSM")):
+            if _rtl(text[j]):
+                last = j
+            j += 1
+        out.append(text[i:last + 1][::-1])
+        i = last + 1
+    return "".join(out)
+
+
 def _context(text: str, i: int, before: int = 50, after: int = 50) -> str:
     lo, hi = max(0, i - before), min(len(text), i + after)
     return ("\u2026" if lo else "") + _flat(text[lo:hi]) + ("\u2026" if hi < len(text) else "")
@@ -541,7 +566,7 @@ def _text_checks(scans: list[PageScan], facts: Datasheet, p: _Problems) -> None:
     for i, scan in enumerate(scans, start=1):
         runs = [r for r in scan.runs if r.text.strip()]
         furniture = _furniture(i, n, facts)
-        tail = [_flat(r.text) for r in runs[-len(furniture):]] if len(runs) >= len(furniture) else []
+        tail = [_flat(logical(r.text)) for r in runs[-len(furniture):]] if len(runs) >= len(furniture) else []
         if tail != furniture or any(r.figure is not None for r in runs[-len(furniture):]):
             p.add(f"page {i}: its running heads and feet are not {' / '.join(furniture)!r} (drawn last): "
                   f"{' / '.join(tail)[:200]!r}")
@@ -550,13 +575,13 @@ def _text_checks(scans: list[PageScan], facts: Datasheet, p: _Problems) -> None:
         baseline = None
         for r in runs:
             if r.figure is not None:
-                figures.setdefault(r.figure, []).append(r.text)
+                figures.setdefault(r.figure, []).append(logical(r.text))
             elif r.text.strip() == BULLET:
                 bullets += 1
             else:     # a line break or a gap reads as a space (whitespace does not count)
                 gap = "" if baseline is None else "\n" if abs(r.box[1] - baseline[0]) > 0.5 else \
                     " " if r.box[0] - baseline[1] > 1.0 else ""
-                flow.add(i, gap + r.text)
+                flow.add(i, gap + logical(r.text))
                 baseline = (r.box[1], r.box[2])
     if bullets != facts.bullets:
         p.add(f"{bullets} list bullets, where the datasheet's lists have {facts.bullets} items")
