@@ -1,6 +1,12 @@
 """Comparing a datasheet's words: README.html against the rendered datasheet (sentence by
 sentence), and README.pdf's extracted text against it (word by word, fonts and layout aside).
 
+Since issue 36 the audit no longer accepts README.pdf on its words: a bag of words lets a word
+move (into hidden text, or to another sentence) unnoticed. It checks the PDF's text in order,
+its visibility, structure and metadata (audit/pdf_structure.py, docs/pdf-check.md). The word
+comparison below stays for the datasheet's own tests (every word of the HTML is drawn) and as a
+diagnostic.
+
 The PDF comparison is a comparison of *word counts*: every word (a run of letters, digits or
 underscores, after Unicode NFKC normalisation and case folding) must occur as often in
 README.pdf's text, page furniture removed (the running title, "Synthetic data — differential
