@@ -56,3 +56,16 @@ def test_the_persons_example_datasheet_keeps_the_classification_noise_estimate(t
     audit = subprocess.run([sys.executable, "-m", "dpbundle.audit", str(out), "--pubkey",
                             str(tmp_path / "persons.demo-key.pub")], capture_output=True, text=True)
     assert audit.returncode == 0, audit.stdout[-3000:]
+
+
+def test_the_stop_arithmetic_says_its_acceptance_figures_are_in_sample():
+    """Issue 35: the 'auto' stop probability's chance of releasing nothing assumes the rate of
+    the sample that chose the list; the console says so beside the arithmetic."""
+    from dpbundle.release.scheme.stopping import nothing_chance, plan_stop
+
+    plan = plan_stop("auto", 0.0, [0.87, 0.87], [0.84, 0.84])
+    lines = plan.lines()
+    assert any("in-sample" in line and "lower" in line for line in lines)
+    # the number printed for the held-out rate is worse than the in-sample one
+    assert nothing_chance(0.52, plan.gamma) > nothing_chance(0.84, plan.gamma)
+    assert not any("in-sample" in line for line in plan_stop(None, 0.1, None, None).lines())
