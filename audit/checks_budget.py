@@ -19,6 +19,7 @@ __all__ = ["check_budget", "check_acceptance", "REL_TOL", "close"]
 REL_TOL = 1e-9       # the producer may nudge a scale up by a few ulps for OpenDP's map
 OPENDP_TOL = 1e-6    # OpenDP's own total may exceed the exact sum by float rounding
 EPSILON_CEILING = 20  # above it a spec must acknowledge the weak guarantee (docs/spec.md)
+REGISTRY_ENTRY_NAME = "registry-entry.yaml"
 
 
 
@@ -88,6 +89,7 @@ def check_budget(ctx: AuditContext) -> CheckResult:
     except Missing as e:
         r.fail(str(e))
     _registry_entry_numbers(ctx, budget, r)
+    _rederived_words(ctx, budget, view.spec, r)
     _composed_spends(ctx, budget, r)
     if not r.failed:
         policy = {"dp_count": f"n is a DP count (epsilon {_fmt(r.facts.get('epsilon_count'))})",
@@ -143,6 +145,24 @@ def _composed_spends(ctx: AuditContext, budget: dict, r: CheckResult) -> None:
         r.fail(f"{w}.composed_epsilon {composed!r} is not budget.json's total_epsilon plus the earlier "
                f"epsilons, {want!r}")
     r.facts.update({"spends_on_registry": k, "earlier_epsilons": list(earlier), "composed_epsilon": want})
+
+
+def _rederived_words(ctx: AuditContext, budget: dict, spec: dict, r: CheckResult) -> None:
+    """For bundles of dpbundle 0.2 and later (the closure rule, docs/audit.md): budget.json's
+    statements are the spec's words and registry-entry.yaml is the entry rendered from the
+    public files, byte for byte (:mod:`.metadata`)."""
+    from .checks_integrity import made_since
+    from .metadata import check_budget_words, check_registry_entry_rederived
+
+    try:
+        manifest = ctx.json("manifest.json")
+    except Missing:
+        return                      # the integrity check reports it
+    if not made_since(manifest, (0, 2)) or not isinstance(budget, dict):
+        return
+    check_budget_words(budget, spec, r, manifest.get("dpbundle_version"))
+    if ctx.bundle.has(REGISTRY_ENTRY_NAME):
+        check_registry_entry_rederived(ctx, r)
 
 
 def _finite_nonnegative(x) -> bool:
@@ -499,7 +519,7 @@ def _check_neighbours(budget: dict, spec: dict, r: CheckResult) -> None:
                "(bounded neighbours of the registry)")
     unit = (spec.get("release") or {}).get("unit_of_privacy") if isinstance(spec.get("release"), dict) else None
     if isinstance(unit, str) and budget.get("unit_of_privacy") != unit:
-        r.warn(f"{W}: unit_of_privacy {budget.get('unit_of_privacy')!r} differs from the spec's {unit!r}")
+        r.fail(f"{W}: unit_of_privacy {budget.get('unit_of_privacy')!r} differs from the spec's {unit!r}")
 
 
 def composition_formula(budget: dict) -> str:

@@ -316,3 +316,18 @@ def _datapackage(ctx: AuditContext, view, r: CheckResult) -> None:
                 r.fail(f"datapackage.json: hash differs from {path}'s SHA-256")
     release = view.spec.get("release")
     _package_title(dp, release if isinstance(release, dict) else {}, r)
+    if _made_since(ctx, (0, 2)):   # dpbundle 0.2 and later render it from the public files
+        from .metadata import check_datapackage_rederived
+
+        check_datapackage_rederived(ctx, view, r)
+
+
+def _made_since(ctx: AuditContext, version: tuple[int, int]) -> bool:
+    """Whether manifest.json says the bundle was made by dpbundle ``version`` or later (an
+    unreadable manifest: yes, the newest rules apply)."""
+    from .checks_integrity import made_since
+
+    try:
+        return made_since(ctx.json("manifest.json"), version)
+    except Missing:
+        return True

@@ -373,8 +373,12 @@ def test_an_entry_outside_its_schema_fails_the_schema_check(copy):
     _edit_entry(d, lambda dep: dep["dp_variant"].update(variant_name="Approximate DP"))
     _resign(d, key)
     failed = _failed(d, pub)
-    assert _entry_failures(failed) == ["schema"], failed
+    # the schema check names the rule; the budget check (from dpbundle 0.2, the closure rule)
+    # renders the entry again from the public files and names the first differing field
+    assert _entry_failures(failed) == ["budget", "schema"], failed
     assert any(p.startswith("registry-entry.yaml: deployment/dp_variant/variant_name") for p in failed["schema"])
+    assert any("first difference at deployment.dp_variant.variant_name: 'Approximate DP' where the "
+               "re-derivation gives 'Pure DP'" in p for p in failed["budget"]), failed["budget"]
 
 
 def test_another_publication_date_fails_the_schema_check(copy):

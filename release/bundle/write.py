@@ -60,6 +60,8 @@ from dpbundle.mechanisms.coding import Coded, ColumnCoding
 from dpbundle.release.bundle.data_csv import released_n, write_data_csv
 from dpbundle.templates.datasheet import Meta, datasheet_html, read_public_files
 from dpbundle.templates.datasheet.codebook import codebook_bytes
+from dpbundle.templates.metadata import datapackage as metadata_package
+from dpbundle.templates.metadata.budget_words import budget_words_of_spec
 
 from dpbundle.release.bundle import datasheet, timings
 from dpbundle.release.common import jsonschemas
@@ -98,7 +100,6 @@ __all__ = [
 BUNDLE_FORMAT = "dpbundle-bundle/1"
 TRANSCRIPT_FORMAT = "dpbundle-transcript/1"
 COMMITMENT_CONSTRUCTION = "sha256(salt || transcript.jsonl)"
-NEIGHBOURING_DEFAULT = "change one record (bounded; n public)"
 METRICS_FIELDS = ["id", "type", "description", "threshold", "stakeholder_threshold", "threshold_inputs", "dp_value",
                   "passed", "epsilon", "sensitivity", "sensitivity_inputs", "mechanism", "noise_scale", "noise_std"]
 METRICS_CSV_COLUMNS = ["id", "type", "description", "threshold", "stakeholder_threshold", "dp_value", "passed",
@@ -168,7 +169,7 @@ def _check_no_attempt_count(obj: Any, where: str) -> None:
 
 
 def _json_bytes(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    return metadata_package.json_bytes(obj)
 
 
 def _write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -516,65 +517,14 @@ def metrics_csv_bytes(criteria: list[dict], noise_estimates: dict | None = None)
     return buf.getvalue().encode("utf-8")
 
 
-_LICENCES = {
-    "CC-BY-4.0": ("https://creativecommons.org/licenses/by/4.0/", "Creative Commons Attribution 4.0"),
-    "CC0-1.0": ("https://creativecommons.org/publicdomain/zero/1.0/", "CC0 1.0 Universal"),
-    "CC-BY-SA-4.0": ("https://creativecommons.org/licenses/by-sa/4.0/", "Creative Commons Attribution-ShareAlike 4.0"),
-    "ODC-BY-1.0": ("https://opendatacommons.org/licenses/by/1-0/", "Open Data Commons Attribution License 1.0"),
-    "ODbL-1.0": ("https://opendatacommons.org/licenses/odbl/1-0/", "Open Data Commons Open Database License 1.0"),
-    "PDDL-1.0": ("https://opendatacommons.org/licenses/pddl/1-0/", "Open Data Commons Public Domain Dedication and License 1.0"),
-}
-
-
-def _slug(text: str) -> str:
-    s = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._")
-    return s[:80] or "dp-release"
-
-
-DATAPACKAGE_PROFILE = "https://datapackage.org/profiles/2.0/datapackage.json"
-DATAPACKAGE_VERSION = "1.0.0"  # without the spec's release.version: one version per package id
-# datapackage.json's ``id``: uuid5(NAMESPACE_URL, "dpbundle:<spec sha256>:<configuration id>:<data.csv sha256>")
-DATAPACKAGE_ID_PREFIX = "dpbundle:"
-_DIALECT = {"delimiter": ",", "lineTerminator": "\n", "quoteChar": "\"", "doubleQuote": True, "header": True}
-# metrics.csv's columns as Table Schema fields (types; "" is a missing value in that file)
-_METRICS_CSV_TYPES = {
-    "id": ("string", "The criterion's id in the spec."),
-    "type": ("string", "The criterion's type."),
-    "description": ("string", "What the criterion measures."),
-    "threshold": ("number", "The candidate passes when the DP value is below it."),
-    "stakeholder_threshold": ("number", "The stakeholders' threshold, when the threshold was derived from it."),
-    "dp_value": ("number", "The released (noisy) value of the criterion."),
-    "passed": ("boolean", "dp_value < threshold."),
-    "epsilon": ("number", "The criterion's epsilon."),
-    "sensitivity": ("number", "The sensitivity the noise was calibrated to."),
-    "mechanism": ("string", "The DP mechanism."),
-    "noise_scale": ("number", "The mechanism's noise scale."),
-    "noise_std": ("number", "The standard deviation of the noise the mechanism draws."),
-    "noise_on": ("string", "Where that noise goes: value, inside_fit or selection_scores."),
-    "value_noise_std": ("number", "The standard deviation of the noise of dp_value (empty when unknown)."),
-    "value_noise_mean": ("number", "The mean of the noise of dp_value (empty when unknown)."),
-}
-_CODEBOOK_TYPES = {
-    "column": ("string", "The column of data.csv."),
-    "order": ("integer", "The value's position in the column's order (1, 2, ...)."),
-    "label": ("string", "The value as written in data.csv."),
-    "lower": ("number", "The bin's inclusive lower bound, in the unit (empty: no bound, or a category)."),
-    "upper": ("number", "The bin's exclusive upper bound, in the unit (empty: no bound, or a category)."),
-    "number": ("number", "The number the value stands for in every statistic of the bundle."),
-    "unit": ("string", "The column's unit (empty: none)."),
-    "description": ("string", "The column's description."),
-}
-
-
-def datapackage_id(spec_sha256: str, configuration_id: str, data_sha256: str) -> str:
-    """datapackage.json's ``id``: a UUID (version 5, RFC 4122) of the bundle's content, known
-    before the manifest: ``uuid5(NAMESPACE_URL, "dpbundle:<spec SHA-256>:<configuration id>:<data.csv
-    SHA-256>")``. Anyone can recompute it from the bundle (the spec's SHA-256 is the canonical one
-    of ``audit --spec``); another spec, configuration or table gives another id."""
-    import uuid
-
-    return str(uuid.uuid5(uuid.NAMESPACE_URL,
-                          f"{DATAPACKAGE_ID_PREFIX}{spec_sha256}:{configuration_id}:{data_sha256}"))
+DATAPACKAGE_PROFILE = metadata_package.DATAPACKAGE_PROFILE
+DATAPACKAGE_VERSION = metadata_package.DATAPACKAGE_VERSION
+DATAPACKAGE_ID_PREFIX = metadata_package.DATAPACKAGE_ID_PREFIX
+SIMULATED_TITLE_SUFFIX = metadata_package.SIMULATED_TITLE_SUFFIX
+SIMULATED_NOTE = metadata_package.SIMULATED_NOTE
+datapackage_id = metadata_package.datapackage_id
+if list(metadata_package.METRICS_CSV_FIELDS) != METRICS_CSV_COLUMNS:  # pragma: no cover - kept in step
+    raise ImportError("datapackage.json's metrics.csv schema is out of step with metrics.csv's columns")
 
 
 def spec_sha256(spec: dict) -> str:
@@ -584,59 +534,18 @@ def spec_sha256(spec: dict) -> str:
     return hashlib.sha256(canonical_json(public_spec(spec))).hexdigest()
 
 
-def _plain_fields(types: dict[str, tuple[str, str]], required: Sequence[str] = ()) -> list[dict]:
-    out = []
-    for name, (typ, desc) in types.items():
-        f: dict[str, Any] = {"name": name, "type": typ, "description": desc}
-        if name in required:
-            f["constraints"] = {"required": True}
-        out.append(f)
-    return out
-
-
-def _table_resource(name: str, path: str, title: str, description: str, digest: tuple[str, int],
-                    schema: dict) -> dict:
-    sha, size = digest
-    return {"name": name, "type": "table", "path": path, "title": title, "description": description,
-            "format": "csv", "mediatype": "text/csv", "encoding": "utf-8", "bytes": size,
-            "hash": f"sha256:{sha}", "dialect": dict(_DIALECT), "schema": schema}
-
-
-SIMULATED_TITLE_SUFFIX = " (SIMULATED data)"
-SIMULATED_NOTE = ("SIMULATED data: the records were generated from a simulated registry, not from real "
-                  "people; no real person is described.")
-
-
 def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests: dict[str, tuple[str, int]],
                  created: str, configuration_id: str, configuration: dict | None = None) -> dict:
-    """datapackage.json: a Frictionless Data Package v2 (``$schema``; resources of ``type``
-    "table"; Table Schema v2 ``categories`` / ``categoriesOrdered``) declaring the bundle's three
-    tables: data.csv, codebook.csv and metrics.csv. ``digests``: file name -> (SHA-256, size).
-
-    - ``version``: the data's version. A signed bundle is never revised in place: a corrected
-      release is another bundle, with another ``id``; so each package (each ``id``) has exactly
-      one version, "1.0.0" (the spec language has no field for a publisher's own numbering).
-    - ``id``: :func:`datapackage_id`, a UUID derived from the bundle's content.
-    - ``sources``: the confidential registry the records were generated from, held by the
-      publisher and not published (title from the spec's release fields; its e-mail is the
-      contact's when that is an address).
-    - a spec with ``release.simulated: true`` (``release --example``): the title ends
-      :data:`SIMULATED_TITLE_SUFFIX`, the description starts with :data:`SIMULATED_NOTE` and the
-      source is the simulated registry.
-    - ``categoriesOrdered``: :func:`_ordered_flags` (bins, and categories the spec declares
-      ``ordered: true``), given ``configuration`` (spec.json's).
-    """
-    release = spec.get("release") or {}
-    simulated = release.get("simulated") is True
-    title = release.get("title") or "Differentially private synthetic data"
-    title += SIMULATED_TITLE_SUFFIX if simulated else ""
-    pkg = _datapackage_head(release, title, datapackage_id(spec_sha256(spec), configuration_id,
-                                                           digests["data.csv"][0]), created)
-    pkg.update(_datapackage_people(release))
+    """datapackage.json (:func:`dpbundle.templates.metadata.datapackage.datapackage`, which the
+    audit renders again from the bundle): the public spec, each column's labels and
+    ``categoriesOrdered`` (:func:`_ordered_flags`), its description, the tables' digests
+    (``digests``: file name -> (SHA-256, size)), the day and the configuration id."""
     ordered = _ordered_flags(spec, configuration, columns)
-    pkg["resources"] = _datapackage_resources(title, _data_fields(columns, descriptions, ordered),
-                                              [c.name for c in columns], digests)
-    return pkg
+    facts = metadata_package.PackageFacts(
+        spec=spec, columns=[(c.name, [str(x) for x in c.labels], ordered[c.name]) for c in columns],
+        descriptions=descriptions, digests=digests, created=created, configuration_id=configuration_id,
+        spec_sha256=spec_sha256(spec))
+    return metadata_package.datapackage(facts)
 
 
 def _ordered_flags(spec: dict, configuration: dict | None, columns: Sequence[Any]) -> dict[str, bool]:
@@ -653,106 +562,6 @@ def _ordered_flags(spec: dict, configuration: dict | None, columns: Sequence[Any
         except (KeyError, TypeError, AttributeError):
             flags = {}
     return {c.name: bool(flags.get(c.name, getattr(c, "ordered", False))) for c in columns}
-
-
-def _datapackage_head(release: dict, title: str, package_id: str, created: str) -> dict:
-    """The package's own fields: profile, name, id, version, title, description, created,
-    keywords, licences."""
-    licence = release.get("licence") or "other"
-    lic = {"name": licence}
-    if licence in _LICENCES:
-        lic["path"], lic["title"] = _LICENCES[licence]
-    description = (release.get("description") or "").strip()
-    note = ("Synthetic records generated with differential privacy; not real records. "
-            "See README.pdf for intended uses and data quality.")
-    if release.get("simulated") is True:
-        description = f"{SIMULATED_NOTE} {description}"
-    return {
-        "$schema": DATAPACKAGE_PROFILE,
-        "name": _slug(title),
-        "id": package_id,
-        "version": str(release.get("version") or DATAPACKAGE_VERSION),
-        "title": title,
-        "description": f"{description} {note}".strip(),
-        "created": f"{created}T00:00:00Z",  # the day only (see _utc_today); Frictionless wants a datetime
-        "keywords": ["synthetic data", "differential privacy", "open data"],
-        "licenses": [lic],
-    }
-
-
-def _datapackage_people(release: dict) -> dict:
-    """``sources`` (the confidential registry, not published) and, when the spec names a
-    publisher, ``contributors``."""
-    publisher = str(release.get("publisher") or "the publisher")
-    contact = str(release.get("contact") or "")
-    period = release.get("period") or {}
-    about = []
-    if release.get("unit_of_privacy"):
-        about.append(f"one record: {release['unit_of_privacy']}")
-    if period.get("start") and period.get("end"):
-        about.append(f"period {period['start']} to {period['end']}")
-    what = f"Confidential records held by {publisher}, not published" + (f" ({'; '.join(about)})" if about else "")
-    if release.get("simulated") is True:
-        what = ("A simulated registry (generated, no real person), not published"
-                + (f" ({'; '.join(about)})" if about else ""))
-    source: dict[str, Any] = {"title": what}
-    if "@" in contact:
-        source["email"] = contact
-    out: dict[str, Any] = {"sources": [source]}
-    if release.get("publisher"):
-        c: dict[str, Any] = {"title": release["publisher"], "roles": ["publisher"]}
-        if "@" in contact:
-            c["email"] = contact
-        out["contributors"] = [c]
-    return out
-
-
-def _data_fields(columns: Sequence[Any], descriptions: dict, ordered: dict[str, bool] | None = None) -> list[dict]:
-    """data.csv's Table Schema fields: every column categorical, its labels in order, ordered as
-    ``ordered`` says (default: each coding's ``ordered``)."""
-    fields = []
-    for col in columns:
-        f = {"name": col.name, "type": "string"}
-        desc = descriptions.get(col.name)
-        if desc:
-            f["description"] = desc
-        labels = [str(x) for x in col.labels]
-        # Table Schema v2 categories (readers give factors / categoricals, ordered when bins are);
-        # constraints.enum makes validators check the same labels.
-        f["categories"] = labels
-        f["categoriesOrdered"] = bool((ordered or {}).get(col.name, getattr(col, "ordered", False)))
-        f["constraints"] = {"required": True, "enum": labels}
-        fields.append(f)
-    return fields
-
-
-def _datapackage_resources(title: str, fields: list[dict], names: list[str],
-                           digests: dict[str, tuple[str, int]]) -> list[dict]:
-    """The three table resources: data.csv, codebook.csv, metrics.csv."""
-    codebook_fields = _plain_fields(_CODEBOOK_TYPES, required=("column", "order", "label", "number"))
-    codebook_fields[0]["constraints"]["enum"] = names
-    codebook_fields[1]["constraints"]["minimum"] = 1
-    metrics_fields = _plain_fields(_METRICS_CSV_TYPES, required=("id", "type", "threshold", "dp_value",
-                                                                 "passed", "epsilon", "sensitivity",
-                                                                 "mechanism", "noise_scale", "noise_std"))
-    if [f["name"] for f in metrics_fields] != METRICS_CSV_COLUMNS:  # pragma: no cover - kept in step
-        raise BundleError("datapackage.json: the metrics.csv schema is out of step with its columns")
-    return [
-        _table_resource("data", "data.csv", title,
-                        "One synthetic record per row; every column is categorical (labels of bins, in order).",
-                        digests["data.csv"], {"fields": fields, "missingValues": []}),
-        _table_resource("codebook", "codebook.csv", "Codebook",
-                        "One row per value of each column of data.csv, in order: its label, bounds, "
-                        "the number it stands for, the unit and the column's description.",
-                        digests["codebook.csv"],
-                        {"fields": codebook_fields, "missingValues": [""], "primaryKey": ["column", "order"]}),
-        _table_resource("metrics", "metrics.csv", "Acceptance criteria (DP values)",
-                        "One row per acceptance criterion: its threshold, DP value, epsilon, "
-                        "sensitivity and noise; numbers printed with 6 significant digits "
-                        "(metrics.json has them in full).",
-                        digests["metrics.csv"], {"fields": metrics_fields, "missingValues": [""],
-                                                 "primaryKey": ["id"]}),
-    ]
 
 
 # ------------------------------------------------------------------------------- input checking
@@ -803,18 +612,31 @@ def _check_metrics(criteria: list[dict], n: int) -> None:
         raise BundleError(f"duplicate criterion ids: {ids}")
 
 
+def _check_budget_words(budget: dict, words: dict) -> None:
+    """budget.json's statements are the spec's (templates/metadata/budget_words.py), which the
+    audit re-derives: BundleError naming the first that is not."""
+    for path, want in words.items():
+        got: Any = budget
+        for key in path.split("."):
+            got = got.get(key) if isinstance(got, dict) else None
+        if want is not None and got != want:
+            raise BundleError(f"budget.json: {path} {got!r} is not the statement the spec gives, {want!r} "
+                              "(templates/metadata/budget_words.py; the audit re-derives it)")
+
+
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
     b = _jsonable(copy.deepcopy(budget), "budget")
-    release = spec.get("release") or {}
-    if "unit_of_privacy" not in b and release.get("unit_of_privacy"):
-        b["unit_of_privacy"] = release["unit_of_privacy"]
-    b.setdefault("neighbouring", NEIGHBOURING_DEFAULT)
-    b.setdefault("input_metric", "change_one_distance")
+    words = budget_words_of_spec(spec)
+    if "unit_of_privacy" not in b and words["unit_of_privacy"]:
+        b["unit_of_privacy"] = words["unit_of_privacy"]
+    b.setdefault("neighbouring", words["neighbouring"])
+    b.setdefault("input_metric", words["input_metric"])
     b.setdefault("pre_selection", [])
+    _check_budget_words(b, words)
     _check_no_attempt_count(b, "budget.json")
     if "opendp_version" not in b:
         from importlib.metadata import PackageNotFoundError, version

@@ -16,6 +16,7 @@ from fractions import Fraction
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.generators import Generator
 from dpbundle.mechanisms.records import guarantee_text
+from dpbundle.templates.metadata.budget_words import PUBLISHED_MODEL_NOTE, budget_words
 
 from dpbundle.release.spec.load import SELECTION_FACTOR, Spec
 from dpbundle.release.scheme.stopping import StopPlan
@@ -30,22 +31,24 @@ def opendp_version() -> str:
 
 
 def records_block(spec: Spec, released_n: int) -> dict:
-    """budget.json's ``records``: the policy for n, its epsilon and what is protected."""
+    """budget.json's ``records``: the policy for n, its epsilon and what is protected (the words
+    from :func:`dpbundle.templates.metadata.budget_words.budget_words`, which the audit re-derives)."""
     policy = spec.records_policy
-    text = guarantee_text(policy)
+    words = _words(spec)
     block = {"policy": policy, "epsilon": spec.epsilon_count, "released_n": int(released_n),
-             "statement": text["n_statement"]}
+             "statement": words["records.statement"]}
     if policy == "dp_count":
         from dpbundle.mechanisms.noise import calibrated_laplace_scale
 
-        block.update({
-            "mechanism": "discrete Laplace (OpenDP make_laplace on i64) of the count of plausible "
-                         "records; m = max(count + noise, 1)",
-            "sensitivity": 1,
-            "noise_scale": calibrated_laplace_scale(1, spec.epsilon_count, integer=True),
-            "resize": "uniform subsample of the plausible records, or all of them plus uniform "
-                      "pad records, shuffled (mechanisms/records.py)"})
+        block.update({"mechanism": words["records.mechanism"], "sensitivity": 1,
+                      "noise_scale": calibrated_laplace_scale(1, spec.epsilon_count, integer=True),
+                      "resize": words["records.resize"]})
     return block
+
+
+def _words(spec: Spec) -> dict:
+    """budget.json's statements for this spec (templates/metadata/budget_words.py)."""
+    return budget_words(spec.records_policy, spec.model.release.unit_of_privacy, spec.publish_model)
 
 
 def _decimal_near(x: float) -> Fraction:
@@ -82,14 +85,6 @@ def generation_parts(parts: list[dict], generation_epsilon) -> list[dict]:
     return [{"purpose": p["purpose"], "epsilon": f} for p, f in zip(parts, floats)]
 
 
-PUBLISHED_MODEL_NOTE = {
-    "file": "model.json",
-    "extra_epsilon": 0,
-    "why": "the model is the output of the generator's DP measurement (the generation part above), "
-           "which the selection already accounts for; publishing it is post-processing",
-}
-
-
 def build_budget(spec: Spec, generator: Generator, total_opendp: float, released_n: int,
                  stop: "StopPlan | None" = None) -> dict:
     """Every epsilon spent and how the total is composed: total = eps_count (dp_count policy)
@@ -102,10 +97,11 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
     eps_eval = exact.total(c.epsilon for c in acceptance)
     eps_gen = exact.dec(generator.epsilon)
     per_iteration = float(eps_gen + eps_eval)
+    words = _words(spec)
     return {
-        "unit_of_privacy": spec.model.release.unit_of_privacy,
-        "neighbouring": guarantee_text(spec.records_policy)["neighbouring"],
-        "input_metric": "change_one_distance",
+        "unit_of_privacy": words["unit_of_privacy"],
+        "neighbouring": words["neighbouring"],
+        "input_metric": words["input_metric"],
         "records": records_block(spec, released_n),
         "generation": {"type": generator.type, "epsilon": float(eps_gen),
                        "parts": generation_parts(generator.budget_parts(), eps_gen)},
@@ -114,10 +110,7 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
                           for p in spec.model.privacy.pre_selection_items],
         "per_iteration_epsilon": per_iteration,
         "selection": {
-            "method": "private selection with a known threshold (Liu & Talwar 2019, Algorithm 1): "
-                      "after each candidate that fails, stop with the stop probability (exact "
-                      "Bernoulli draws from OpenDP); the total is checked against OpenDP "
-                      "make_select_private_candidate's privacy map",
+            "method": words["selection.method"],
             "factor": SELECTION_FACTOR,
             "stop_probability": gamma,
             "stop_probability_source": source,
@@ -127,4 +120,4 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
         "total_epsilon_opendp": float(total_opendp),
         "epsilon_cap": spec.epsilon_cap,
         "opendp_version": opendp_version(),
-    } | ({"published_model": PUBLISHED_MODEL_NOTE} if spec.publish_model else {})
+    } | ({"published_model": words["published_model"]} if spec.publish_model else {})

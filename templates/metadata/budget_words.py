@@ -1,0 +1,86 @@
+"""The statements of ``budget.json``: every text field, generated from the public spec.
+
+budget.json's numbers are the run's (the epsilons the spec declares, the noise scales OpenDP
+calibrated, the stop probability used); its words are not: what the guarantee protects
+(``neighbouring``), what is said about the number of records (``records.statement``), the
+mechanisms and the selection method are fixed texts chosen by the spec's records policy, its
+unit of privacy and whether it publishes the model. The release writes them from here and the
+audit requires budget.json to say exactly this (docs/audit.md, "The closure rule").
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from dpbundle.mechanisms.records import DEFAULT_POLICY, guarantee_text
+
+__all__ = ["budget_words", "budget_words_of_spec", "accepted_budget_words", "SELECTION_METHOD", "RECORDS_MECHANISM", "RECORDS_RESIZE",
+           "PUBLISHED_MODEL_NOTE", "INPUT_METRIC", "spec_records_policy"]
+
+INPUT_METRIC = "change_one_distance"
+SELECTION_METHOD = ("private selection with a known threshold (Liu & Talwar 2019, Algorithm 1): after each "
+                    "candidate that fails, stop with the stop probability (exact Bernoulli draws from OpenDP); "
+                    "the total is checked against OpenDP make_select_private_candidate's privacy map")
+RECORDS_MECHANISM = ("discrete Laplace (OpenDP make_laplace on i64) of the count of plausible records; "
+                     "m = max(count + noise, 1)")
+RECORDS_RESIZE = ("uniform subsample of the plausible records, or all of them plus uniform pad records, "
+                  "shuffled (mechanisms/records.py)")
+PUBLISHED_MODEL_NOTE = {
+    "file": "model.json",
+    "extra_epsilon": 0,
+    "why": "the model is the output of the generator's DP measurement (the generation part above), "
+           "which the selection already accounts for; publishing it is post-processing",
+}
+# Edition 1 (bundles of dpbundle 0.2.x): the first releases of 0.2.0 called the confidential data
+# "the registry" in the neighbouring relation (tests/data/rederive-golden holds such bundles);
+# later 0.2.0 releases wrote today's words. Both are accepted for a 0.2 bundle, nothing else.
+_NEIGHBOURING_0_2 = {
+    "dp_count": "change one record of the registry as delivered (before the plausibility rules): any one "
+                "record may hold any other values the input schema accepts, including values the rules drop",
+    "declared_public": "registries with the same number of plausible records that differ in one record, which "
+                       "may hold any other values the input schema accepts (the count of plausible records is "
+                       "declared public)",
+}
+
+
+def budget_words(policy: str, unit_of_privacy: Any, publish_model: bool) -> dict[str, Any]:
+    """budget.json's statements, by dotted path: the unit of privacy, the neighbouring relation
+    and the input metric, the records block's policy, statement (and, for ``dp_count``, its
+    mechanism and resize), the selection method, and ``published_model`` when the model is
+    published. ValueError for an unknown records policy."""
+    text = guarantee_text(policy)
+    words: dict[str, Any] = {"unit_of_privacy": unit_of_privacy, "neighbouring": text["neighbouring"],
+                             "input_metric": INPUT_METRIC, "records.policy": policy,
+                             "records.statement": text["n_statement"], "selection.method": SELECTION_METHOD}
+    if policy == "dp_count":
+        words.update({"records.mechanism": RECORDS_MECHANISM, "records.resize": RECORDS_RESIZE})
+    if publish_model:
+        words["published_model"] = dict(PUBLISHED_MODEL_NOTE)
+    return words
+
+
+def spec_records_policy(spec: dict) -> Any:
+    """The records policy a public spec declares (``privacy.records.policy``; the default when
+    it declares none)."""
+    privacy = spec.get("privacy") if isinstance(spec.get("privacy"), dict) else {}
+    records = privacy.get("records") if isinstance(privacy.get("records"), dict) else {}
+    return records.get("policy", DEFAULT_POLICY)
+
+
+def budget_words_of_spec(spec: dict) -> dict[str, Any]:
+    """:func:`budget_words` of a public spec (spec.json's ``spec``, a plain dict)."""
+    release = spec.get("release") if isinstance(spec.get("release"), dict) else {}
+    publish = spec.get("publish") or []
+    publish_model = "model" in (publish if isinstance(publish, list) else [publish])
+    return budget_words(spec_records_policy(spec), release.get("unit_of_privacy"), publish_model)
+
+
+def accepted_budget_words(spec: dict, edition: int) -> dict[str, tuple[Any, ...]]:
+    """Each statement's accepted texts for a bundle of this datasheet edition
+    (``templates/datasheet/edition.py``): the one text :func:`budget_words_of_spec` gives, and
+    for edition 1 (dpbundle 0.2.x) also the earlier 0.2.0 wording of the neighbouring relation."""
+    words = budget_words_of_spec(spec)
+    accepted = {path: (value,) for path, value in words.items()}
+    older = _NEIGHBOURING_0_2.get(spec_records_policy(spec))
+    if edition == 1 and older is not None:
+        accepted["neighbouring"] = (words["neighbouring"], older)
+    return accepted
