@@ -93,6 +93,9 @@ def check_schema(ctx: AuditContext, validate_json: bool = True) -> CheckResult:
     for p in problems:
         r.fail(p)
     r.facts.update(facts)
+    from .closure import check_closure
+
+    check_closure(ctx, r)
     view = _check_data_csv(ctx, r)
     if view is not None:
         _check_configuration_id(ctx, view, r)

@@ -10,18 +10,14 @@ generation epsilon). See :func:`generation_parts`.
 """
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.generators import Generator
-from dpbundle.mechanisms.records import guarantee_text
-from dpbundle.templates.metadata.budget_words import PUBLISHED_MODEL_NOTE, budget_words
+from dpbundle.templates.metadata.budget_words import PUBLISHED_MODEL_NOTE, budget_words, generation_parts
 
 from dpbundle.release.spec.load import SELECTION_FACTOR, Spec
 from dpbundle.release.scheme.stopping import StopPlan
 
-NEIGHBOURING = guarantee_text("declared_public")["neighbouring"]  # of bundles without `records`
+NEIGHBOURING = budget_words("declared_public", None, False)["neighbouring"]  # of bundles without `records`
 
 
 def opendp_version() -> str:
@@ -49,40 +45,6 @@ def records_block(spec: Spec, released_n: int) -> dict:
 def _words(spec: Spec) -> dict:
     """budget.json's statements for this spec (templates/metadata/budget_words.py)."""
     return budget_words(spec.records_policy, spec.model.release.unit_of_privacy, spec.publish_model)
-
-
-def _decimal_near(x: float) -> Fraction:
-    """The decimal with the fewest significant digits that lies within one unit in the last
-    place of the float ``x`` (0.7999999999999999 -> 4/5, fl(1.6) -> 8/5, 0.25 -> 1/4)."""
-    b = exact.binary(x)
-    ulp = Fraction(math.ulp(x))
-    for digits in range(1, 18):
-        d = Fraction(format(x, f".{digits}g"))
-        if abs(d - b) < ulp:
-            return d
-    return b  # pragma: no cover - 17 significant digits always round-trip
-
-
-def generation_parts(parts: list[dict], generation_epsilon) -> list[dict]:
-    """budget.json's ``generation.parts`` from the generator's ``budget_parts()`` (the floats
-    handed to OpenDP, whose exact binary sum is at most the declared generation epsilon).
-
-    A generator computes each float share from decimals the spec declares (the generation
-    epsilon and a split such as ``epsilon_split: 0.5``), rounded down for OpenDP: 1.6 x 0.5 is
-    handed over as 0.7999999999999999. Each part is published as the shortest decimal within one
-    unit in the last place of its float (0.8), with the float itself as ``epsilon_opendp``, when
-    those decimals add up exactly to the declared generation epsilon (which proves them the
-    generator's decimal shares). Otherwise the floats are published as they are (``epsilon``
-    only), which the audit checks the way it always has (binary sum at most the generation
-    epsilon)."""
-    total = exact.dec(generation_epsilon)
-    floats = [float(p["epsilon"]) for p in parts]
-    decimals = [_decimal_near(f) for f in floats]
-    if (sum(decimals, Fraction(0)) == total and all(exact.dec(float(d)) == d for d in decimals)
-            and sum((exact.binary(f) for f in floats), Fraction(0)) <= total):
-        return [{"purpose": p["purpose"], "epsilon": float(d), "epsilon_opendp": f}
-                for p, d, f in zip(parts, decimals, floats)]
-    return [{"purpose": p["purpose"], "epsilon": f} for p, f in zip(parts, floats)]
 
 
 def build_budget(spec: Spec, generator: Generator, total_opendp: float, released_n: int,

@@ -9,12 +9,16 @@ audit requires budget.json to say exactly this (docs/audit.md, "The closure rule
 """
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
+from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.records import DEFAULT_POLICY, guarantee_text
 
 __all__ = ["budget_words", "budget_words_of_spec", "accepted_budget_words", "SELECTION_METHOD", "RECORDS_MECHANISM", "RECORDS_RESIZE",
-           "PUBLISHED_MODEL_NOTE", "INPUT_METRIC", "spec_records_policy"]
+           "PUBLISHED_MODEL_NOTE", "INPUT_METRIC", "spec_records_policy",
+           "generation_parts"]
 
 INPUT_METRIC = "change_one_distance"
 SELECTION_METHOD = ("private selection with a known threshold (Liu & Talwar 2019, Algorithm 1): after each "
@@ -84,3 +88,37 @@ def accepted_budget_words(spec: dict, edition: int) -> dict[str, tuple[Any, ...]
     if edition == 1 and older is not None:
         accepted["neighbouring"] = (words["neighbouring"], older)
     return accepted
+
+
+def _decimal_near(x: float) -> Fraction:
+    """The decimal with the fewest significant digits that lies within one unit in the last
+    place of the float ``x`` (0.7999999999999999 -> 4/5, fl(1.6) -> 8/5, 0.25 -> 1/4)."""
+    b = exact.binary(x)
+    ulp = Fraction(math.ulp(x))
+    for digits in range(1, 18):
+        d = Fraction(format(x, f".{digits}g"))
+        if abs(d - b) < ulp:
+            return d
+    return b  # pragma: no cover - 17 significant digits always round-trip
+
+
+def generation_parts(parts: list[dict], generation_epsilon) -> list[dict]:
+    """budget.json's ``generation.parts`` from the generator's ``budget_parts()`` (the floats
+    handed to OpenDP, whose exact binary sum is at most the declared generation epsilon).
+
+    A generator computes each float share from decimals the spec declares (the generation
+    epsilon and a split such as ``epsilon_split: 0.5``), rounded down for OpenDP: 1.6 x 0.5 is
+    handed over as 0.7999999999999999. Each part is published as the shortest decimal within one
+    unit in the last place of its float (0.8), with the float itself as ``epsilon_opendp``, when
+    those decimals add up exactly to the declared generation epsilon (which proves them the
+    generator's decimal shares). Otherwise the floats are published as they are (``epsilon``
+    only), which the audit checks the way it always has (binary sum at most the generation
+    epsilon)."""
+    total = exact.dec(generation_epsilon)
+    floats = [float(p["epsilon"]) for p in parts]
+    decimals = [_decimal_near(f) for f in floats]
+    if (sum(decimals, Fraction(0)) == total and all(exact.dec(float(d)) == d for d in decimals)
+            and sum((exact.binary(f) for f in floats), Fraction(0)) <= total):
+        return [{"purpose": p["purpose"], "epsilon": float(d), "epsilon_opendp": f}
+                for p, d, f in zip(parts, decimals, floats)]
+    return [{"purpose": p["purpose"], "epsilon": f} for p, f in zip(parts, floats)]

@@ -1,0 +1,134 @@
+"""The closure rule's field checks: the fields of a bundle (dpbundle 0.2 and later) that no other
+check re-derives, re-derived here from spec.json and dpbundle.mechanisms; and the list of what
+only the signature vouches for in a bundle (the report names it)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .checks_integrity import made_since
+from .closure import PREREG, RULES, SIGNATURE_ONLY, _regex, field_paths
+from .context import AuditContext, Missing
+from .report import CheckResult
+
+__all__ = ["check_fields", "signature_only_items"]
+
+_RULE = "closure rule: re-derived from spec.json"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 160 else text[:160] + "..."
+
+
+def check_fields(ctx: AuditContext, r: CheckResult) -> None:
+    """manifest.json's title and number format, metrics.json's descriptions, stakeholder
+    thresholds and mechanisms, budget.json's generator, its parts and the selection's threshold."""
+    manifest = ctx.json("manifest.json")
+    if not isinstance(manifest, dict) or not made_since(manifest, (0, 2)):
+        return
+    spec_json = ctx.json("spec.json")
+    spec = spec_json.get("spec") if isinstance(spec_json, dict) else None
+    if not isinstance(spec, dict):
+        raise Missing("spec.json: no spec")
+    _manifest_fields(ctx, manifest, spec, r)
+    _metrics_fields(ctx, spec, r)
+    _generation(ctx, spec, spec_json.get("configuration"), r)
+
+
+def _same(where: str, got: Any, want: Any, r: CheckResult, what: str) -> None:
+    if got != want or type(got) is not type(want):
+        r.fail(f"{where}: {_show(got)} is not {what}, {_show(want)} ({_RULE})")
+
+
+def _manifest_fields(ctx: AuditContext, manifest: dict, spec: dict, r: CheckResult) -> None:
+    from dpbundle.templates.datasheet.numbers import NUMBER_FORMAT_DOC
+
+    release = spec.get("release") if isinstance(spec.get("release"), dict) else {}
+    _same("manifest.json: title", manifest.get("title"), release.get("title") or "", r, "the spec's title")
+    _same("manifest.json: number_format", manifest.get("number_format"), NUMBER_FORMAT_DOC, r,
+          "the datasheet's number format")
+    metrics = ctx.json("metrics.json")
+    _same("metrics.json: number_format", metrics.get("number_format") if isinstance(metrics, dict) else None,
+          NUMBER_FORMAT_DOC, r, "the datasheet's number format")
+
+
+def _metrics_fields(ctx: AuditContext, spec: dict, r: CheckResult) -> None:
+    """Each criterion's description and stakeholder threshold are the spec's, its mechanism the
+    criterion's (dpbundle.mechanisms.criteria)."""
+    from dpbundle.mechanisms.criteria import make_criterion
+
+    entries = {e.get("id"): e for e in spec.get("acceptance") or [] if isinstance(e, dict)}
+    metrics = ctx.json("metrics.json")
+    for row in (metrics.get("criteria") if isinstance(metrics, dict) else None) or []:
+        entry = entries.get(row.get("id")) if isinstance(row, dict) else None
+        if entry is None:
+            continue   # the budget check reports criteria that are not the spec's
+        w = f"metrics.json: criterion {row.get('id')}"
+        threshold = entry.get("threshold")
+        _same(f"{w} description", row.get("description"), str(entry.get("description", "") or ""), r,
+              "the spec's description")
+        stake = threshold.get("stakeholder") if isinstance(threshold, dict) else None
+        got = row.get("stakeholder_threshold")
+        if not (got == stake and (stake is None) == (got is None)):
+            r.fail(f"{w} stakeholder_threshold: {_show(got)} is not the spec's, {_show(stake)} ({_RULE})")
+        try:
+            mechanism = make_criterion(entry).mechanism
+        except Exception as e:  # noqa: BLE001 - a spec the mechanisms refuse
+            r.fail(f"{w}: its mechanism cannot be re-derived ({type(e).__name__}: {e})")
+            continue
+        _same(f"{w} mechanism", row.get("mechanism"), mechanism, r, "the criterion's mechanism")
+
+
+def _generation(ctx: AuditContext, spec: dict, configuration: Any, r: CheckResult) -> None:
+    """budget.json's generation block (type, parts) is the configuration's generator's, and the
+    selection's threshold 1.0 (the known-threshold selection's score)."""
+    from dpbundle.templates.metadata.budget_words import generation_parts
+
+    from .model_check import config_generator
+
+    budget = ctx.json("budget.json")
+    gen = budget.get("generation") if isinstance(budget, dict) else None
+    if not isinstance(gen, dict) or not isinstance(configuration, dict):
+        return      # the schema validation reports it
+    _same("budget.json: selection.threshold", (budget.get("selection") or {}).get("threshold"), 1.0, r,
+          "the known-threshold selection's threshold")
+    want_type = (configuration.get("generator") or {}).get("type")
+    _same("budget.json: generation.type", gen.get("type"), want_type, r, "the configuration's generator")
+    try:
+        names = [c.get("name") for c in spec.get("columns") or []]
+        generator = config_generator(configuration, float(gen["epsilon"]), spec, names)
+        want = generation_parts(generator.budget_parts(), gen["epsilon"])
+    except Exception as e:  # noqa: BLE001 - hostile input or a generator this audit cannot build
+        r.fail(f"budget.json: generation.parts cannot be re-derived from the configuration's generator "
+               f"({type(e).__name__}: {e})")
+        return
+    _same("budget.json: generation.parts", gen.get("parts"), want, r, "the configuration's generator's parts")
+
+
+def signature_only_items(ctx: AuditContext) -> list[str]:
+    """What only the signature vouches for in this bundle: ``file: field`` for every rule bound
+    by the signature alone (or, for a bundle that was not pre-registered, bound by the
+    pre-registration otherwise) whose file is present (and whose field the file holds)."""
+    prereg = ctx.bundle.has("preregistration.json")
+    out: list[str] = []
+    for rule in RULES:
+        binding = rule.binding if (rule.binding != PREREG or prereg) else rule.otherwise
+        if binding != SIGNATURE_ONLY or not ctx.bundle.has(rule.file):
+            continue
+        if rule.field in ("", "**"):
+            out.append(rule.file)
+        elif _holds(ctx, rule.file, rule.field):
+            out.append(f"{rule.file}: {rule.field}")
+    return out
+
+
+def _holds(ctx: AuditContext, file: str, field: str) -> bool:
+    """Whether the JSON file holds a leaf the field pattern matches."""
+    if not file.endswith(".json"):
+        return True
+    try:
+        doc = ctx.json(file)
+    except Missing:
+        return False
+    pattern = _regex(field)
+    return any(pattern.fullmatch(p) for p in field_paths(doc))
