@@ -172,6 +172,23 @@ class AuditReport:
     unpinned: list[str] = field(default_factory=list)
 
     @property
+    def signature_only(self) -> list[str]:
+        """What only the signature vouches for in this bundle (the closure rule, docs/audit.md):
+        the ``schema`` check's list, ``file: field`` items that nothing re-derives or binds to
+        the run; the verdict "verified" does not cover them."""
+        schema = self.get("schema")
+        items = schema.facts.get("signature_only") if schema is not None else None
+        return [str(x) for x in items] if isinstance(items, list) else []
+
+    def signature_only_text(self) -> str:
+        """One line naming :attr:`signature_only` (empty when there is nothing to name)."""
+        items = self.signature_only
+        if not items:
+            return ""
+        return ("Bound by the signature alone (the publisher's word: nothing re-derives it or binds it to "
+                "the run): " + "; ".join(items))
+
+    @property
     def passed(self) -> bool:
         return not any(c.failed for c in self.checks)
 
@@ -243,6 +260,7 @@ class AuditReport:
             "key_pinned": self.key_pinned,
             "not_checked": self.not_checked,
             "verdict": self.verdict,
+            "signature_only": self.signature_only,
             "checks": [c.to_dict() for c in self.checks],
         }
 
@@ -279,6 +297,7 @@ class AuditReport:
         return (
             f"<div class=\"dpbundle-audit\">{banner}"
             f"<p style=\"color:{colour};font-weight:bold\">{esc(self.verdict_text(), 4000)}</p>"
+            + (f"<p>{esc(self.signature_only_text(), 4000)}</p>" if self.signature_only else "")
             + table(["check", "status", "message"], rows, caption=f"dpbundle audit: {self.bundle}")
             + (f"<p>Warnings:</p><ul>{warnings}</ul>" if warnings else "")
             + ("<p style=\"color:#b00020;font-weight:bold\">PRIVATE: do not copy this output or "
@@ -309,6 +328,8 @@ class AuditReport:
                 console.print(f"[yellow]warning[/yellow] ({c.check}): {escape(w)}")
         colour = {VERIFIED: "bold green", FAILED: "bold red"}.get(self.verdict, "bold yellow")
         console.print(f"[{colour}]{escape(self.verdict_text())}[/{colour}]", highlight=False, soft_wrap=True)
+        if self.signature_only and self.verdict != FAILED:
+            console.print(escape(self.signature_only_text()), highlight=False, soft_wrap=True)
         if self.private:
             console.print("[bold red]PRIVATE[/bold red]: do not copy this output or its reports out of "
                           "the enclave", highlight=False, soft_wrap=True)
