@@ -26,6 +26,7 @@ MAX_TOKENS = 4_000_000      # content-stream tokens in the whole PDF (the demo d
 MAX_DEPTH = 8               # nested form XObjects (a datasheet: 1)
 MAX_CMAP_CODES = 70_000     # entries of one ToUnicode map (2-byte codes: at most 65,536)
 MAX_ITEMS = 50_000          # texts or drawings on one page (a datasheet page: some hundreds)
+MAX_KERN = 1000             # a TJ adjustment, thousandths of an em (the datasheet's largest: 170)
 
 _WS = rb"\x00\t\n\x0c\r "
 _DELIM = rb"()<>\[\]{}/%"
@@ -587,24 +588,31 @@ class _Interpreter:
     def _show(self, operands, g: _GState, tm, xobject, where: tuple):
         if g.font is None:
             raise ContentError("text shown before a font is chosen")
+        if g.scale != 100 or g.rise or g.char_space or g.word_space:
+            self.problem("text scaled, raised or spaced by the text state (Tz, Ts, Tc, Tw), which the "
+                         "renderer does not do")
         items = operands[-1] if operands and isinstance(operands[-1], list) else operands[-1:]
         chars: list[str] = []
-        advance = 0.0                    # in text space units
+        advance = lo = hi = 0.0          # in text space units; lo, hi: the extremes reached
         for item in items:
             if isinstance(item, float):
+                if abs(item) > MAX_KERN:
+                    self.problem(f"text moved by {abs(item) / 1000:g} em inside its line (the renderer "
+                                 f"moves glyphs by at most {MAX_KERN / 1000:g} em)")
                 advance -= item / 1000 * g.size
             elif isinstance(item, bytes):
                 for k in range(0, len(item) - 1, 2):
                     code = (item[k] << 8) | item[k + 1]
                     chars.append(g.font.to_unicode.get(code, "\ufffd"))
                     advance += g.font.widths.get(code, g.font.default_width) / 1000 * g.size + g.char_space
-        advance *= g.scale / 100
+            lo, hi = min(lo, advance), max(hi, advance)
+        lo, hi, advance = (v * g.scale / 100 for v in (lo, hi, advance))
         trm = _mul(tm, g.ctm)
-        start = _apply(trm, 0.0, g.rise)
-        end = _apply(trm, advance, g.rise)
-        top = _apply(trm, 0.0, g.rise + g.size)
+        start = _apply(trm, lo, g.rise)
+        end = _apply(trm, hi, g.rise)
+        top = _apply(trm, lo, g.rise + g.size)
         height = math.hypot(top[0] - start[0], top[1] - start[1])
-        corner = _apply(trm, advance, g.rise + g.size)
+        corner = _apply(trm, hi, g.rise + g.size)
         self.seq += 1
         self._count(self.scan.runs)
         self.scan.runs.append(Run(self.seq, "".join(chars), where[0], xobject, where[1],

@@ -255,7 +255,7 @@ def _walk(root, report) -> None:
             for k, x in v.items():
                 if k in _FORBIDDEN and not (k == "/E" and not isinstance(_obj(x), str)):
                     report(f"holds {_FORBIDDEN[k]} ({k})")
-                if k not in ("/Parent", "/P", "/Pg", "/Prev", "/Next", "/First", "/Last"):
+                if k not in ("/Parent", "/P", "/Pg"):       # upwards: reached already
                     todo.append(x)
         elif isinstance(v, ArrayObject):
             todo.extend(v)

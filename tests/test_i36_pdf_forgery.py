@@ -373,3 +373,33 @@ def test_an_incremental_update_fails(copy):
     resign(d, key)
     text = " ".join(docs_problems(d, pub))
     assert "README.pdf: was changed after it was written (an incremental update" in text
+
+
+def test_not_pushed_off_the_page_inside_its_line_fails(copy):
+    """The "not" moved 200 em to the left and back inside its own TJ array: the line's start and
+    end are where they were, its text in order is unchanged, the "not" is off the page."""
+    d, key, pub = copy
+
+    def edit(w):
+        page, m, font, codes = find_pages(w, NOT_SENTENCE)
+        text = page.decode(font, codes)
+        k = text.index(NOT_SENTENCE) + 1
+        glyphs = lambda cs: "".join(f"<{c:04x}>" for c in cs)   # noqa: E731
+        array = (f"[{glyphs(codes[:k])} 200000 {glyphs(codes[k:k + 3])} -200000 {glyphs(codes[k + 3:])}] TJ")
+        page.text = page.text[:m.start()] + array + page.text[m.end():]
+        page.save()
+    rewrite(d, key, edit)
+    text = " ".join(docs_problems(d, pub))
+    assert "text moved by 200 em inside its line (the renderer moves glyphs by at most 1 em)" in text
+    assert "is drawn outside the page" in text
+
+
+def test_text_squeezed_by_horizontal_scaling_fails(copy):
+    d, key, pub = copy
+
+    def edit(w):
+        page, m, _font, _codes = find_pages(w, NOT_SENTENCE)
+        page.text = page.text[:m.start()] + "1 Tz " + m.group(0) + " 100 Tz" + page.text[m.end():]
+        page.save()
+    rewrite(d, key, edit)
+    assert "text scaled, raised or spaced by the text state (Tz, Ts, Tc, Tw)" in " ".join(docs_problems(d, pub))
