@@ -253,3 +253,7 @@ def check_closure(ctx: AuditContext, r: CheckResult) -> None:
     except Missing as e:
         r.fail(str(e))
     r.facts["signature_only"] = signature_only_items(ctx)
+
+
+if __name__ == "__main__":  # pragma: no cover - prints docs/audit.md's table
+    print(markdown_table(), end="")
