@@ -93,7 +93,7 @@ def check_schema(ctx: AuditContext, validate_json: bool = True) -> CheckResult:
     for p in problems:
         r.fail(p)
     r.facts.update(facts)
-    from .closure import check_closure
+    from .closure_fields import check_closure
 
     check_closure(ctx, r)
     view = _check_data_csv(ctx, r)

@@ -7,7 +7,7 @@ fails.
 :data:`RULES` is the machine-readable classification: one row per file or field pattern, with its
 binding and the check that enforces it. docs/audit.md's section is generated from it
 (:func:`markdown_table`), and tests/test_i36_closure_walk.py walks every file and field of real
-bundles and fails on one no row classifies. :func:`check_closure` (run by the ``schema`` check)
+bundles and fails on one no row classifies. ``closure_fields.check_closure`` (run by the ``schema`` check)
 enforces the file-level rules, the version rules and the fields no other check re-derives, and
 lists what only the signature vouches for in this bundle.
 
@@ -20,11 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .context import AuditContext, Missing
-from .report import CheckResult
 
-__all__ = ["Rule", "RULES", "BINDINGS", "classify", "field_paths", "check_closure", "markdown_table",
-           "FILES_0_2", "FILES_0_3", "OPTIONAL", "SIGNATURE_ONLY", "files_of_version"]
+__all__ = ["Rule", "RULES", "BINDINGS", "classify", "field_paths", "markdown_table",
+           "FILES_0_2", "FILES_0_3", "OPTIONAL", "SIGNATURE_ONLY", "files_of_version", "KNOWN_FILES"]
 
 REDERIVED, TRANSCRIPT, PREREG, LEDGER = "rederived", "bound:transcript", "bound:preregistration", "bound:ledger"
 SIGNATURE_ONLY, SIGNATURE = "signature-only", "signature"
@@ -232,27 +230,6 @@ def markdown_table() -> str:
         field = f"`{rule.field}`" if rule.field else "(the file)"
         lines.append(f"| `{rule.file}` | {field} | {binding} | {rule.how} |")
     return "\n".join(lines) + "\n"
-
-
-# ------------------------------------------------------------------------------ the check
-
-def check_closure(ctx: AuditContext, r: CheckResult) -> None:
-    """The closure rule's own checks (the ``schema`` check runs them): no listed file outside the
-    rule, the version rules, the fields no other check re-derives; ``facts["signature_only"]``
-    names what only the signature vouches for in this bundle."""
-    from .closure_fields import check_fields, signature_only_items
-    from .closure_versions import check_versions
-
-    for name in sorted(ctx.bundle.files):
-        if name not in KNOWN_FILES:
-            r.fail(f"{name}: a file no rule of the closure rule knows (docs/audit.md, \"The closure rule\"): "
-                   f"dpbundle never writes it")
-    try:
-        check_versions(ctx, r)
-        check_fields(ctx, r)
-    except Missing as e:
-        r.fail(str(e))
-    r.facts["signature_only"] = signature_only_items(ctx)
 
 
 if __name__ == "__main__":  # pragma: no cover - prints docs/audit.md's table

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from .checks_integrity import made_since
-from .closure import PREREG, RULES, SIGNATURE_ONLY, _regex, field_paths
+from .closure import KNOWN_FILES, PREREG, RULES, SIGNATURE_ONLY, _regex, field_paths
 from .context import AuditContext, Missing
 from .report import CheckResult
 
-__all__ = ["check_fields", "signature_only_items"]
+__all__ = ["check_closure", "check_fields", "signature_only_items"]
 
 _RULE = "closure rule: re-derived from spec.json"
 
@@ -132,3 +132,23 @@ def _holds(ctx: AuditContext, file: str, field: str) -> bool:
         return False
     pattern = _regex(field)
     return any(pattern.fullmatch(p) for p in field_paths(doc))
+
+
+# ------------------------------------------------------------------------------ the check
+
+def check_closure(ctx: AuditContext, r: CheckResult) -> None:
+    """The closure rule's own checks (the ``schema`` check runs them): no listed file outside the
+    rule, the version rules, the fields no other check re-derives; ``facts["signature_only"]``
+    names what only the signature vouches for in this bundle."""
+    from .closure_versions import check_versions
+
+    for name in sorted(ctx.bundle.files):
+        if name not in KNOWN_FILES:
+            r.fail(f"{name}: a file no rule of the closure rule knows (docs/audit.md, \"The closure rule\"): "
+                   f"dpbundle never writes it")
+    try:
+        check_versions(ctx, r)
+        check_fields(ctx, r)
+    except Missing as e:
+        r.fail(str(e))
+    r.facts["signature_only"] = signature_only_items(ctx)

@@ -160,11 +160,11 @@ def _entry_difference(ctx: AuditContext, got: bytes, want: bytes) -> str:
     differing line."""
     import yaml
 
-    from .checks_schema import registry_entry
+    from .preregistration import strict_yaml_mapping
 
     try:
-        diff = first_difference(registry_entry(ctx), yaml.safe_load(want.decode("utf-8")))
-    except Missing:
+        diff = first_difference(strict_yaml_mapping(got, REGISTRY_ENTRY), yaml.safe_load(want.decode("utf-8")))
+    except ValueError:
         diff = None
     if diff is None:
         return _first_line_difference(got, want)
