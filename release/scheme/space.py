@@ -27,8 +27,12 @@ def config_id(config: dict) -> str:
 
 
 def generator_configs(spec: Spec) -> list[dict]:
-    """Every generator setting: per generator entry, the product of its grid."""
-    out = []
+    """Every generator setting: per generator entry, the product of its grid. Its size is bounded
+    before this runs (:func:`dpbundle.release.spec.load.space_problems`: at most
+    ``MAX_GENERATOR_SETTINGS``, counted arithmetically); duplicates are found with a set of
+    canonical texts, never by comparing each setting with every earlier one."""
+    out: list[dict] = []
+    seen: set[bytes] = set()
     for gen in spec.model.generators:
         grid = gen.grid_lists()
         keys = sorted(grid)
@@ -42,8 +46,10 @@ def generator_configs(spec: Spec) -> list[dict]:
                 # only oneway "measure" spends oneway_split: one setting for none/tables, not one
                 # per oneway_split value
                 del setting["oneway_split"]
-                if setting in out:
+                key = canonical_json(setting)
+                if key in seen:
                     continue
+                seen.add(key)
             out.append(setting)
     return out
 
@@ -59,6 +65,7 @@ def dimensions(spec: Spec) -> list[tuple[str, list]]:
 
 
 def space_size(spec: Spec) -> int:
+    """The number of configurations (the product of the dimensions' sizes)."""
     return math.prod(len(values) for _, values in dimensions(spec))
 
 

@@ -26,6 +26,19 @@ from dpbundle.release.spec.yaml_text import Marks, SpecTextError, load_json, loa
 from dpbundle.release.spec.typed import SpecModel
 
 MAX_SPEC_BYTES = 2_000_000
+# At most MAX_PROBLEMS problems are collected and reported (a spec with 100,000 wrong entries is
+# refused as fast as one with a single wrong entry; the last line says that more were left out).
+MAX_PROBLEMS = 50
+# Every number of a spec is 0 or has a magnitude in [MIN_MAGNITUDE, MAX_MAGNITUDE]: the products,
+# quotients and noise scales made from them (sensitivity / epsilon, threshold x n, bound spans)
+# then stay finite and non-zero in floating point (docs/spec.md, "Ranges of numbers").
+MIN_MAGNITUDE = 1e-12
+MAX_MAGNITUDE = 1e15
+# Every epsilon (privacy.epsilon_generation, epsilon_cap, records.epsilon, pre_selection and each
+# criterion's): at least MIN_EPSILON (a noise scale sensitivity / epsilon stays finite) and at most
+# MAX_EPSILON (a sum of epsilons stays a finite float); the schema holds the same bounds.
+MIN_EPSILON = 1e-6
+MAX_EPSILON = 1e9
 # A total epsilon above EPSILON_CEILING is refused unless privacy.acknowledge_weak_guarantee is
 # true; above WEAK_GUARANTEE_EPSILON the datasheet says in plain words that the protection is weak.
 EPSILON_CEILING = 20
@@ -39,12 +52,29 @@ class SpecError(ValueError):
 
     def __init__(self, source: str, problems: list[str],
                  locations: list[tuple[int, int] | None] | None = None):
+        problems = capped(problems)
+        if locations is not None:
+            locations = list(locations)[:len(problems)] + [None] * (len(problems) - len(locations))
         self.source = source
         self.problems = problems
         self.locations = list(locations) if locations is not None else [None] * len(problems)
         lines = "\n".join(f"  line {at[0]}, column {at[1]}: {p}" if at else f"  {p}"
                           for p, at in zip(problems, self.locations))
-        super().__init__(f"{source}: invalid release spec ({len(problems)} problem(s)):\n{lines}")
+        count = (f"more than {MAX_PROBLEMS} problems" if problems and problems[-1].startswith(MORE_PROBLEMS)
+                 else f"{len(problems)} problem(s)")
+        super().__init__(f"{source}: invalid release spec ({count}):\n{lines}")
+
+
+MORE_PROBLEMS = "(more): further problems are not listed"
+
+
+def capped(problems: list[str]) -> list[str]:
+    """At most :data:`MAX_PROBLEMS` problems; when there were more, a last line says so (a
+    ``(more)`` line, which has no place in the file)."""
+    if len(problems) <= MAX_PROBLEMS:
+        return list(problems)
+    return list(problems[:MAX_PROBLEMS]) + [
+        f"{MORE_PROBLEMS} (only the first {MAX_PROBLEMS} are shown; fix them and validate again)"]
 
 
 def json_path(parts: Iterable[Any]) -> str:
@@ -165,8 +195,12 @@ def schema_problems(document: Any, schema_name: str) -> list[str]:
     """Validate ``document`` against ``schemas/<schema_name>``; return ``path: message`` lines."""
     from dpbundle.release.common.jsonschemas import validator
 
+    import itertools
+
     problems = []
-    for err in sorted(validator(schema_name).iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)):
+    # at most MAX_PROBLEMS + 1 errors are produced (the iteration is lazy): the work is bounded
+    first = itertools.islice(validator(schema_name).iter_errors(document), MAX_PROBLEMS + 1)
+    for err in sorted(first, key=lambda e: (list(map(str, e.absolute_path)), e.message)):
         # Descend into oneOf/anyOf to report the most specific location.
         target = err
         if err.validator in ("oneOf", "anyOf") and err.context:
@@ -241,15 +275,41 @@ def as_simulated(spec: Spec) -> Spec:
     return validate_spec(doc, source=spec.source)
 
 
+def _number_problem(value: Any) -> str | None:
+    """Why a number of the spec is refused (None when it is fine): NaN and infinities (YAML
+    .nan/.inf, JSON NaN/Infinity pass numeric schema checks and break the budget), and a magnitude
+    outside [MIN_MAGNITUDE, MAX_MAGNITUDE] (0 excepted), which overflows or underflows the noise
+    arithmetic (e.g. 1e308 overflows a sum of epsilons, 1e-300 a noise scale). Integers too:
+    10**400 is no float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number (got {value!r})"
+    if value != 0 and not MIN_MAGNITUDE <= abs(value) <= MAX_MAGNITUDE:
+        shown = (repr(value) if isinstance(value, float) or abs(value) < 10 ** 30
+                 else f"an integer of {len(str(abs(value)))} digits")
+        return (f"must be 0 or between {MIN_MAGNITUDE:g} and {MAX_MAGNITUDE:g} in magnitude (got "
+                f"{shown}; rule: numbers of a spec stay in a range where the noise arithmetic "
+                f"neither overflows nor underflows, docs/spec.md 'Ranges of numbers')")
+    return None
+
+
 def _non_finite_problems(node: Any, path: tuple = ()) -> list[str]:
-    """NaN and infinities (YAML .nan/.inf, JSON NaN/Infinity) pass numeric schema checks and break the budget."""
-    if isinstance(node, float) and not math.isfinite(node):
-        return [f"{json_path(path)}: must be a finite number (got {node!r})"]
-    if isinstance(node, dict):
-        return [p for k, v in node.items() for p in _non_finite_problems(v, path + (k,))]
-    if isinstance(node, list):
-        return [p for i, v in enumerate(node) for p in _non_finite_problems(v, path + (i,))]
-    return []
+    """Numbers out of range (:func:`_number_problem`), each with its path; at most
+    :data:`MAX_PROBLEMS` + 1 are collected (iterative walk: no recursion limit)."""
+    problems: list[str] = []
+    stack = [(node, path)]
+    while stack and len(problems) <= MAX_PROBLEMS:
+        value, at = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, at + (k,)) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, at + (i,)) for i, v in reversed(list(enumerate(value))))
+        else:
+            problem = _number_problem(value)
+            if problem:
+                problems.append(f"{json_path(at)}: {problem}")
+    return problems
 
 
 def validate_spec(doc: dict, source: str = "<spec>") -> Spec:
@@ -756,12 +816,71 @@ def _cap_problems(doc: dict) -> list[str]:
             f"{priv['epsilon_cap']:g}{hint}"]
 
 
+# The configuration space (docs/spec.md, "Ranges of numbers"): its generator settings are listed
+# (`spec space`, the release's draw, every --configs check), so their number is bounded; the
+# number of configurations is only ever computed (a product), bounded so that it stays readable.
+MAX_GENERATOR_SETTINGS = 100_000
+MAX_CONFIGURATIONS = 10 ** 15
+
+
+def space_bound(doc: dict) -> tuple[int, int]:
+    """(generator settings, configurations) of a spec document, counted arithmetically (products
+    of the grids' and alternatives' lengths, nothing enumerated): upper bounds, since a privbayes
+    grid's oneway_split values count once per oneway value here, before the duplicates a
+    oneway other than 'measure' makes are removed."""
+    settings = sum(math.prod(len(v) for v in (g.get("grid") or {}).values() if isinstance(v, list))
+                   for g in doc.get("generators") or [])
+    columns = math.prod(len(c.get("alternatives") or []) for c in doc.get("columns") or [])
+    min_counts = len((doc.get("projection") or {}).get("min_count") or [])
+    return settings, columns * settings * min_counts
+
+
+def space_problems(doc: dict) -> list[str]:
+    """The configuration space's size, counted arithmetically (nothing is enumerated), within
+    :data:`MAX_GENERATOR_SETTINGS` and :data:`MAX_CONFIGURATIONS`."""
+    settings, total = space_bound(doc)
+    problems = []
+    if settings > MAX_GENERATOR_SETTINGS:
+        problems.append(f"generators: the grids make {settings:,} generator settings (the product of "
+                        f"each grid's list lengths, summed over the generators), more than the limit "
+                        f"of {MAX_GENERATOR_SETTINGS:,} (rule: the settings are listed to draw from "
+                        "them; give fewer values)")
+    elif total > MAX_CONFIGURATIONS:
+        problems.append(f"columns: the configuration space has {total:.3g} configurations (alternatives "
+                        f"x generator settings x min_count values), more than the limit of "
+                        f"{MAX_CONFIGURATIONS:.0e}; give fewer alternatives or grid values")
+    return problems
+
+
+def _epsilon_paths(doc: dict) -> list[tuple[str, Any]]:
+    """Every epsilon the spec declares: (JSON path, value)."""
+    priv = doc["privacy"]
+    out = [("privacy.epsilon_generation", priv["epsilon_generation"]),
+           ("privacy.epsilon_cap", priv["epsilon_cap"])]
+    if "epsilon" in (priv.get("records") or {}):
+        out.append(("privacy.records.epsilon", priv["records"]["epsilon"]))
+    out += [(f"privacy.pre_selection[{i}].epsilon", m["epsilon"])
+            for i, m in enumerate(priv.get("pre_selection") or [])]
+    out += [(f"acceptance[{i}].epsilon", c["epsilon"]) for i, c in enumerate(doc["acceptance"])]
+    return out
+
+
+def epsilon_problems(doc: dict) -> list[str]:
+    """Every epsilon at least :data:`MIN_EPSILON` (the schema holds > 0 and <= MAX_EPSILON): a
+    smaller one makes a noise scale (sensitivity / epsilon) beyond what floating point and the
+    noise samplers handle, found only after the spend."""
+    return [f"{path}: must be >= {MIN_EPSILON:g} (got {value!r}; rule: an epsilon this small makes a "
+            f"noise scale too large to draw from)" for path, value in _epsilon_paths(doc)
+            if value < MIN_EPSILON]
+
+
 def semantic_problems(doc: dict) -> list[str]:
     """Everything the JSON Schema cannot check. Returns ``path: message`` lines, rule group by
     rule group in this order."""
     from dpbundle.release.spec.criteria_checks import criteria_problems  # group_bins, acceptance, faithfulness
 
-    problems: list[str] = _publish_problems(doc) + _missing_problems(doc) + _duplicate_name_problems(doc)
+    problems: list[str] = (epsilon_problems(doc) + _publish_problems(doc) + _missing_problems(doc)
+                           + _duplicate_name_problems(doc))
     _check_inputs(doc, problems)
     inputs = {c["name"]: c for c in doc["input"]["columns"]}
     released = {c["name"]: c for c in doc["columns"]}
@@ -772,6 +891,7 @@ def semantic_problems(doc: dict) -> list[str]:
     problems += _face_privacy_problems(doc, released)
     problems += _generator_problems(doc)
     problems += _cap_problems(doc)
+    problems += space_problems(doc)
     return problems
 
 

@@ -76,32 +76,42 @@ class Marks:
     def at(self, path: tuple) -> Location | None:
         return self._filled().table.get(path)
 
-    def resolve(self, text: str) -> tuple:
-        """The longest known path that ``text`` (``a.b[3].c``) starts with; () when none."""
-        self._filled()
-        path: tuple = ()
-        rest = text
-        while rest:
-            best = None
+    def _tokens(self, path: tuple) -> dict[str, Any]:
+        """The children of ``path`` by the text they add to a JSON path (``[3]``, ``.name``)."""
+        cache = self.__dict__.setdefault("_token_cache", {})
+        if path not in cache:
+            tokens: dict[str, Any] = {}
             for key in self.children.get(path, ()):
                 if isinstance(key, int) and not isinstance(key, bool):
                     token = f"[{key}]"
                 else:
                     token = ("." if path else "") + str(key)
-                if rest.startswith(token) and (len(rest) == len(token) or rest[len(token)] in ".["):
-                    if best is None or len(token) > len(best[1]):
-                        best = (key, token)
-            if best is None:
+                tokens.setdefault(token, key)
+            cache[path] = tokens
+        return cache[path]
+
+    def resolve(self, text: str) -> tuple:
+        """The longest known path that ``text`` (``a.b[3].c``) starts with; () when none. Each
+        step looks up the candidate tokens (cut at each ``.`` or ``[`` of the rest, the longest
+        first) in a table, so that a list of 100,000 items costs no more than a short one."""
+        self._filled()
+        path: tuple = ()
+        rest = text
+        while rest:
+            tokens = self._tokens(path)
+            cuts = [i for i in range(1, len(rest)) if rest[i] in ".["] + [len(rest)]
+            found = next(((tokens[rest[:i]], i) for i in reversed(cuts) if rest[:i] in tokens), None)
+            if found is None:
                 break
-            path += (best[0],)
-            rest = rest[len(best[1]):]
+            path += (found[0],)
+            rest = rest[found[1]:]
         return path
 
     def locate(self, problem: str) -> Location | None:
         """The location of a ``path: message`` problem: its path, or the deepest part of it that
         is written in the text (a missing field is located at the mapping that lacks it)."""
         head = problem.split(": ", 1)[0].strip()
-        if head == "(file)":
+        if head in ("(file)", "(more)"):
             return None
         if head == "(root)":
             return self.at(())

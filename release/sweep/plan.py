@@ -224,6 +224,10 @@ def _design(request: SweepRequest, old: dict | None) -> Design:
                   min_acceptance=DEFAULT_MIN_ACCEPTANCE if cut is None else float(cut))
 
 
+# A sweep enumerates its spec's whole configuration space (ids, sampling, --configs checks).
+MAX_SWEEP_CONFIGURATIONS = 1_000_000
+
+
 def select_configs(ids: list[str], sample: int | None, seed: int) -> list[str]:
     """All ``ids`` (sample None) or the first ``sample`` of a permutation seeded with ``seed``.
 
@@ -239,9 +243,15 @@ def select_configs(ids: list[str], sample: int | None, seed: int) -> list[str]:
 
 def _select(request: SweepRequest, checked: Checked) -> Selection:
     """A given list (``--configs``), the list of the sweep resumed, or a seeded sample."""
-    from dpbundle.release.scheme.space import config_id, enumerate_configs
+    from dpbundle.release.scheme.space import config_id, enumerate_configs, space_size
 
     old = checked.old_meta
+    size = space_size(checked.spec)   # a product: nothing enumerated yet
+    if size > MAX_SWEEP_CONFIGURATIONS:
+        raise SweepError(f"{request.spec_path}: the configuration space has {size:,} configurations; "
+                         f"a sweep lists them all (to sample from them and to check a --configs "
+                         f"list), and refuses more than {MAX_SWEEP_CONFIGURATIONS:,} (docs/spec.md, "
+                         "'Ranges of numbers'): give fewer alternatives, grid values or min_count values")
     all_configs = list(enumerate_configs(checked.spec))
     ids = [config_id(c) for c in all_configs]
     configs_by_id = dict(zip(ids, all_configs))
