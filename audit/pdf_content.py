@@ -20,12 +20,15 @@ import math
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Run", "Paint", "PageScan", "ContentError", "scan_page", "MAX_TOKENS", "MAX_DEPTH"]
+__all__ = ["Run", "Paint", "PageScan", "ContentError", "scan_page", "new_budget", "MAX_TOKENS", "MAX_DEPTH",
+           "MAX_TEXT_CHARS"]
 
 MAX_TOKENS = 4_000_000      # content-stream tokens in the whole PDF (the demo datasheet: ~250,000)
 MAX_DEPTH = 8               # nested form XObjects (a datasheet: 1)
 MAX_CMAP_CODES = 70_000     # entries of one ToUnicode map (2-byte codes: at most 65,536)
 MAX_ITEMS = 50_000          # texts or drawings on one page (a datasheet page: some hundreds)
+MAX_TEXT_CHARS = 8_000_000  # characters of text in the whole PDF (a datasheet: about 50,000)
+MAX_LITERAL = 1_000_000     # bytes of one literal string (the renderer writes hex strings only)
 MAX_KERN = 1000             # a TJ adjustment, thousandths of an em (the datasheet's largest: 170)
 
 _WS = rb"\x00\t\n\x0c\r "
@@ -96,7 +99,7 @@ class PageScan:
 
 def _literal(data: bytes, i: int) -> tuple[bytes, int]:
     """A literal string starting after its "(" at ``i``: its bytes and the index after ")"."""
-    out, depth, n = bytearray(), 1, len(data)
+    out, depth, n = bytearray(), 1, min(len(data), i + MAX_LITERAL)
     while i < n:
         ch = data[i]
         if ch == 0x5C and i + 1 < n:           # backslash
@@ -123,6 +126,8 @@ def _literal(data: bytes, i: int) -> tuple[bytes, int]:
                 return bytes(out), i + 1
         out.append(ch)
         i += 1
+    if n < len(data):
+        raise ContentError(f"a string longer than {MAX_LITERAL:,} bytes")
     raise ContentError("a string is not closed")
 
 
@@ -246,7 +251,7 @@ class _Font:
 def _cmap(data: bytes) -> dict[int, str]:
     """A ToUnicode CMap's bfchar and bfrange entries: code -> text."""
     out: dict[int, str] = {}
-    toks = [v for v in _Tokens(data, [MAX_TOKENS]).__iter__()]    # (op, operands)
+    toks = list(_Tokens(data, [MAX_TOKENS, 0]))    # (op, operands)
     for op, operands in toks:
         if op == b"endbfchar":
             for k in range(0, len(operands) - 1, 2):
@@ -592,6 +597,10 @@ class _Interpreter:
             self.problem("text scaled, raised or spaced by the text state (Tz, Ts, Tc, Tw), which the "
                          "renderer does not do")
         items = operands[-1] if operands and isinstance(operands[-1], list) else operands[-1:]
+        self.budget[1] -= sum(len(item) // 2 for item in items if isinstance(item, bytes))
+        if self.budget[1] < 0:
+            raise ContentError(f"more than {MAX_TEXT_CHARS:,} characters of text (a datasheet has well "
+                               "under a million)")
         chars: list[str] = []
         advance = lo = hi = 0.0          # in text space units; lo, hi: the extremes reached
         for item in items:
@@ -630,11 +639,16 @@ def _page_data(page) -> bytes:
     return contents.get_data()
 
 
+def new_budget() -> list[int]:
+    """What a whole PDF may hold: [content-stream tokens, characters of text] (shared by its pages)."""
+    return [MAX_TOKENS, MAX_TEXT_CHARS]
+
+
 def scan_page(page, fonts: dict, budget: list[int], figures: list[int] | None = None) -> PageScan:
     """Every text and drawing of ``page`` (pypdf page), in the order they are drawn, with each
     text's background (the last opaque drawing under its middle) and whether an opaque drawing
-    covers it later. ``fonts``: a cache shared across pages; ``budget``: tokens left (a list of
-    one int, shared); ``figures``: the next figure's number (a list of one int, shared). A page
+    covers it later. ``fonts``: a cache shared across pages; ``budget``: tokens and characters left
+    (:func:`new_budget`, shared); ``figures``: the next figure's number (a list of one int, shared). A page
     that cannot be read ends its scan with a problem."""
     box = tuple(float(v) for v in page.mediabox)
     it = _Interpreter(fonts, budget, box, figures if figures is not None else [0])

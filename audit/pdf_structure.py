@@ -36,7 +36,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from .pdf_content import MAX_TOKENS, ContentError, PageScan, scan_page
+from .pdf_content import ContentError, PageScan, new_budget, scan_page
 
 __all__ = ["check_pdf", "Datasheet", "datasheet_facts", "MIN_TEXT_PT", "MIN_CONTRAST", "MAX_PAGES"]
 
@@ -627,7 +627,7 @@ def check_pdf(data: bytes, html: str, edition: int = 2) -> list[str]:
         _page_checks(reader, facts, p)
         _alt_checks(reader, facts, p)
         fonts: dict = {}
-        budget, figures = [MAX_TOKENS], [0]
+        budget, figures = new_budget(), [0]
         scans = []
         for i, page in enumerate(pages, start=1):
             scan = scan_page(page, fonts, budget, figures)
@@ -635,7 +635,7 @@ def check_pdf(data: bytes, html: str, edition: int = 2) -> list[str]:
                 p.add(f"page {i}: {message}")
             _visibility(i, scan, tuple(float(v) for v in page.mediabox), p, clipped_charts=edition < 2)
             scans.append(scan)
-            if any("content-stream tokens" in m for m in scan.problems):
+            if any("content-stream tokens" in m or "characters of text" in m for m in scan.problems):
                 break
         if not any(s.problems for s in scans):
             _text_checks(scans, facts, p)

@@ -98,7 +98,6 @@ def test_a_form_that_draws_itself_stops_at_the_nesting_bound():
 
 def test_the_token_bound(monkeypatch):
     monkeypatch.setattr(pdf_content, "MAX_TOKENS", 1000)
-    monkeypatch.setattr(pdf_structure, "MAX_TOKENS", 1000)
     out = " ".join(_problems(_pdf(b"0 0 m 1 1 l S\n" * 400, pages=3)))
     assert "more than 1,000 content-stream tokens" in out
 
@@ -154,3 +153,17 @@ def test_an_xmp_packet_with_entities_is_refused():
     w.write(buf)
     out = " ".join(_problems(buf.getvalue()))
     assert "its XMP metadata cannot be read (ValueError)" in out
+
+
+def test_the_text_bound(monkeypatch):
+    monkeypatch.setattr(pdf_content, "MAX_TEXT_CHARS", 500)
+    font = _type0_font()
+    content = b"0 0 0 rg BT /F1 9 Tf " + (b"1 0 0 1 50 50 Tm <" + b"0001" * 300 + b"> Tj\n") * 3 + b"ET"
+    out = " ".join(_problems(_pdf(content, {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})))
+    assert "more than 500 characters of text" in out
+
+
+def test_the_literal_string_bound(monkeypatch):
+    monkeypatch.setattr(pdf_content, "MAX_LITERAL", 100)
+    out = " ".join(_problems(_pdf(b"BT (" + b"a" * 500 + b") Tj ET")))
+    assert "a string longer than 100 bytes" in out
