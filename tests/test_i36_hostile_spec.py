@@ -192,3 +192,44 @@ def test_sweep_refuses_a_space_it_would_have_to_list(tmp_path, doc):
     code, out = _invoke("sweep", spec, data, "--out", tmp_path / "sw")
     assert code == 2, out
     assert "Traceback" not in out and "space.yaml" in out and f"{MAX_SWEEP_CONFIGURATIONS:,}" in out
+
+
+def _spec_text(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, "utf-8", errors="surrogatepass")
+    return path
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x07", "\x1b"])
+def test_control_character_in_a_spec_names_line_and_column(tmp_path, char):
+    """A NUL byte raised YAML's ReaderError as a traceback (exit 1)."""
+    text = BIRTHS.read_text("utf-8").replace("publisher: ", "publisher: " + char, 1)
+    line = text[:text.index(char)].count("\n") + 1
+    out = _refused(_spec_text(tmp_path, "nul.yaml", text), f"U+{ord(char):04X}", "not allowed")
+    assert f"line {line}, column " in out and "ReaderError" not in out
+
+
+@pytest.mark.parametrize("period, words", [
+    ({"start": "2015-01-01", "end": "2014-01-01"}, "release.period: start 2015-01-01 is after end"),
+    ({"start": "2014-01-01", "end": "2014-13-45"}, "release.period.end: not a valid date")])
+def test_period_must_be_real_dates_in_order(tmp_path, doc, period, words):
+    d = copy.deepcopy(doc)
+    d["release"]["period"] = period
+    _refused(_write(tmp_path, "p.yaml", d), words)
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_lone_surrogate_is_refused_by_validate_as_by_release(tmp_path, suffix):
+    """validate refuses exactly the text release refuses (a YAML or JSON escape giving a lone
+    surrogate, which cannot be written as UTF-8)."""
+    text = BIRTHS.read_text("utf-8")
+    if suffix == ".json":
+        import json
+
+        d = yaml.safe_load(text)
+        d["release"]["title"] = "T\ud800"
+        text = json.dumps(d)           # written as the escape \ud800
+    else:
+        text = text.replace('title: "Live', 'title: "\\udcffLive', 1)
+    out = _refused(_spec_text(tmp_path, "s" + suffix, text), "release.title: not valid Unicode text")
+    assert "lone surrogate" in out

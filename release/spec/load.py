@@ -281,6 +281,13 @@ def _number_problem(value: Any) -> str | None:
     outside [MIN_MAGNITUDE, MAX_MAGNITUDE] (0 excepted), which overflows or underflows the noise
     arithmetic (e.g. 1e308 overflows a sum of epsilons, 1e-300 a noise scale). Integers too:
     10**400 is no float."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return ("not valid Unicode text (a lone surrogate such as \\ud800; rule: every text of "
+                    "a spec is written as UTF-8 into the bundle)")
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if isinstance(value, float) and not math.isfinite(value):
@@ -303,6 +310,8 @@ def _non_finite_problems(node: Any, path: tuple = ()) -> list[str]:
         value, at = stack.pop()
         if isinstance(value, dict):
             stack.extend((v, at + (k,)) for k, v in reversed(list(value.items())))
+            problems += [f"{json_path(at + (k,))}: (the key) {_number_problem(k)}" for k in value
+                         if isinstance(k, str) and _number_problem(k)]
         elif isinstance(value, list):
             stack.extend((v, at + (i,)) for i, v in reversed(list(enumerate(value))))
         else:
@@ -579,6 +588,21 @@ def _check_constraints(key: str, items: list[dict], columns: dict[str, dict], pr
                 _check_raw_condition(where, col, op, value, columns[col], problems)
             else:
                 _check_synthetic_condition(where, col, op, value, columns[col], problems)
+
+
+def _period_problems(doc: dict) -> list[str]:
+    """release.period: real dates (the schema checks only the YYYY-MM-DD form), start <= end."""
+    period = doc["release"].get("period")
+    if not period:
+        return []
+    parts = {k: _date_parts(period[k]) for k in ("start", "end")}
+    bad = [f"release.period.{k}: not a valid date ({period[k]!r})" for k, v in parts.items() if v is None]
+    if bad:
+        return bad
+    if parts["start"] > parts["end"]:
+        return [f"release.period: start {period['start']} is after end {period['end']} (rule: the "
+                "period covered by the records starts on or before its end)"]
+    return []
 
 
 def _check_inputs(doc: dict, problems: list[str]) -> None:
@@ -879,8 +903,8 @@ def semantic_problems(doc: dict) -> list[str]:
     rule group in this order."""
     from dpbundle.release.spec.criteria_checks import criteria_problems  # group_bins, acceptance, faithfulness
 
-    problems: list[str] = (epsilon_problems(doc) + _publish_problems(doc) + _missing_problems(doc)
-                           + _duplicate_name_problems(doc))
+    problems: list[str] = (epsilon_problems(doc) + _period_problems(doc) + _publish_problems(doc)
+                           + _missing_problems(doc) + _duplicate_name_problems(doc))
     _check_inputs(doc, problems)
     inputs = {c["name"]: c for c in doc["input"]["columns"]}
     released = {c["name"]: c for c in doc["columns"]}

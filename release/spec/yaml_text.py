@@ -250,7 +250,10 @@ def _path_text(path: tuple) -> str:
 
 def load_yaml(text: str) -> tuple[Any, Marks]:
     """Parse one YAML document with the limits of this module. Raises :class:`SpecTextError`."""
-    loader = _SpecLoader(text)
+    try:
+        loader = _SpecLoader(text)
+    except yaml.reader.ReaderError as exc:   # a NUL or other control character, checked at once
+        raise _reader_error(text, exc) from None
     try:
         node = loader.get_single_node()
         marks = Marks()
@@ -262,10 +265,25 @@ def load_yaml(text: str) -> tuple[Any, Marks]:
         mark = exc.problem_mark or exc.context_mark
         what = "; ".join(str(s) for s in (exc.context, exc.problem) if s)
         raise SpecTextError(f"(file): not valid YAML: {what}", _location(mark)) from None
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(text, exc) from None
     except yaml.YAMLError as exc:
         raise SpecTextError(f"(file): not valid YAML: {exc}", None) from None
     finally:
         loader.dispose()
+
+
+def _reader_error(text: str, exc: "yaml.reader.ReaderError") -> SpecTextError:
+    """A character YAML does not allow in a document (NUL, other control characters): its line
+    and column (the reader gives only an offset) and its code point, never a traceback."""
+    position = max(0, min(int(getattr(exc, "position", 0) or 0), len(text)))
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    char = exc.character   # the code point (an int; a str in some PyYAML versions)
+    code = f"U+{ord(char) if isinstance(char, str) else int(char):04X}"
+    return SpecTextError(f"(file): not valid YAML: the character {code} is not allowed in a YAML "
+                         "document (rule: a spec is printable text; control characters such as NUL "
+                         "are refused)", (line, column))
 
 
 # --------------------------------------------------------------------------- JSON
