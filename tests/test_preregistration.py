@@ -186,6 +186,18 @@ def _audit(bundle, pub, rec=None, beacon=None):
     return run_audit(bundle, pubkey=pub, preregistration=rec, beacon=beacon)
 
 
+def _package_id(bundle, data: bytes) -> str:
+    """datapackage.json's id for this data.csv (the audit re-derives the package, id included)."""
+    import hashlib
+
+    from dpbundle.audit.preregistration import canonical_sha256
+    from dpbundle.templates.metadata.datapackage import datapackage_id
+
+    spec_json = json.loads((bundle / "spec.json").read_text())
+    return datapackage_id(canonical_sha256(spec_json["spec"]), spec_json["configuration_id"],
+                          hashlib.sha256(data).hexdigest())
+
+
 def _resign(bundle, key_path):
     """Re-hash every file into the manifest and re-sign it (what a publisher could do)."""
     import hashlib
@@ -194,6 +206,7 @@ def _resign(bundle, key_path):
     package = json.loads((bundle / "datapackage.json").read_text())
     package["resources"][0]["hash"] = "sha256:" + hashlib.sha256(data).hexdigest()
     package["resources"][0]["bytes"] = len(data)
+    package["id"] = _package_id(bundle, data)   # the id is derived from data.csv's SHA-256 too
     (bundle / "datapackage.json").write_text(json.dumps(package, indent=2, ensure_ascii=False) + "\n")
     sums = [f"{hashlib.sha256((bundle / name).read_bytes()).hexdigest()}  {name}\n"
             for name in sorted(line.split("  ", 1)[1]
