@@ -52,6 +52,7 @@ from .configurations import config_id  # noqa: F401 - also dpbundle.audit.replay
 from .context import AuditContext, Missing
 from .private_data import PrivateDataError, bin_stored, load_private
 from .replay_data import PrivateCodes, arranged_csv_blocks, csv_blocks, digest_of
+from .run_binding import check_run_binding
 from .report import CheckResult, StopCheck
 
 __all__ = ["check_replay", "read_transcript", "check_records", "commitment_of", "TranscriptError",
@@ -617,6 +618,7 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
     try:
         manifest, want, view, n = _replay_inputs(ctx)
         records = _committed_records(r, transcript, want)
+        check_run_binding(ctx, r, records)
         _warn_on_version_change(r, manifest)
         noise_detail = _check_noise(r, records)
         _check_bound_seeds(ctx, r, records)

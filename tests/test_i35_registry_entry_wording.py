@@ -62,7 +62,10 @@ def test_the_composed_loss_is_stated_when_earlier_runs_are_recorded():
     assert f"= {total + sum(earlier):g}" in details
     assert "the cap bounds this release's total only" in details
     assert loss["privacy_parameters"]["epsilon"] == total   # the bundle's own total (the audit's check)
-    assert entry["deployment"]["deployment_model"]["release_type"] == "Multiple releases"
+    assert entry["deployment"]["deployment_model"]["release_type"] == "Many releases"
+    from dpbundle.release.common import jsonschemas
+
+    jsonschemas.validate(entry, "registry-entry")    # the registry's own enum ("Multiple" is not one)
     only = registry_entry_of(_facts("births", ledger={"spends_on_registry": 1, "spend_id": "0" * 32,
                                                       "earlier_epsilons": [], "composed_epsilon": total}))
     assert "the only one on the registry" in only["deployment"]["privacy_loss"]["privacy_parameters_details"]

@@ -43,7 +43,7 @@ def select(plan: Plan, spend: Spend, run: Run) -> Selected:
             say(f"n = {released.n:,} records (DP count; the table is resized to it)")
         output.console.print(selection_line(plan.stop.gamma), highlight=False, markup=False)
         selection = private_selection(released, spec, transcript, plan.configs, seeds=plan.binding,
-                                      stop_probability=plan.stop.gamma)
+                                      stop_probability=plan.stop.gamma, run=_run_binding(plan, spend))
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - each kind is stated below
         _nothing_released(exc, plan, transcript, run)
     result = selection.result
@@ -53,6 +53,18 @@ def select(plan: Plan, spend: Spend, run: Run) -> Selected:
     budget, public_files = _budget_and_model(plan, selection, released, transcript, run)
     return Selected(result=result, budget=budget, content=_content(plan, spend, result, budget,
                                                                    transcript, public_files))
+
+
+def _run_binding(plan: Plan, spend: Spend) -> dict:
+    """The run's binding for the transcript (release/scheme/selection.run_binding)."""
+    from dpbundle import __version__
+    from dpbundle.release.bundle.keys import public_key_fingerprint
+    from dpbundle.release.scheme.selection import run_binding
+
+    return run_binding(version=__version__, spec_document=plan.spec.document(),
+                       public_files=plan.public_files,
+                       key_fingerprint=public_key_fingerprint(plan.private_key.public_key()),
+                       stop_source=plan.stop.source, ledger=spend.ledger_info)
 
 
 def _nothing_released(exc: BaseException, plan: Plan, transcript, run: Run) -> NoReturn:

@@ -15,6 +15,8 @@ this module except into the private transcript.
 """
 from __future__ import annotations
 
+import copy
+
 import math
 import traceback
 from dataclasses import dataclass
@@ -89,18 +91,59 @@ def check_accounting(spec: Spec, stop_probability: float | None = None) -> tuple
     return theirs, ours
 
 
+def run_binding(*, version: str, spec_document: dict, public_files: dict, key_fingerprint: str,
+                stop_source: str, ledger: dict | None) -> dict:
+    """What shaped the run besides the private data, for the transcript's ``selection`` mark
+    (``run``; schemas/transcript-record.schema.json ``run_binding``): the version, the SHA-256 of
+    the canonical public spec, of the configuration list and of the pre-registration record as
+    the bundle will carry them (``public_files``: name -> bytes), the key's fingerprint, where
+    the stop probability came from ("spec", "option" or "auto") and the manifest's ledger
+    statement. The transcript's commitment binds them; the enclave replay requires each to be
+    the bundle's (audit/run_binding.py), so a bundle changed after the run fails there."""
+    import hashlib
+
+    from dpbundle.release.spec.load import canonical_json
+
+    public = copy.deepcopy(spec_document)
+    if isinstance(public.get("privacy"), dict):
+        public["privacy"].pop("private_data_sha256", None)
+
+    def sha(name: str) -> str | None:
+        data = public_files.get(name)
+        return hashlib.sha256(data).hexdigest() if data is not None else None
+
+    return {"dpbundle_version": version, "spec_sha256": hashlib.sha256(canonical_json(public)).hexdigest(),
+            "configurations_sha256": sha("configurations.yaml"), "key_fingerprint": key_fingerprint,
+            "preregistration_sha256": sha("preregistration.json"),
+            "stop_probability_source": stop_source.split(":", 1)[0], "ledger": ledger_statement(ledger)}
+
+
+#: the ledger statement's fields a run binds (composed_epsilon is their arithmetic with the total)
+LEDGER_BOUND = ("spends_on_registry", "spend_id", "earlier_epsilons")
+
+
+def ledger_statement(ledger: dict | None) -> dict | None:
+    """The part of manifest.json's ledger statement known when the budget is reserved."""
+    if ledger is None:
+        return None
+    return {k: (list(map(float, ledger[k])) if k == "earlier_epsilons" else ledger[k])
+            for k in LEDGER_BOUND if k in ledger}
+
+
 def select(prepared: Prepared, spec: Spec, transcript: Transcript, configs: list[dict] | None = None,
            phase: Callable[[str], None] | None = None, seeds: Any = None,
-           stop_probability: float | None = None) -> Selection:
+           stop_probability: float | None = None, run: dict | None = None) -> Selection:
     """Run the private selection; every attempt and stop draw is recorded into ``transcript``
     (private). ``seeds``: a :class:`dpbundle.mechanisms.seeds.SeedBinding` of a pre-registered
     release (the post-processing seeds of every attempt are then derived from it), or None.
-    ``stop_probability``: the one chosen for this run (default: the spec's)."""
+    ``stop_probability``: the one chosen for this run (default: the spec's). ``run``: the run's
+    binding (:func:`run_binding`), recorded in the 'selection' mark."""
     gamma = spec.stop_probability if stop_probability is None else stop_probability
     theirs, ours = check_accounting(spec, gamma)
     stop = StopRule(gamma)
     loop = KnownThresholdSelection(spec.epsilon_generation + spec.epsilon_evaluation, stop, THRESHOLD)
-    Randomness(transcript).mark("selection", **stop.describe(), threshold=THRESHOLD)
+    Randomness(transcript).mark("selection", **stop.describe(), threshold=THRESHOLD,
+                                **({"run": run} if run is not None else {}))
 
     def candidate(index: int) -> tuple[float, Any]:
         rand = Randomness(transcript, seeds=seeds)

@@ -357,7 +357,7 @@ def _deployment_model(c: _Common) -> dict:
                    "candidate byte for byte against the published commitment. Everyone else, including "
                    "adversaries, sees only the bundle; anyone can check its signature, hashes and budget "
                    "arithmetic with dpbundle audit, without trusting the curator's code."),
-        "release_type": "One release" if not (led["known"] and led["k"] > 1) else "Multiple releases",
+        "release_type": "One release" if not (led["known"] and led["k"] > 1) else "Many releases",
         "release_type_details": ("One bundle. Its epsilon is recorded in the curator's private budget "
                                  "ledger; another release from the same registry adds to it and is refused "
                                  "unless the curator allows additional spending."
