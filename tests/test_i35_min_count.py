@@ -40,12 +40,13 @@ def multiplicities(data_csv: bytes) -> Counter:
 
 
 def test_the_walk_covers_the_schema():
-    """The schema's min_count: integers from 1 up, no maximum (else the walk must include it)."""
+    """The schema's min_count: integers from 1 up to a bound on the work (10^9, the hostile-input
+    bound); values above the table's size are refused before any spend (the walk's last case)."""
     prop = json.loads(SCHEMA.read_text(encoding="utf-8"))
     found = _find_min_count(prop)
     assert found is not None, "projection.min_count is no longer in the spec schema"
     assert found["items"]["type"] == "integer" and found["items"]["minimum"] == min(WALK) == 1
-    assert "maximum" not in found["items"]
+    assert found["items"].get("maximum") == 10**9
 
 
 def _find_min_count(node):
@@ -124,6 +125,9 @@ def test_the_datasheet_claims_what_min_count_promises(releases, k):
         assert f"Every complete record appears at least {k} times" in text
     else:
         assert "asks for no face privacy" in text and "contain no unique record" not in text
+    entry = (releases["bundles"][k]["dir"] / "registry-entry.yaml").read_text(encoding="utf-8")
+    assert ("no released record is unique" in entry) is (k >= 2)
+    assert ("a released record may be unique" in entry) is (k == 1)
 
 
 def test_the_enclave_replay_of_min_count_1(releases):

@@ -379,7 +379,9 @@ def _post_processing(f: RegistryFacts, c: _Common) -> str:
         post.append(f"dropping the sampled records that break one of {len(synth)} public synthetic "
                     f"constraints ({'; '.join(synth)})")
     post.append("keeping n records")
-    if c.min_count is not None:
+    if c.min_count == 1 and c.edition >= 2:
+        post.append("no face-privacy projection (min_count 1: a released record may be unique)")
+    elif c.min_count is not None:
         post.append(f"the face-privacy projection (every full record appears at least {c.min_count} times, "
                     "by removing or duplicating sampled records)")
     post.append("shuffling")
@@ -481,14 +483,22 @@ def _justification(c: _Common) -> str:
         + ("; the spec acknowledges a total above 20 as a weak guarantee"
            if privacy.get("acknowledge_weak_guarantee") else "")
         + ". "
-        + (f"Face privacy: no released record is unique (every full record appears at least {min_count} "
-           "times). " if min_count is not None else "")
+        + _face_privacy_words(min_count, c.edition)
         + "Validation: the audit (dpbundle audit) re-checks the signature, every hash, every sensitivity "
           "and derived threshold, the budget arithmetic, face privacy, the constraints and the datasheet's "
           "numbers from the public bundle; inside the enclave, with the private transcript, it can replay "
           "the selected candidate byte for byte. "
         + "Method: Hod and Canetti 2024, the universal scheme of Israel's 2024 release of its National "
           "Registry of Live Births, with the soundness fixes listed in dpbundle's design notes.")
+
+
+def _face_privacy_words(min_count: Any, edition: int) -> str:
+    """The justification's face-privacy sentence: min_count 1 asks for none (edition 2)."""
+    if min_count is None:
+        return ""
+    if min_count == 1 and edition >= 2:
+        return "Face privacy: none requested (min_count 1: a released record may be unique). "
+    return f"Face privacy: no released record is unique (every full record appears at least {min_count} times). "
 
 
 def _implementation(f: RegistryFacts, c: _Common) -> dict:
