@@ -414,9 +414,12 @@ def test_a_dropped_model_fails(released, tmp_path):
     rep = pinned(released, copy)
     assert rep.get("integrity").result == "pass"               # re-signed: a careful forger
     bad = failed(rep)
-    assert rep.verdict == "failed" and set(bad) == {"schema", "rederivation"}, bad
+    # budget: registry-entry.yaml, rendered again from the public files (the closure rule), no
+    # longer says what the bundle's entry says about model.json
+    assert rep.verdict == "failed" and set(bad) == {"schema", "rederivation", "budget"}, bad
     assert any("spec.json says publish: model" in p for p in bad["schema"])
     assert "spec.json says publish: model" in bad["rederivation"][0]
+    assert all(p.startswith("registry-entry.yaml: not the entry rendered from") for p in bad["budget"]), bad
 
 
 def test_dropped_preregistration_files_and_an_edited_row_fail_against_the_archived_record(released, tmp_path):
@@ -576,7 +579,10 @@ def test_a_model_declaring_other_noise_scales_fails(released, tmp_path):
     def edit(doc):
         doc["noise"] = [dict(p, scale=p["scale"] / 2) for p in plan]
     bad = _model_copy(released, tmp_path, edit)
-    assert any("declared noise" in p for p in bad["rederivation"]), bad
+    # dpbundle never writes a "noise" field: the closure rule's schema refuses it before the
+    # model check compares it with the noise plan
+    assert any("declared noise" in p or "'noise' was unexpected" in p for p in bad["rederivation"]), bad
+    assert any("'noise' was unexpected" in p for p in bad["schema"]), bad
 
 
 def test_a_model_with_a_parent_set_privbayes_never_chooses_fails(released, tmp_path):
