@@ -44,6 +44,10 @@ def cli_keygen(
     from dpbundle.release.bundle.keys import (KeyFileError, _make_key_directory, allowed_signers_path,
                                               read_passphrase, write_keypair)
 
+    problem = _out_prefix_problem(Path(out))
+    if problem:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
     try:
         passphrase = read_passphrase(passphrase_file)
         created = _make_key_directory(Path(out).parent)
@@ -57,6 +61,30 @@ def cli_keygen(
     typer.echo(f"public key:  {pub_path}")
     typer.echo(f"allowed_signers: {allowed_signers_path(out)}  (for ssh-keygen -Y verify)")
     _print_forms(pub_path)
+
+
+def _out_prefix_problem(out: Path) -> str | None:
+    """--out is a prefix for three new files: refused when it names something that exists and is
+    not a regular file (``/dev/null`` would give /dev/null.key, a directory or a FIFO is surely a
+    mistake, a symbolic link would write beside its target's name), or when one of the three
+    files would be written through a symbolic link or onto a device, FIFO or directory."""
+    import os
+    import stat
+
+    from dpbundle.release.bundle.keys import allowed_signers_path
+    from dpbundle.release.common.safe_io import kind_of
+
+    rule = ("(rule: --out is the prefix of new files; devices, FIFOs, links and directories are "
+            "refused)")
+    for path, what in ((out, "--out"), (Path(f"{out}.key"), "the private key"),
+                       (Path(f"{out}.pub"), "the public key"), (allowed_signers_path(out), "allowed_signers")):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            return f"{path}: {what} is {kind_of(st.st_mode)} {rule}"
+    return None
 
 
 def _show_public(path: Path) -> None:

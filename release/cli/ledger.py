@@ -32,8 +32,18 @@ def cli_ledger_list(
     from dpbundle.release.scheme.ledger import Ledger, LedgerError, _ledger_path
 
     console = Console()
+    book = Ledger(_ledger_path(ledger))
+    if not book.path.exists() and not book.path.is_symlink():
+        if ledger is not None:   # a ledger named on the command line must be there
+            console.print(Text("error: ", style="red") + Text(literal(
+                f"--ledger {ledger}: no such file (no ledger there; only the default ledger may be "
+                f"absent, before the first release)")), highlight=False)
+            raise typer.Exit(2)
+        console.print(Text(literal(f"no spends recorded yet: the default ledger {book.path} does not "
+                                   "exist (the first release creates it)")), highlight=False)
+        return
     try:
-        entries = Ledger(_ledger_path(ledger)).all_entries()
+        entries = book.all_entries()
     except LedgerError as exc:
         console.print(Text("error: ", style="red") + Text(literal(exc)), highlight=False)
         raise typer.Exit(2)
@@ -41,7 +51,7 @@ def cli_ledger_list(
         entries = [e for e in entries if e.get("status") == UNFINISHED]
     # every cell is untrusted text (titles, paths, statuses typed by hand): printed literally,
     # never parsed as Rich markup nor passed to the terminal as control characters
-    table = Table(title=Text(literal(f"Ledger {Ledger(_ledger_path(ledger)).path}")))
+    table = Table(title=Text(literal(f"Ledger {book.path}")))
     for col in ("id", "started", "epsilon", "status", "description"):
         table.add_column(col, justify="right" if col == "epsilon" else "left")
     for e in entries:
@@ -78,6 +88,8 @@ def cli_ledger_mark(
         raise typer.Exit(2)
     try:
         book = Ledger(_ledger_path(ledger))
+        if not book.path.exists() and not book.path.is_symlink():
+            raise LedgerError(f"{book.path}: no such file (no ledger there: nothing to mark)")
         full = book.resolve_id(entry)
         book.mark_finished(full, status)
     except LedgerError as exc:

@@ -67,7 +67,9 @@ def spec_validate(
     try:
         prepared = prepare_parts(data, s) if data.is_dir() else prepare(data, s)
     except InputError as exc:
-        fail_input(str(exc))
+        # the steward's tool: the problems quote cells and counts of the confidential file, each
+        # value marked PRIVATE, and the whole message says so
+        fail_input(f"{exc}\n  PRIVATE: values from the confidential file; keep inside the enclave")
     table = Table(title=f"Preparation of {data}", show_lines=False)
     table.add_column("step")
     table.add_column("rows", justify="right")

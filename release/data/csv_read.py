@@ -110,7 +110,10 @@ class Problems:
         shown = rows[:MAX_REPORTED]
         lines = where(shown) if where is not None else shown + 2
         for r, line in zip(shown, lines):
-            got = f" (got {echo(str(cells[r]))})" if cells is not None and self.show_values else ""
+            # the steward's tool only (spec validate --data): a cell of the confidential file,
+            # marked PRIVATE on its own line
+            got = (f" (PRIVATE: {echo(str(cells[r]))})" if cells is not None and self.show_values
+                   else "")
             self._seq += 1
             self._cells.append((int(line), self._seq, f"{self.label(int(line))}, column {column!r}: {rule}{got}"))
         if len(self._cells) > 4 * MAX_REPORTED:

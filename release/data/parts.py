@@ -92,15 +92,36 @@ def _counted(paths: list[Path], spec: Spec, show_values: bool, keep_order: bool,
         raise RuntimeError("--scheduler needs dask.distributed: pip install 'dpbundle[dask]'") from exc
     from distributed import CancelledError, KilledWorker
 
-    with Client(scheduler, timeout=15, set_as_default=False) as client:
+    from dpbundle.release.data.cluster import check_scheduler, client_errors
+
+    address = check_scheduler(scheduler)   # SchedulerError: a bad address, or not a Dask scheduler
+    client = None
+    try:
+        client = Client(address, timeout=15, set_as_default=False)
         if not client.scheduler_info().get("workers"):
             raise ClusterError(f"the Dask cluster at {scheduler} has no workers")
         futures = client.map(count_part, [str(p) for p in paths], spec=spec, show_values=show_values,
                              keep_order=keep_order, pure=False)
-        try:
-            return client.gather(futures)      # an InputError of a part is raised here, whole
-        except (KilledWorker, CancelledError) as exc:
-            raise ClusterError(f"a Dask worker failed while reading the parts ({type(exc).__name__})") from None
+        return client.gather(futures)      # an InputError of a part is raised here, whole
+    except InputError:
+        raise
+    except (KilledWorker, CancelledError) as exc:
+        raise ClusterError(f"a Dask worker failed while reading the parts ({type(exc).__name__})") from None
+    except client_errors() as exc:   # a broken or hostile server: never a traceback
+        raise ClusterError(f"the Dask cluster at {scheduler} failed or answered with something a "
+                           f"Dask scheduler does not send ({type(exc).__name__})") from None
+    finally:
+        _close(client)
+
+
+def _close(client) -> None:
+    """Close a Dask client without waiting long on a server that does not answer."""
+    if client is None:
+        return
+    try:
+        client.close(timeout=5)
+    except Exception:  # noqa: BLE001 - closing a broken connection: nothing more to do
+        pass
 
 
 def registry_sha256(parts: list[PartCounts]) -> str:

@@ -101,6 +101,13 @@ def _outputs(request: ReleaseRequest):
         fail(f"{problem}; nothing was spent")
     check_private_outputs(out, transcript_path, request.make_zip, request.force)
     ledger = Ledger(request.ledger or Ledger.default_path())   # an absolute path from here on
+    if request.ledger is None:   # the default ledger's folder is made on the first release (0700)
+        from dpbundle.release.scheme.ledger import LedgerError, make_private_dirs
+
+        try:
+            make_private_dirs(ledger.path.parent)
+        except LedgerError as exc:
+            unusable(f"{exc}; nothing was read or spent")
     problem = ledger.path_problem()
     if problem:
         unusable(f"{problem}; nothing was read or spent")
@@ -234,6 +241,7 @@ def _prepare(request: ReleaseRequest, spec):
 
 def _prepare_parts(request: ReleaseRequest, spec):
     """DATA's parts read and counted (on the cluster with --scheduler) and gathered here."""
+    from dpbundle.release.data.cluster import SchedulerError
     from dpbundle.release.data.parts import prepare_parts
 
     try:
@@ -245,6 +253,8 @@ def _prepare_parts(request: ReleaseRequest, spec):
                      "nothing was spent")
         unusable(f"--scheduler {request.scheduler}: cannot use the Dask cluster ({type(exc).__name__}: "
                  f"{exc}); nothing was spent")
+    except SchedulerError as exc:    # the address, or the server there: names both itself
+        unusable(f"{exc}; nothing was spent")
     except RuntimeError as exc:
         unusable(f"--scheduler {request.scheduler}: {exc}; nothing was spent")
 

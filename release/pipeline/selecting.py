@@ -88,12 +88,17 @@ def _nothing_released(exc: BaseException, plan: Plan, transcript, run: Run) -> N
     if isinstance(exc, SelectionAborted):
         mark(run, "failed")
         keep_private_transcript(transcript, path, run=run)
-        fail(f"the release stopped: {exc}. Nothing was released.\n" + state(run), code=1)
-    run.signals.stop()     # the message may carry private values: the type only
+        # neither which attempt nor the error's type is printed: both depend on the private
+        # data (the attempt's index is the number of attempts; the type, e.g. a singular matrix,
+        # on what the records hold)
+        fail("the release stopped: an attempt of the private selection failed with an internal "
+             "error; which attempt and what error are in the PRIVATE transcript only. Nothing was "
+             "released.\n" + state(run), code=1)
+    run.signals.stop()     # the message and its type may depend on private values: neither
     mark(run, "failed")
     keep_private_transcript(transcript, path, error=exc, run=run)
-    fail(f"the release stopped with an internal error ({type(exc).__name__}); the details are "
-         "in the PRIVATE transcript only. Nothing was released.\n" + state(run), code=1)
+    fail("the release stopped with an internal error during the private selection; the details "
+         "are in the PRIVATE transcript only. Nothing was released.\n" + state(run), code=1)
 
 
 def _budget_and_model(plan: Plan, selection, released, transcript, run: Run) -> tuple[dict, dict]:
@@ -111,9 +116,9 @@ def _budget_and_model(plan: Plan, selection, released, transcript, run: Run) -> 
         run.signals.stop()
         mark(run, "failed")
         keep_private_transcript(transcript, plan.transcript_path, error=exc, run=run)
-        fail(f"the release stopped with an internal error ({type(exc).__name__}) after the selection; "
-             "the details are in the PRIVATE transcript only. Nothing was released.\n" + state(run),
-             code=1)
+        fail("the release stopped with an internal error after the selection; the details (the "
+             "error's type too) are in the PRIVATE transcript only. Nothing was released.\n"
+             + state(run), code=1)
     return budget, public_files
 
 

@@ -514,6 +514,25 @@ class Ledger:
         return hits[0]
 
 
+def make_private_dirs(directory: Path) -> None:
+    """Create ``directory`` and every missing parent with mode 0700 (whatever the umask), so that
+    the default ledger's folder exists before the first release on a fresh machine; folders that
+    already exist are left as they are. LedgerError naming the folder when one cannot be made."""
+    missing: list[Path] = []
+    at = Path(directory).absolute()
+    while not at.exists() and not at.is_symlink() and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+            os.chmod(folder, 0o700)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise LedgerError(f"{folder}: cannot create the ledger's folder ({exc.strerror or exc})") from None
+
+
 def unfinished_note(entries: list[dict]) -> str | None:
     """A console note on spends of these data whose run never finished (killed: status still
     'started'); they count as spent. None if there are none."""

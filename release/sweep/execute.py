@@ -445,14 +445,31 @@ class DaskBackend:
             from distributed import Client
         except ImportError as exc:  # pragma: no cover - optional dependency
             raise RuntimeError("--scheduler needs dask.distributed: pip install 'dpbundle[dask]'") from exc
+        from dpbundle.release.data.cluster import check_scheduler, client_errors
+
         self.address = address
-        self.client = Client(address, timeout=timeout, set_as_default=False)
-        info = self.client.scheduler_info()
-        threads = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values())
-        self.workers = max(threads, 1)
-        # shipped once: every worker holds a copy, tasks refer to it by its future
-        self._payload = self.client.scatter(payload, broadcast=True, hash=False)
+        self.client = None
+        # SchedulerError (exit 2): a bad address, or a server that is not a Dask scheduler
+        checked = check_scheduler(address)
+        try:
+            self.client = Client(checked, timeout=timeout, set_as_default=False)
+            info = self.client.scheduler_info()
+            threads = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values())
+            self.workers = max(threads, 1)
+            # shipped once: every worker holds a copy, tasks refer to it by its future
+            self._payload = self.client.scatter(payload, broadcast=True, hash=False)
+        except client_errors() as exc:   # a broken or hostile server: never a traceback
+            self._close_client()
+            raise WorkerStartError(f"--scheduler {address}: the Dask cluster failed or answered with "
+                                   f"something a Dask scheduler does not send ({type(exc).__name__})") from None
         self._completed = None
+
+    def _close_client(self) -> None:
+        try:
+            if self.client is not None:
+                self.client.close(timeout=5)
+        except Exception:  # noqa: BLE001 - closing a broken connection: nothing more to do
+            pass
 
     @property
     def description(self) -> str:
@@ -484,7 +501,7 @@ class DaskBackend:
             self._payload.release()
         except Exception:  # noqa: BLE001
             pass
-        self.client.close()
+        self._close_client()
 
 
 # --------------------------------------------------------------------------- driver

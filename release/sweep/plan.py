@@ -139,6 +139,13 @@ def check_request(request: SweepRequest) -> None:
         raise SweepError("give either --configs (re-measure a list) or --sample/--seed (draw from the space), not both")
     if r.workers is not None and r.scheduler:
         raise SweepError("give either --workers (local process pool) or --scheduler (Dask), not both")
+    if r.scheduler is not None:
+        from dpbundle.release.data.cluster import SchedulerError, parse_address
+
+        try:
+            parse_address(r.scheduler)   # the form only; the server is probed when the runs start
+        except SchedulerError as exc:
+            raise SweepError(str(exc)) from None
     if r.utility not in UTILITY_POLICIES:
         raise SweepError("--utility must be one of first, all, none")
     if r.min_acceptance is not None and not 0.0 <= r.min_acceptance <= 1.0:
@@ -155,8 +162,13 @@ def _check_inputs(request: SweepRequest) -> Checked:
     except SpecError as exc:
         raise SweepError(str(exc)) from None
     data_path = request.data_path
-    if not data_path.is_file():
+    if not data_path.exists():
         raise SweepError(f"{data_path}: no such file")
+    from dpbundle.release.common.safe_io import regular_file_problem
+
+    problem = regular_file_problem(data_path, "data file")   # a FIFO, device or directory
+    if problem:
+        raise SweepError(problem)
     data_sha = file_sha256(data_path)
     if data_sha in {str(f).lower() for f in spec.private_fingerprints}:
         raise SweepError(

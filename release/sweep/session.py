@@ -115,6 +115,8 @@ def start_backend(plan: SweepPlan):
         WorkerStartError,
     )
 
+    from dpbundle.release.data.cluster import SchedulerError
+
     r: SweepRequest = plan.request
     payload = {"prepared": plan.prepared, "spec": plan.spec, "iteration": r.iteration or _default_iteration(),
                "utility_options": r.utility_options or {}}
@@ -125,7 +127,7 @@ def start_backend(plan: SweepPlan):
         if n_local == 1:
             return InProcessBackend(payload)
         return LocalBackend(payload, n_local, mp_context=r.mp_context)
-    except WorkerStartError as exc:
+    except (WorkerStartError, SchedulerError) as exc:
         raise SweepError(str(exc)) from None
     except (OSError, TimeoutError) as exc:
         what = "Dask client for " + r.scheduler if r.scheduler else "process pool"
