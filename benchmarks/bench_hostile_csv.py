@@ -14,6 +14,11 @@ the imports (so the difference is what reading cost) and the first line of the e
 * the 160k NVSS sample (--data), a normal file: median of 5 runs (and its rows ten times over,
   median of 3), to compare with the old reader.
 
+Also (``--issue36-only`` for these alone) issue 36's hostile command lines: release and sweep
+``--scheduler`` at a server that announces 2^64 - 1 bytes, a FIFO as sweep's data, a secret cell in
+``spec validate --data``, ``ledger list`` of a missing ledger, ``keygen --out /dev/null``,
+``example --rows 1,000,000,001``: exit code, seconds, traceback, what was left behind.
+
 Goals: the 64 MiB cell in under 5 s with peak memory under 500 MB; normal files not slower.
 """
 from __future__ import annotations
@@ -130,12 +135,103 @@ def run_cli(path: Path, work: Path) -> tuple[float, float, int]:
     return wall, r["peak"], r["code"]
 
 
+def _command(args: list[str], env: dict | None = None, timeout: float = 120) -> tuple[float, int, str]:
+    """``dpbundle ARGS`` in a fresh process: (seconds, exit code, its output)."""
+    exe = Path(sys.executable).with_name("dpbundle")
+    base = [str(exe)] if exe.exists() else [sys.executable, "-m", "dpbundle.release.cli.main"]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(base + [str(a) for a in args], capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, "COLUMNS": "250", **(env or {})})
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - t0, -1, "timed out (a hang)"
+    return time.perf_counter() - t0, proc.returncode, proc.stdout + proc.stderr
+
+
+def _hostile_scheduler() -> tuple[str, object]:
+    """A TCP server answering every connection with 0xff bytes (a length of 2^64 - 1)."""
+    import socket
+    import threading
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            try:
+                conn.sendall(b"\xff" * 64)
+            except OSError:
+                pass
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"tcp://127.0.0.1:{sock.getsockname()[1]}", sock
+
+
+def issue36_commands(work: Path, sample: Path) -> None:
+    """Issue 36's hostile command lines: exit code, seconds, traceback or not, and what was left
+    (ledger, bundle, key files)."""
+    spec = SPEC
+    bad = work / "secret.csv"
+    lines = sample.read_text("utf-8").splitlines()
+    lines[3] = "SECRET-ID-123456789" + lines[3][lines[3].index(","):]
+    bad.write_text("\n".join(lines[:2000]) + "\n", "utf-8")
+    fifo = work / "fifo.csv"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    parts = work / "parts"
+    parts.mkdir(exist_ok=True)
+    (parts / "a.csv").write_text("\n".join(lines[:2000]) + "\n", "utf-8")
+    key = work / "bench-key"
+    if not Path(f"{key}.key").exists():
+        _command(["keygen", "--out", key])
+    address, server = _hostile_scheduler()
+    ledger, bundle = work / "i36-ledger.jsonl", work / "i36-bundle"
+    cases = [
+        ("release --scheduler at a hostile server", ["release", spec, parts, "--out", bundle, "--key",
+                                                     f"{key}.key", "--ledger", ledger, "--transcript",
+                                                     work / "t.jsonl", "--scheduler", address], None),
+        ("sweep --scheduler at a hostile server", ["sweep", spec, sample, "--out", work / "sw",
+                                                   "--scheduler", address], None),
+        ("sweep on a FIFO", ["sweep", spec, fifo, "--out", work / "sw2"], None),
+        ("spec validate --data with a secret cell", ["spec", "validate", spec, "--data", bad], None),
+        ("ledger list --ledger /nonexistent", ["ledger", "list", "--ledger", work / "nonexistent"], None),
+        ("ledger list, no default ledger yet", ["ledger", "list"], {"XDG_DATA_HOME": str(work / "xdg")}),
+        ("keygen --out /dev/null", ["keygen", "--out", "/dev/null"], None),
+        ("example --rows 1,000,000,001", ["example", "births", "--rows", "1000000001", "--out",
+                                          work / "x.csv"], None),
+    ]
+    print(f"\nissue 36, hostile command lines (fresh processes, timeout 120 s):\n"
+          f"{'case':<44}{'s':>7}{'exit':>6}  traceback  notes")
+    for name, args, env in cases:
+        seconds, code, out = _command(args, env)
+        notes = []
+        if "SECRET-ID" in out:
+            notes.append("secret quoted only on PRIVATE lines" if all(
+                "PRIVATE" in line for line in out.splitlines() if "SECRET-ID" in line) else "SECRET UNMARKED")
+        if "release" in args:
+            notes.append(f"ledger {'WRITTEN' if ledger.exists() else 'untouched'}, bundle "
+                         f"{'WRITTEN' if bundle.exists() else 'absent'}")
+        if "keygen" in args:
+            notes.append("/dev/null.key " + ("WRITTEN" if Path("/dev/null.key").exists() else "not written"))
+        print(f"{name:<44}{seconds:>7.2f}{code:>6}  {'YES' if 'Traceback' in out else 'no':<9}  "
+              f"{'; '.join(notes)}")
+    server.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--big-mib", type=int, default=64)
     ap.add_argument("--huge-mib", type=int, default=512)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--keep", type=Path, help="write the inputs here instead of a temporary directory")
+    ap.add_argument("--issue36-only", action="store_true",
+                    help="only issue 36's hostile command lines (FIFO, scheduler, ledger, keygen, ...)")
     args = ap.parse_args()
 
     from dpbundle.release.data.example import write_example
@@ -147,6 +243,10 @@ def main() -> None:
     write_example(sample, rows=10_000, force=True)   # = dpbundle example births --rows 10000
     lines = sample.read_text("utf-8").splitlines()
     header, rows = lines[0], lines[1:]
+    if args.issue36_only:
+        issue36_commands(work, sample)
+        tmp.cleanup()
+        return
 
     cases: list[tuple[str, Path, int]] = []
     p = work / "big.csv"
@@ -190,6 +290,7 @@ def main() -> None:
     wall, peak, code = run_cli(work / "big.csv", work)
     print(f"\nwhole command `dpbundle spec validate` on the {args.big_mib} MiB cell: {wall:.2f} s, "
           f"peak {peak:.0f} MB, exit code {code}")
+    issue36_commands(work, sample)
     tmp.cleanup()
 
 
