@@ -112,6 +112,14 @@ def _budget_problems(runs, bundle: Path) -> list[str]:
     return run_audit(bundle, pubkey=runs["pub"]).get("budget").problems
 
 
+def _arithmetic_problems(runs, bundle: Path) -> list[str]:
+    """The budget check's problems but the registry entry's re-derivation: this forger re-signs
+    only the manifest, and registry-entry.yaml (which states the composed loss) still says the
+    original; a careful forger renders it again (templates/metadata), which the public audit
+    cannot tell from an honest one. What is left is the public arithmetic."""
+    return [p for p in _budget_problems(runs, bundle) if not p.startswith("registry-entry.yaml: not the entry")]
+
+
 def test_a_tampered_composed_epsilon_fails_the_public_audit(runs, tmp_path):
     b2 = runs["bundles"][1]
     copy = forged(runs, tmp_path, b2, composed_epsilon=total(b2))      # the earlier spend left out
@@ -135,7 +143,7 @@ def test_a_03_ledger_without_the_composition_fails_the_public_audit(runs, tmp_pa
 def test_a_lowered_count_passes_the_public_arithmetic_but_fails_the_ledger(runs, tmp_path):
     b2 = runs["bundles"][1]
     copy = forged(runs, tmp_path, b2, spends_on_registry=1, earlier_epsilons=[], composed_epsilon=total(b2))
-    assert _budget_problems(runs, copy) == []
+    assert _arithmetic_problems(runs, copy) == []
     led = run_audit(copy, pubkey=runs["pub"], ledger=runs["ledger"]).get("ledger")
     assert led.failed and any("states 1 spend(s)" in p for p in led.problems), led.problems
 
@@ -144,7 +152,7 @@ def test_a_changed_earlier_epsilon_fails_the_ledger(runs, tmp_path):
     b3 = runs["bundles"][2]
     earlier = [*manifest(b3)["ledger"]["earlier_epsilons"][:-1], 0.1]
     copy = forged(runs, tmp_path, b3, earlier_epsilons=earlier, composed_epsilon=exact_sum([*earlier, total(b3)]))
-    assert _budget_problems(runs, copy) == []
+    assert _arithmetic_problems(runs, copy) == []
     led = run_audit(copy, pubkey=runs["pub"], ledger=runs["ledger"]).get("ledger")
     assert any("ledger.earlier_epsilons[2] 0.1 is not the epsilon the ledger records" in p for p in led.problems), \
         led.problems
