@@ -550,8 +550,10 @@ def test_rich_progress_renders_public_labels_only():
     rp.close()
 
 
-def test_progress_only_on_a_terminal_and_never_with_json_to_stdout():
+def test_progress_only_on_a_terminal_and_never_with_json_to_stdout(monkeypatch):
     from rich.console import Console
+
+    monkeypatch.setenv("TERM", "xterm")       # TERM=dumb (some CI shells) turns progress off
 
     from dpbundle.audit.cli import _progress
 

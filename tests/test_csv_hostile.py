@@ -172,7 +172,8 @@ def test_echoed_value_is_cut(app, tmp_path, lines):
     result, text = validate(app, path)
     assert_input_error(result, text, path, "line 9, column 'is_female'", "not a boolean", "(20,000 characters)")
     assert "y" * 41 not in text and "y" * 40 in text
-    assert len(result.output) < 2000
+    error = result.output[result.output.index("error"):]     # the spec's own warnings come before it
+    assert len(error) < 2000
 
 
 def test_release_never_echoes_a_cell(app, tmp_path, lines, key):
