@@ -65,6 +65,8 @@ def _criterion(cid, typ, desc, threshold, dp_value, epsilon, sensitivity, stakeh
 
 
 def fake_release(n: int = 200, seed: int = 3) -> dict:
+    from dpbundle.templates.metadata.budget_words import budget_words_of_spec
+
     rng = np.random.default_rng(seed)
     columns = [FakeColumn(name, tuple(labels)) for name, (_, labels) in BIRTHS_COLUMNS.items()]
     # 50 distinct records, each repeated 4 times (face privacy: min count 4 >= 2), shuffled
@@ -88,16 +90,20 @@ def fake_release(n: int = 200, seed: int = 3) -> dict:
     ]
     eval_criteria = [{"id": m["id"], "epsilon": m["epsilon"]} for m in metrics]
     eps_eval = sum(m["epsilon"] for m in metrics)
+    # the statements are the spec's (write_bundle refuses others: the audit re-derives them)
+    words = budget_words_of_spec(fake_spec())
     budget = {
-        "unit_of_privacy": "one live birth (one record of the registry)",
-        "neighbouring": "change one record (bounded neighbours; the number of records n is public)",
+        "unit_of_privacy": words["unit_of_privacy"],
+        "neighbouring": words["neighbouring"],
         "input_metric": "change_one_distance",
+        "records": {"policy": "declared_public", "epsilon": 0.0, "released_n": n,
+                    "statement": words["records.statement"]},
         "generation": {"type": "privbayes", "epsilon": 4.0,
                        "parts": [{"purpose": "structure", "epsilon": 0.4}, {"purpose": "conditionals", "epsilon": 3.6}]},
         "evaluation": {"epsilon": eps_eval, "criteria": eval_criteria},
         "pre_selection": [],
         "per_iteration_epsilon": 4.0 + eps_eval,
-        "selection": {"method": "private selection with a known threshold (Liu & Talwar 2019)", "factor": 2,
+        "selection": {"method": words["selection.method"], "factor": 2,
                       "stop_probability": 0.0, "threshold": 1.0},
         "total_epsilon": 2 * (4.0 + eps_eval),
         "total_epsilon_opendp": 2 * (4.0 + eps_eval) + 1e-12,
@@ -300,7 +306,7 @@ def test_pdf_contains_total_epsilon_and_every_dp_value(built):
         # rounded to the second significant digit of its noise (issue 21); metrics.csv keeps .6g
         assert noisy(m["dp_value"], m["noise_std"]).replace("\u2212", "-") in flat.replace("\u2212", "-"), m["id"]
     assert "synthetic" in text.lower()
-    assert "openssl pkeyutl -verify -pubin -inkey KEY.pub -rawin -in manifest.json -sigfile manifest.sig" in \
+    assert "openssl pkeyutl -verify -pubin -inkey ../KEY.pub -rawin -in manifest.json -sigfile manifest.sig" in \
         " ".join(text.split())
     assert _manifest(built["out"])["public_key"]["fingerprint"] in text.replace("\n", "")
 
