@@ -175,3 +175,25 @@ def test_the_check_fails_exactly_below_min_count(tmp_path, k, unique):
         assert any(p.startswith(f"{short} distinct full record(s)") and f"min_count = {k}" in p
                    for p in result.problems), result.problems
         assert any("unique" in p for p in result.problems) is unique
+
+
+def test_the_schemas_largest_min_count_is_refused_before_any_spend(tmp_path):
+    """The walk's last value, the schema's maximum (10^9), on a table of a few thousand records
+    (n declared public): no attempt could pass, so the release is refused before the ledger
+    entry, instead of selecting for ever (with stop probability 0)."""
+    from dpbundle.release.cli.main import app
+
+    runner = CliRunner()
+    data = fx.example_registry(tmp_path / "registry.csv", ROWS, 5)
+    assert runner.invoke(app, ["keygen", "--out", str(tmp_path / "k")]).exit_code == 0
+    spec = fx.fast_spec(tmp_path / "fast.yaml")
+    doc = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    doc["projection"] = {"min_count": [10**9]}
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    res = runner.invoke(app, ["release", str(spec), str(data), "--out", str(tmp_path / "B"),
+                              "--key", str(tmp_path / "k.key"), "--ledger", str(tmp_path / "ledger.jsonl"),
+                              "--transcript", str(tmp_path / "t.jsonl")])
+    assert res.exit_code == 2, res.output
+    assert "projection.min_count" in res.output and "nothing was spent" in res.output
+    assert "Traceback" not in res.output
+    assert not (tmp_path / "ledger.jsonl").exists() and not (tmp_path / "B").exists()

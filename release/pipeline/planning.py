@@ -59,6 +59,7 @@ def plan(request: ReleaseRequest, run: Run) -> Plan:
     if request.configs is not None:
         check_list_size(request.configs, choice.measured, prepared, spec, request.allow_other_size,
                         request.is_example)
+    _face_privacy_reachable(spec, prepared, choice.configs)
     _room(request, spec, prepared, ledger, run)
     try:   # the public files the bundle will carry, checked now as write_bundle will check them
         from dpbundle.release.bundle.write import BundleError, check_public_files
@@ -257,6 +258,24 @@ def _prepare_parts(request: ReleaseRequest, spec):
         unusable(f"{exc}; nothing was spent")
     except RuntimeError as exc:
         unusable(f"--scheduler {request.scheduler}: {exc}; nothing was spent")
+
+
+def _face_privacy_reachable(spec, prepared, configs: Optional[list]) -> None:
+    """Every record appears at least min_count times, so a table of n records needs n >= min_count.
+    With n declared public, a release whose every min_count exceeds n could never pass an attempt
+    (with stop probability 0 it would select for ever): refused before any spend. (Under dp_count,
+    n is the DP count's output, not known here; the schema bounds min_count.)"""
+    if spec.records_policy != "declared_public":
+        return
+    if configs:
+        counts = [(c.get("projection") or {}).get("min_count") for c in configs]
+    else:
+        counts = list((spec.raw.get("projection") or {}).get("min_count") or [])
+    counts = [k for k in counts if isinstance(k, int) and not isinstance(k, bool)]
+    if counts and min(counts) > prepared.n:
+        unusable(f"projection.min_count: every value ({', '.join(map(str, sorted(set(counts))))}) exceeds the "
+                 f"public number of records, {prepared.n:,}: no table of that size has every record "
+                 f"{min(counts)} times or more, so no attempt could pass; nothing was spent")
 
 
 def _room(request: ReleaseRequest, spec, prepared, ledger, run: Run) -> None:
