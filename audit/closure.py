@@ -48,10 +48,15 @@ class Rule:
     binding: str
     how: str
     otherwise: str | None = None
+    run_bound: bool = False     # from dpbundle 0.3 also bound:transcript (the run record, audit/run_binding.py)
 
 
-def _r(file: str, field: str, binding: str, how: str, otherwise: str | None = None) -> Rule:
-    return Rule(file, field, binding, how, otherwise)
+def _r(file: str, field: str, binding: str, how: str, otherwise: str | None = None,
+       run_bound: bool = False) -> Rule:
+    return Rule(file, field, binding, how, otherwise, run_bound)
+
+
+_RUN = "; from dpbundle 0.3 the transcript's run record binds it (replay, audit/run_binding.py)"
 
 
 _DOC = "documentation: rendered again from the public files, byte for byte"
@@ -78,7 +83,7 @@ RULES: tuple[Rule, ...] = (
     # -- manifest.json ----------------------------------------------------------------------------
     _r("manifest.json", "format", REDERIVED, "schema: a constant"),
     _r("manifest.json", "dpbundle_version", SIGNATURE_ONLY, "schema: the version rules (the files and fields "
-       "that version writes); which version ran is the publisher's word"),
+       "that version writes); which version ran is the publisher's word" + _RUN, run_bound=True),
     _r("manifest.json", "created", SIGNATURE_ONLY, "seeds: a beacon's time must not be after it; otherwise the "
        "publisher's word"),
     _r("manifest.json", "n", REDERIVED, "size: the rows of data.csv"),
@@ -100,8 +105,8 @@ RULES: tuple[Rule, ...] = (
     _r("manifest.json", "ledger.composed_epsilon", REDERIVED, "budget: the total plus the earlier epsilons"),
     _r("manifest.json", "extra.**", SIGNATURE_ONLY, "the publisher's free-form information"),
     # -- spec.json --------------------------------------------------------------------------------
-    _r("spec.json", "spec.**", PREREG, "preregistration / seeds: the record's spec SHA-256 (and --spec)",
-       otherwise=SIGNATURE_ONLY),
+    _r("spec.json", "spec.**", PREREG, "preregistration / seeds: the record's spec SHA-256 (and --spec)" + _RUN,
+       otherwise=SIGNATURE_ONLY, run_bound=True),
     _r("spec.json", "configuration.**", TRANSCRIPT, "replay: the selected iteration's configuration; schema: "
        "in configurations.yaml when published"),
     _r("spec.json", "configuration_id", REDERIVED, "schema: the configuration's id"),
@@ -161,7 +166,7 @@ RULES: tuple[Rule, ...] = (
     _r("budget.json", "published_model.*", REDERIVED, _WORDS),
     # -- optional files ---------------------------------------------------------------------------
     _r("configurations.yaml", "**", PREREG, "seeds: the record's configs_sha256; schema: holds the selected "
-       "configuration", otherwise=SIGNATURE_ONLY),
+       "configuration" + _RUN, otherwise=SIGNATURE_ONLY, run_bound=True),
     _r("preregistration.json", "**", PREREG, "seeds: signature, key, spec and list; --preregistration pins it"),
     _r("seeds.json", "**", PREREG, "seeds: the commitment opened, the seeds derived; --beacon pins the value"),
     _r("model.json", "**", TRANSCRIPT, "replay: the fit again, every number; rederivation (public): its "
@@ -226,7 +231,8 @@ def markdown_table() -> str:
     """docs/audit.md's classification table, from :data:`RULES`."""
     lines = ["| file | field | binding | how |", "|---|---|---|---|"]
     for rule in RULES:
-        binding = rule.binding + (f" (else {rule.otherwise})" if rule.otherwise else "")
+        binding = rule.binding + (f" (else {rule.otherwise})" if rule.otherwise else "") \
+            + ("; since 0.3 also bound:transcript" if rule.run_bound else "")
         field = f"`{rule.field}`" if rule.field else "(the file)"
         lines.append(f"| `{rule.file}` | {field} | {binding} | {rule.how} |")
     return "\n".join(lines) + "\n"

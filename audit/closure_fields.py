@@ -110,16 +110,26 @@ def signature_only_items(ctx: AuditContext) -> list[str]:
     by the signature alone (or, for a bundle that was not pre-registered, bound by the
     pre-registration otherwise) whose file is present (and whose field the file holds)."""
     prereg = ctx.bundle.has("preregistration.json")
+    run_bound = _run_recorded(ctx)
     out: list[str] = []
     for rule in RULES:
         binding = rule.binding if (rule.binding != PREREG or prereg) else rule.otherwise
-        if binding != SIGNATURE_ONLY or not ctx.bundle.has(rule.file):
+        if binding != SIGNATURE_ONLY or not ctx.bundle.has(rule.file) or (rule.run_bound and run_bound):
             continue
         if rule.field in ("", "**"):
             out.append(rule.file)
         elif _holds(ctx, rule.file, rule.field):
             out.append(f"{rule.file}: {rule.field}")
     return out
+
+
+def _run_recorded(ctx: AuditContext) -> bool:
+    """A bundle of dpbundle 0.3 or later: its transcript records the run (spec, list, version),
+    which the enclave replay compares (audit/run_binding.py)."""
+    try:
+        return made_since(ctx.json("manifest.json"), (0, 3))
+    except (Missing, AttributeError, TypeError):
+        return False
 
 
 def _holds(ctx: AuditContext, file: str, field: str) -> bool:
