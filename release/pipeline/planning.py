@@ -270,7 +270,7 @@ def _face_privacy_reachable(spec, prepared, configs: Optional[list]) -> None:
     if configs:
         counts = [(c.get("projection") or {}).get("min_count") for c in configs]
     else:
-        counts = list((spec.raw.get("projection") or {}).get("min_count") or [])
+        counts = list(spec.model.projection.min_count)
     counts = [k for k in counts if isinstance(k, int) and not isinstance(k, bool)]
     if counts and min(counts) > prepared.n:
         unusable(f"projection.min_count: every value ({', '.join(map(str, sorted(set(counts))))}) exceeds the "
