@@ -5,7 +5,6 @@ real tools, pass on the bundle and fail on a copy whose data.csv was edited and 
 regenerated (the attack the issue reports)."""
 from __future__ import annotations
 
-import hashlib
 import html
 import re
 import shutil
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import test_i35_verify_recipes as recipes
+import test_i36_attack_matrix as am
 from dpbundle.templates.datasheet.context import STANDARD_TOOL_COMMANDS, allowed_signers_line
 
 released = recipes.released          # the module-scoped release (a fast spec, its own key)
@@ -58,13 +58,8 @@ def test_the_datasheets_commands_pass_on_the_bundle_and_fail_on_a_regenerated_li
 
     bad = tmp_path / "bad"
     shutil.copytree(released["bundle"], bad)
-    rows = (bad / "data.csv").read_text().splitlines(keepends=True)
-    i = next(k for k in range(2, len(rows)) if rows[k] != rows[1])
-    rows[1], rows[i] = rows[i], rows[1]
-    (bad / "data.csv").write_text("".join(rows))
-    sums = (bad / "SHA256SUMS").read_text().splitlines()
-    (bad / "SHA256SUMS").write_text("".join(
-        f"{hashlib.sha256((bad / line[66:]).read_bytes()).hexdigest()}  {line[66:]}\n" for line in sums))
+    am.exchange_two_rows(bad)
+    am.regenerate_checksums(bad)
     assert run(bad, "sha256sum") == 0                 # the regenerated list agrees with the edit ...
     assert run(bad, "openssl pkeyutl -verify -pubin -inkey ../KEY.pub -rawin -in SHA256SUMS") != 0
     assert run(bad, "ssh-keygen") != 0                # ... but neither signature covers it

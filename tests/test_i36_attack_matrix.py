@@ -126,11 +126,25 @@ def lower_spends(bundle: Path, key: Path) -> None:
     cu.resign(bundle, key)
 
 
-def swap_rows(bundle: Path, key: Path) -> None:
+def exchange_two_rows(bundle: Path) -> None:
+    """data.csv's first row exchanged with the first row that differs from it."""
     lines = (bundle / "data.csv").read_text().splitlines(keepends=True)
     i = next(k for k in range(2, len(lines)) if lines[k] != lines[1])
     lines[1], lines[i] = lines[i], lines[1]
     (bundle / "data.csv").write_text("".join(lines))
+
+
+def regenerate_checksums(bundle: Path) -> None:
+    """SHA256SUMS recomputed over the files it lists (its signatures left as they were)."""
+    import hashlib
+
+    sums = (bundle / "SHA256SUMS").read_text().splitlines()
+    (bundle / "SHA256SUMS").write_text("".join(
+        f"{hashlib.sha256((bundle / line[66:]).read_bytes()).hexdigest()}  {line[66:]}\n" for line in sums))
+
+
+def swap_rows(bundle: Path, key: Path) -> None:
+    exchange_two_rows(bundle)
     rerender_derived(bundle)
     cu.resign(bundle, key)
 
@@ -174,15 +188,8 @@ def _white_not(writer) -> None:
 
 def unsigned_checksums(bundle: Path, key: Path) -> None:
     """An edited data.csv with SHA256SUMS regenerated but not signed (the standard-tool attack)."""
-    import hashlib
-
-    swap = (bundle / "data.csv").read_text().splitlines(keepends=True)
-    i = next(k for k in range(2, len(swap)) if swap[k] != swap[1])
-    swap[1], swap[i] = swap[i], swap[1]
-    (bundle / "data.csv").write_text("".join(swap))
-    sums = (bundle / "SHA256SUMS").read_text().splitlines()
-    (bundle / "SHA256SUMS").write_text("".join(
-        f"{hashlib.sha256((bundle / line[66:]).read_bytes()).hexdigest()}  {line[66:]}\n" for line in sums))
+    exchange_two_rows(bundle)
+    regenerate_checksums(bundle)
 
 
 # ------------------------------------------------------------------------------ the matrix

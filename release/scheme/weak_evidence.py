@@ -296,22 +296,34 @@ def fit_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT, draws: int 
 def _worst_fit(c, entry: dict, spec, prepared, limit: int, draws: int):
     """(q95, noise scale, binning) of the binning (of the columns the fit uses) with the largest
     q95; None when no binning gives an estimate."""
-    from dpbundle.release.data.transform import transform
-
     used = _fit_columns(spec, entry)
-    names = spec.model.column_names
-    alts = [c_.alternative_ids if c_.name in used else c_.alternative_ids[:1] for c_ in spec.model.columns]
     worst = None
-    for choice in itertools.islice(itertools.product(*alts), min(limit, FIT_BINNING_LIMIT)):
-        columns = dict(zip(names, choice))
+    for columns, real in _fit_binnings(spec, entry, prepared, limit):
         try:
-            real = transform(prepared, spec, {"columns": columns})
             got = _fit_q95(c, entry, real, spec, columns, draws)
         except Exception:  # noqa: BLE001 - no warning rather than a crash in a warning
             continue
         if got is not None and (worst is None or got[0] > worst[0]):
             worst = (got[0], got[1], {k: v for k, v in columns.items() if k in used})
     return worst
+
+
+def _fit_binnings(spec, entry: dict, prepared, limit: int):
+    """(columns, T) for each binning of the columns the fit uses (the others at their first
+    alternative), the first ``min(limit, FIT_BINNING_LIMIT)``; a binning that cannot be
+    transformed is skipped (no warning rather than a crash in a warning)."""
+    from dpbundle.release.data.transform import transform
+
+    used = _fit_columns(spec, entry)
+    names = spec.model.column_names
+    alts = [col.alternative_ids if col.name in used else col.alternative_ids[:1] for col in spec.model.columns]
+    for choice in itertools.islice(itertools.product(*alts), min(limit, FIT_BINNING_LIMIT)):
+        columns = dict(zip(names, choice))
+        try:
+            real = transform(prepared, spec, {"columns": columns})
+        except Exception:  # noqa: BLE001 - see the docstring
+            continue
+        yield columns, real
 
 
 def collapsible(coefficients: dict[str, float], threshold: float) -> list[tuple[str, float]]:
@@ -337,8 +349,6 @@ def collapse_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT) -> lis
     effects vanish (docs/spec.md, classification: choosing the threshold)."""
     from dpbundle.mechanisms.criteria import EvalContext
 
-    from dpbundle.release.data.transform import transform
-
     if getattr(prepared, "n", 0) <= 0:
         return []
     lines = []
@@ -350,13 +360,9 @@ def collapse_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT) -> lis
         if c is None:
             continue
         used = _fit_columns(spec, entry)
-        names = spec.model.column_names
-        alts = [col.alternative_ids if col.name in used else col.alternative_ids[:1] for col in spec.model.columns]
         best = None
-        for choice in itertools.islice(itertools.product(*alts), min(limit, FIT_BINNING_LIMIT)):
-            columns = dict(zip(names, choice))
+        for columns, real in _fit_binnings(spec, entry, prepared, limit):
             try:
-                real = transform(prepared, spec, {"columns": columns})
                 ctx = EvalContext(real=real, synth=real, spec=spec.evaluation_document, alternatives=columns)
                 beta = c.synth_coefficients(ctx)
                 feats = list(c.design(ctx).features)
