@@ -213,11 +213,9 @@ class Bundle:
         except UnicodeDecodeError as e:
             raise BundleFileError(f"{name}: not UTF-8 ({e.reason} at byte {e.start})") from None
 
-        def no_constants(c):
-            raise ValueError(f"non-standard JSON constant {c}")
-
         try:
-            obj = json.loads(text, parse_constant=no_constants)
+            obj = json.loads(text, parse_constant=_no_constants, parse_float=_finite_float,
+                             object_pairs_hook=_no_duplicate_keys)
         except RecursionError:
             raise BundleFileError(f"{name}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
         except ValueError as e:
@@ -238,6 +236,32 @@ class Bundle:
             f = io.BufferedReader(_CountingReader(f.detach(), lambda done: report("reading", name, done, total)),
                                   buffer_size=1 * MB)
         return io.TextIOWrapper(f, encoding="utf-8", errors="strict", newline="")
+
+
+def _no_constants(c: str):
+    raise ValueError(f"non-standard JSON constant {c}")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one too large for a float (``1e400``, which Python reads as
+    infinity) is refused like NaN and Infinity."""
+    x = float(text)
+    if x in (float("inf"), float("-inf")):
+        raise ValueError(f"the number {clip(text, 40)} is too large for a float (rule: finite numbers only)")
+    return x
+
+
+def _no_duplicate_keys(pairs: list) -> dict:
+    """A JSON object; a key written twice is refused (closure rule, docs/audit.md): parsers
+    disagree on which value counts (Python and most keep the last, others the first or fail), so
+    a reader of the file could see another value than the audit checks."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"the key {clip(repr(k), 80)} appears twice in one object (rule: no duplicate "
+                             "keys, each reader could see another value)")
+        out[k] = v
+    return out
 
 
 class _CountingReader(io.RawIOBase):
