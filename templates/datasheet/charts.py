@@ -484,6 +484,18 @@ def _suspicion_shading(bands, lo, hi, X, top, ybase, prior_pct) -> list[str]:
     return out
 
 
+def _suspicion_legend(bands, x: float, y: float) -> list[str]:
+    """Edition 2: every band's shade and words in one row below the axis (a narrow band has no
+    room for its words above it, so each is named here)."""
+    out = []
+    for i, (_a, _b, label) in enumerate(bands):
+        out.append(f'<rect x="{_n(x)}" y="{_n(y - 8)}" width="10" height="9" fill="{_SHADES[min(i, len(_SHADES) - 1)]}" '
+                   f'stroke="#999" stroke-width="0.5"/>')
+        out.append(f'<text x="{_n(x + 13)}" y="{_n(y)}" font-size="7.5" fill="{_TEXT}">{escape(label)}</text>')
+        x += 13 + 4.3 * len(label) + 12
+    return out
+
+
 def epsilon_chart(rows: Sequence[tuple[str, float, bool]], *, weak: float | None = None,
                   width: int = 640, bands: Sequence[tuple[float, float, str]] | None = None,
                   prior_pct: str = "1") -> str:
@@ -503,7 +515,7 @@ def epsilon_chart(rows: Sequence[tuple[str, float, bool]], *, weak: float | None
         return left + pw * (math.log10(val) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
 
     if bands is not None:
-        height += 14
+        height += 28
         top += 14
     alt = None
     if bands is not None:
@@ -536,6 +548,8 @@ def epsilon_chart(rows: Sequence[tuple[str, float, bool]], *, weak: float | None
         e += 1
     out.append(f'<text x="{_n(left + pw / 2)}" y="{ybase + 24}" text-anchor="middle" fill="{_TEXT}">'
                f'total \u03b5 (logarithmic scale: each step is ten times larger)</text>')
+    if bands is not None:
+        out.extend(_suspicion_legend(bands, left, ybase + 36))
     for i, (name, eps, this) in enumerate(rows):
         y = top + row_h * i + row_h / 2
         weight = ' font-weight="bold"' if this else ""

@@ -127,7 +127,8 @@ def verification_claims(publication: dict, source: dict | None = None, edition: 
          "oversight body can keep or inspect") if edition == 1 else
         ("that no run on these people went unrecorded: the budget ledger is the publisher's own record, "
          "which an oversight body can keep or inspect"),
-        f"that {short} fed to the release was the real one",
+        (f"that the release was made from {short} it names, and from no real person's record"
+         if edition >= 2 and source.get("simulated") else f"that {short} fed to the release was the real one"),
     ]
     if prereg:
         trusted.append("that the beacon value was not chosen among several, unless its source "
@@ -243,7 +244,8 @@ def epsilon_scale(total: float, composed: float | None = None, runs: int | None 
              "factor": approx_number(_exp(total)), "posterior": _posterior_text(total),
              "kind": "pure differential privacy", "source": "", "this": True, "value": float(total)}]
     if composed is not None:
-        rows.append({"name": f"All {runs} recorded runs on these people", "short": f"All {runs} recorded runs",
+        every = "Both" if runs == 2 else f"All {runs}"
+        rows.append({"name": f"{every} recorded runs on these people", "short": f"{every} recorded runs",
                      "epsilon": plain(composed), "factor": approx_number(_exp(composed)),
                      "posterior": _posterior_text(composed), "kind": "pure differential privacy, composed",
                      "source": "", "this": True, "value": float(composed)})
@@ -601,9 +603,12 @@ def _row_keys(sub: np.ndarray) -> np.ndarray | None:
     return keys
 
 
-def _label_examples(columns: Sequence[Any]) -> list[dict]:
-    """Up to three labels of this bundle's own binned columns: a range, an open bin below, one above."""
+def _label_examples(columns: Sequence[Any], edition: int = 1) -> list[dict]:
+    """Up to three labels of this bundle's own binned columns: a range, an open bin below, one above.
+    Edition 2 says what an open bin holds, from its codebook bound ("<20" every value below 20,
+    "39<" every value of 40 or more), rather than "below the range" (it is the range's lowest bin)."""
     found: dict[str, str] = {}
+    edges: dict[str, float] = {}
     for col in columns:
         if not getattr(col, "ordered", False):
             continue
@@ -614,11 +619,17 @@ def _label_examples(columns: Sequence[Any]) -> list[dict]:
             up = upper[i] if i < upper.size else math.nan
             if lo == -math.inf:
                 found.setdefault("below", label)
+                edges.setdefault("below", up)
             elif up == math.inf:
                 found.setdefault("above", label)
+                edges.setdefault("above", lo)
             elif math.isfinite(lo) and math.isfinite(up) and up - lo > 1:
                 found.setdefault("range", label)
     notes = {"range": "", "below": "below the range", "above": "above it"}
+    if edition >= 2:
+        notes = {"range": "",
+                 "below": f"for every value below {plain(edges['below'])}" if "below" in edges else "",
+                 "above": f"for every value of {plain(edges['above'])} or more" if "above" in edges else ""}
     return [{"label": found[k], "note": notes[k]} for k in ("range", "below", "above") if k in found]
 
 
@@ -699,8 +710,18 @@ def _criterion_numbers(m: dict, entry: dict | None, spec: dict, public: PublicFi
         # a negative value, in the note that explains it: three significant digits (rounded to its
         # noise it may read 0.0, which is no explanation)
         "dp_value_3": with_unit(plain(m["dp_value"], sig=3), table_unit),
+        # edition 2: the same value as the table's (rounded to its noise), or one significant digit
+        # where that rounding reads 0 and would hide that the value lies below the smallest
+        "dp_value_below": with_unit(_below_text(m["dp_value"], vstd), table_unit),
     }
     return out
+
+
+def _below_text(value: float, std: float | None) -> str:
+    """A DP value below its metric's smallest value, as the quality table prints it (rounded to
+    its noise), or with one significant digit where that rounding shows no nonzero digit."""
+    text = noisy(value, std)
+    return text if any(ch in "123456789" for ch in text) else plain(value, sig=1)
 
 
 def _sections(has_motivation: bool) -> list[dict]:
@@ -862,7 +883,7 @@ def _section_columns(f: _Facts) -> dict:
     return {
         "columns": cols,
         "any_unit": any(c["unit"] for c in cols),
-        "label_examples": _label_examples(public.columns),
+        "label_examples": _label_examples(public.columns, f.edition),
         "pattern_example": _pattern_example(public.spec, public.columns),
         "ratio": ({"id": ratio["id"], "threshold": plain(ratio["threshold"]), "smoothing": plain(ratio["smoothing"])}
                   if ratio else None),
@@ -1011,6 +1032,17 @@ def _ledger_words(ledger: dict, total: float) -> dict:
     return out
 
 
+def _stop_words(p: Any) -> str:
+    """Edition 2: what budget.json's selection.stop_probability means for this run, in a clause."""
+    if p is None:
+        return ""
+    if float(p) == 0:
+        return ("the stop probability is 0: the selection ran until a candidate passed every criterion "
+                "(budget.json, selection)")
+    return (f"the stop probability is {plain(p)}: after each candidate that failed, the selection would end "
+            f"there, releasing nothing, with probability {plain(p)} (budget.json, selection)")
+
+
 def _section_process(f: _Facts) -> dict:
     """The production process: selection, generator, the selected configuration, the constraints."""
     public = f.public
@@ -1023,6 +1055,7 @@ def _section_process(f: _Facts) -> dict:
                               for k, v in configuration_rows]
     return {
         "selection_method": sel["method"],
+        "stop_words": _stop_words(sel.get("stop_probability")),
         "selection_factor": plain(sel["factor"]),
         "stop_probability": plain(sel["stop_probability"]),
         "generator_type": gen["type"],

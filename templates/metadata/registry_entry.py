@@ -333,7 +333,8 @@ def _composed_words(budget: dict, c: _Common) -> str:
     if led["composed"] is None:
         return (f" This is the {led['k_ordinal']} run on the registry recorded in the curator's budget ledger; "
                 "the earlier runs' epsilons are not stated and add to this one.")
-    earlier = ", ".join(_show(e) for e in led["earlier_epsilons_values"])
+    shown = [_show(e) for e in led["earlier_epsilons_values"]]
+    earlier = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
     return (f" This is the {led['k_ordinal']} run on the registry recorded in the curator's budget ledger "
             f"(runs that released nothing included); the earlier runs spent epsilon {earlier}. Composed over "
             f"every recorded run (sequential composition: the epsilons add up), the privacy loss of the "
@@ -351,8 +352,9 @@ def _deployment_model(c: _Common) -> dict:
         "model_name_details": (f"{publisher} holds the {'simulated' if c.simulated else 'confidential'} registry "
                                "and runs dpbundle where the "
                                "registry is kept; only the signed bundle is published."),
-        "actors": (f"The curator ({publisher}) sees the confidential data and the private randomness "
-                   "transcript and is trusted to run the published spec on the real registry. An auditor "
+        "actors": (f"The curator ({publisher}) sees the {'simulated' if c.simulated else 'confidential'} data "
+                   "and the private randomness transcript and is trusted to run the published spec on the "
+                   f"{'simulated' if c.simulated else 'real'} registry. An auditor "
                    "inside the enclave, given the transcript and the data, can replay the selected "
                    "candidate byte for byte against the published commitment. Everyone else, including "
                    "adversaries, sees only the bundle; anyone can check its signature, hashes and budget "
