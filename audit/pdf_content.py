@@ -11,13 +11,15 @@ Positions are approximate where exactness is not needed (the extent of a path is
 bounding box; a clip is the bounding box of its path), which errs towards "visible" for paths
 and never for text: a run's extent uses the font's glyph widths.
 
-Only pypdf (the object model, stream filters) and numpy (the over/under tests of a page's text
-against its drawings) are used.
+Only pypdf (the object model, stream filters), numpy (the over/under tests of a page's text
+against its drawings) and fontTools (each font's embedded program, against which its ToUnicode
+map is checked: :func:`check_program`) are used.
 """
 from __future__ import annotations
 
 import math
 import re
+import struct
 from dataclasses import dataclass, field
 
 __all__ = ["Run", "Paint", "PageScan", "ContentError", "scan_page", "new_budget", "MAX_TOKENS", "MAX_DEPTH",
@@ -246,6 +248,7 @@ class _Font:
     to_unicode: dict[int, str]
     widths: dict[int, float]
     default_width: float
+    problem: str | None = None      # its ToUnicode map and its program disagree (check_program)
 
 
 def _cmap(data: bytes) -> dict[int, str]:
@@ -308,7 +311,8 @@ def _widths(cid_font) -> dict[int, float]:
 
 def load_font(font_dict) -> _Font:
     """A Type0 font with Identity-H encoding and a ToUnicode map (what the renderer embeds);
-    ContentError for anything else."""
+    ContentError for anything else. A map that is not the embedded program's (:func:`check_program`)
+    is the font's ``problem``, reported once by the caller; its text is still read."""
     subtype, encoding = font_dict.get("/Subtype"), font_dict.get("/Encoding")
     if subtype != "/Type0" or encoding != "/Identity-H":
         raise ContentError(f"a font of type {subtype} with encoding {encoding} (the renderer embeds "
@@ -321,7 +325,92 @@ def load_font(font_dict) -> _Font:
         raise ContentError("a Type0 font without exactly one descendant font")
     cid = descendants[0].get_object()
     dw = cid.get("/DW", 1000)
-    return _Font(_cmap(font_dict["/ToUnicode"].get_object().get_data()), _widths(cid), float(dw))
+    to_unicode = _cmap(font_dict["/ToUnicode"].get_object().get_data())
+    try:
+        check_program(cid, to_unicode)
+        problem = None
+    except ContentError as e:   # reported once (pdf_structure.check_pdf); its text is still read and compared
+        problem = f"the font {_cut(str(font_dict.get('/BaseFont', '?')))}: {e}"
+    return _Font(to_unicode, _widths(cid), float(dw), problem)
+
+
+# ---------------------------------------------------------------------------- the font program
+
+def _program(cid_font):
+    """The embedded font program (an sfnt: TrueType, or OpenType in /FontFile3) as a fontTools
+    font, its glyphs indexed by CID (/CIDToGIDMap /Identity); ContentError otherwise."""
+    import io as _io
+
+    from fontTools.ttLib import TTFont, TTLibError
+
+    gid_map = cid_font.get("/CIDToGIDMap", "/Identity")
+    if gid_map != "/Identity":
+        raise ContentError("a font whose glyphs are not indexed by their codes (/CIDToGIDMap is not "
+                           "/Identity; the renderer writes /Identity)")
+    descriptor = cid_font.get("/FontDescriptor")
+    descriptor = descriptor.get_object() if descriptor is not None else {}
+    stream = descriptor.get("/FontFile2")
+    if stream is None and descriptor.get("/FontFile3") is not None:
+        candidate = descriptor["/FontFile3"].get_object()
+        stream = candidate if candidate.get("/Subtype") == "/OpenType" else None
+    if stream is None:
+        raise ContentError("a font without an embedded TrueType or OpenType program (the renderer embeds "
+                           "one; without it the text a glyph shows cannot be told)")
+    try:
+        font = TTFont(_io.BytesIO(stream.get_object().get_data()), lazy=True)
+        cmap = font.getBestCmap() or {}
+        return font, cmap
+    except (TTLibError, KeyError, ValueError, TypeError, AssertionError, IndexError, struct.error) as e:
+        raise ContentError(f"a font program that cannot be read ({type(e).__name__})") from None
+
+
+def check_program(cid_font, to_unicode: dict[int, str]) -> None:
+    """The ToUnicode map tells what each glyph shows, as the font program draws it: the text of
+    every code is a character the program's own character map gives that glyph (or, for a
+    ligature such as "ffi", that character's compatibility form), and a glyph whose text is not
+    blank has an outline. A map that lies (a space glyph read as " not ", a "0" read as "9")
+    or a glyph drawn empty fails, naming the code."""
+    import unicodedata
+
+    font, cmap = _program(cid_font)
+    order = font.getGlyphOrder()
+    shows: dict[int, set[str]] = {}
+    for codepoint, name in cmap.items():
+        try:
+            shows.setdefault(font.getGlyphID(name), set()).add(chr(codepoint))
+        except (KeyError, ValueError):
+            continue
+    glyphs = font.getGlyphSet()
+    for code, text in sorted(to_unicode.items()):
+        chars = shows.get(code, set())
+        if text not in chars and text not in {unicodedata.normalize("NFKC", c) for c in chars}:
+            drawn = ", ".join(repr(c) for c in sorted(chars)) or "no character"
+            raise ContentError(f"a font whose ToUnicode map reads glyph {code} as {_cut(text)!r}, but "
+                               f"its program's character map gives that glyph {_cut(drawn, 60)} (the text "
+                               "read is not the text shown)")
+        if text.strip() and not _has_outline(glyphs, order, code):
+            raise ContentError(f"a font whose glyph {code} ({_cut(text)!r}) draws nothing (text that "
+                               "cannot be seen)")
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _has_outline(glyphs, order: list, code: int) -> bool:
+    from fontTools.pens.boundsPen import BoundsPen
+
+    if code >= len(order):
+        return False
+    pen = BoundsPen(glyphs)
+    try:
+        glyphs[order[code]].draw(pen)
+    except Exception:  # noqa: BLE001 - a broken glyph: treated as drawing nothing
+        return False
+    if pen.bounds is None:
+        return False
+    x0, y0, x1, y1 = pen.bounds
+    return x1 > x0 or y1 > y0
 
 
 # ---------------------------------------------------------------------------- the interpreter

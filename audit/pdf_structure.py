@@ -639,6 +639,9 @@ def check_pdf(data: bytes, html: str, edition: int = 2) -> list[str]:
                 break
         if not any(s.problems for s in scans):
             _text_checks(scans, facts, p)
+        for font in fonts.values():     # a ToUnicode map that is not the font program's (check_program)
+            if font.problem:
+                p.add(font.problem)
     except ContentError as e:
         p.add(f"cannot be read as the renderer writes it ({e})")
     except RecursionError:
