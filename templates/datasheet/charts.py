@@ -358,7 +358,8 @@ def glance_chart(rows: Sequence[dict], *, width: int = 640, xmax_cap: float = 5.
     hi = math.ceil(hi)
     lo = min([0.0] + [v for _, v, _, _, _ in items if math.isfinite(v)])
     lo = max(math.floor(2 * lo) / 2, -1.0)  # a DP value below the smallest value: half a step of room
-    row_h, top, bottom, left, right = 15, 8, 26, 110, 130
+    # edition 2: tighter rows, so that the cover (banner, facts, this chart, contents) keeps to one page
+    row_h, top, bottom, left, right = (15, 8, 26, 110, 130) if edition == 1 else (12, 6, 24, 110, 130)
     height = top + row_h * len(items) + bottom
     pw = width - left - right
 
