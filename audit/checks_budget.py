@@ -270,11 +270,27 @@ def _check_sensitivity(w: str, row: dict, entry: dict, sens: float, data: tuple,
         if k.startswith("declared_"):
             base = k[len("declared_"):]
             r.fail(f"{w}: sensitivity_inputs.{base} = {v!r}, recomputed {facts.get(base)!r}")
+    _check_declared_inputs(w, row, facts, r)
     recomputed.setdefault(cid, {})["sensitivity"] = want
     recomputed[cid].update({k: v for k, v in facts.items() if k != "note"})
     if not close(sens, want):
         r.fail(f"{w}: sensitivity {_fmt(sens)} != {_fmt(want)} recomputed from the public bundle "
                f"({', '.join(f'{k}={v}' for k, v in facts.items() if k != 'note')})")
+
+
+def _check_declared_inputs(w: str, row: dict, facts: dict, r: CheckResult) -> None:
+    """Every input metrics.json declares (``sensitivity_inputs``) that the recomputation also
+    derived must be the recomputed one (numbers within float rounding, anything else equal)."""
+    declared = row.get("sensitivity_inputs")
+    if not isinstance(declared, dict):
+        return
+    for k, v in declared.items():
+        if k == "note" or k not in facts or f"declared_{k}" in facts:
+            continue
+        mine = facts[k]
+        same = (close(float(v), float(mine)) if _num(v) and _num(mine) else v == mine)
+        if not same:
+            r.fail(f"{w}: sensitivity_inputs.{k} = {v!r}, recomputed {mine!r} from the public bundle")
 
 
 def _num(x) -> bool:

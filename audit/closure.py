@@ -128,8 +128,8 @@ RULES: tuple[Rule, ...] = (
     _r("metrics.json", "criteria[].dp_value", TRANSCRIPT, "replay: the recorded draws give it"),
     _r("metrics.json", "criteria[].passed", REDERIVED, "acceptance: dp_value below the threshold"),
     _r("metrics.json", "criteria[].sensitivity_inputs.**", SIGNATURE_ONLY, "informative: the audit recomputes "
-       "each sensitivity from the spec and data.csv itself (budget) and compares n, releases, d and "
-       "min_group_size; the other inputs are the publisher's word"),
+       "each sensitivity from the spec and data.csv itself (budget) and requires every declared input it "
+       "also derives to be its own; the other inputs are the publisher's word"),
     # -- budget.json ------------------------------------------------------------------------------
     _r("budget.json", "unit_of_privacy", REDERIVED, _WORDS),
     _r("budget.json", "neighbouring", REDERIVED, _WORDS),

@@ -106,6 +106,16 @@ def _package(field: str, value) -> Callable[[Path, Path], None]:
     return forge
 
 
+def declared_input(bundle: Path, key: Path) -> None:
+    """A criterion's declared sensitivity input (the n its 1/n sensitivity uses) changed."""
+    def edit(doc):
+        row = next(c for c in doc["criteria"] if "n" in (c.get("sensitivity_inputs") or {}))
+        row["sensitivity_inputs"]["n"] = row["sensitivity_inputs"]["n"] * 10
+    cu.edit_json(bundle / "metrics.json", edit)
+    rerender_derived(bundle)
+    cu.resign(bundle, key)
+
+
 def downgrade(bundle: Path, key: Path) -> None:
     cu.resign(bundle, key, lambda m: m.__setitem__("dpbundle_version", "0.2.0"))
 
@@ -218,6 +228,8 @@ MATRIX: tuple[Forgery, ...] = (
             _package("title", "REAL records, not synthetic"), FAIL, FAIL, "schema: datapackage.json"),
     Forgery("datapackage.json's licence \"proprietary\"",
             _package("licenses", [{"name": "proprietary"}]), FAIL, FAIL, "schema: datapackage.json"),
+    Forgery("metrics.json: a criterion's declared sensitivity input n multiplied by 10 (re-rendered)",
+            declared_input, FAIL, FAIL, "budget: sensitivity_inputs.n"),
     Forgery("manifest.json's dpbundle_version lowered to 0.2.0", downgrade, FAIL, FAIL, "schema: manifest.json"),
     Forgery("registry-entry.yaml dropped", drop_registry_entry, FAIL, FAIL, "schema: registry-entry.yaml"),
     Forgery("the spends on the registry lowered in manifest.json's ledger statement (arithmetic kept)",
