@@ -23,16 +23,36 @@ def summary_safely(out: Path, result, budget: dict, transcript_path: Path, key_p
              "written and the ledger records it as released")
 
 
+def _value_noise_stds(metrics_csv: Path) -> dict[str, float]:
+    """Each criterion's noise std on its DP value, from metrics.csv (``value_noise_std``; empty
+    where it is not known, e.g. a choice's score noise): the datasheet's rounding rule."""
+    import csv
+
+    out: dict[str, float] = {}
+    try:
+        with open(metrics_csv, newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                try:
+                    out[row["id"]] = float(row.get("value_noise_std") or "nan")
+                except (TypeError, ValueError, KeyError):
+                    continue
+    except OSError:
+        pass
+    return {k: v for k, v in out.items() if v == v}
+
+
 def summary(bundle: Path, result, budget: dict, transcript_path: Path, key_path: Path | None = None) -> None:
     """Print the criteria table, n and the epsilon, the bundle's and the transcript's places."""
+    from dpbundle.templates.datasheet.numbers import noisy
     from dpbundle.templates.datasheet.value_noise import value_noise_text
 
-    table = Table(title="Acceptance criteria (DP values)")
+    table = Table(title="Acceptance criteria (DP values, rounded to the precision their noise supports)")
     for col in ("criterion", "DP value", "threshold", "epsilon", "noise std of the value", "pass"):
         table.add_column(col, justify="right" if col not in ("criterion",) else "left")
     noise_text = value_noise_text(bundle / "metrics.csv")
+    stds = _value_noise_stds(bundle / "metrics.csv")
     for r in result.results:
-        table.add_row(Text(literal(r.id)), f"{r.dp_value:.6g}", f"{r.threshold:.6g}", f"{r.epsilon:g}",
+        table.add_row(Text(literal(r.id)), noisy(r.dp_value, stds.get(r.id)), f"{r.threshold:.6g}", f"{r.epsilon:g}",
                       noise_text.get(r.id, f"{r.noise_std:.3g}"), "[green]yes[/]" if r.passed else "[red]no[/]")
     output.console.print(table)
     if any("fit" in t or "choice" in t for t in noise_text.values()):
