@@ -102,7 +102,23 @@ def _generation(ctx: AuditContext, spec: dict, configuration: Any, r: CheckResul
         r.fail(f"budget.json: generation.parts cannot be re-derived from the configuration's generator "
                f"({type(e).__name__}: {e})")
         return
-    _same("budget.json: generation.parts", gen.get("parts"), want, r, "the configuration's generator's parts")
+    _same("budget.json: generation.parts", gen.get("parts"), _as_written(ctx, gen.get("parts"), want), r,
+          "the configuration's generator's parts")
+
+
+def _as_written(ctx: AuditContext, got: Any, want: list) -> list:
+    """``want`` in the words of the version the bundle claims: dpbundle 0.2 named aim_pure's
+    rounds differently (mechanisms/aim.py ROUNDS_PURPOSE_0_2); a 0.3 bundle must use 0.3's."""
+    from dpbundle.mechanisms.aim import ROUNDS_PURPOSE, ROUNDS_PURPOSE_0_2
+
+    try:
+        old = not made_since(ctx.json("manifest.json"), (0, 3))
+    except (Missing, AttributeError, TypeError):
+        return want
+    if not old or not isinstance(got, list):
+        return want
+    return [dict(p, purpose=ROUNDS_PURPOSE_0_2) if isinstance(p, dict) and p.get("purpose") == ROUNDS_PURPOSE
+            else p for p in want]
 
 
 def signature_only_items(ctx: AuditContext) -> list[str]:

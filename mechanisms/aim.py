@@ -221,6 +221,13 @@ def score_sensitivity(n: int, estimates: Sequence[np.ndarray], weights: Sequence
 # budget schedule (public arithmetic)
 # --------------------------------------------------------------------------------------------
 
+#: budget.json's words for the rounds' part (dpbundle 0.3 and later); ROUNDS_PURPOSE_0_2 is what
+#: dpbundle 0.2 wrote, which the audit still accepts in a bundle that claims 0.2.
+ROUNDS_PURPOSE = ("adaptive rounds: select a marginal (noisy max) and measure it (Laplace), spending at most "
+                  "this in all (nothing when no marginal is a candidate)")
+ROUNDS_PURPOSE_0_2 = ("adaptive rounds: select a marginal (noisy max), measure it (Laplace); "
+                      "at most this (nothing without a candidate marginal)")
+
 @dataclass(frozen=True)
 class Round:
     """One round: the chosen marginal (column indices) and its two epsilons (floats handed to
@@ -452,9 +459,7 @@ class AdaptiveMarginals:
         """The two parts: the 1-way marginals, and the rounds (selection + measurement, split
         adaptively; the exact per-round epsilons are in model.json and the transcript)."""
         return [{"purpose": "1-way marginals of all columns", "epsilon": self.epsilon_1},
-                {"purpose": "adaptive rounds: select a marginal (noisy max), measure it (Laplace); "
-                            "at most this (nothing without a candidate marginal)",
-                 "epsilon": exact.float_down(self.epsilon_rounds)}]
+                {"purpose": ROUNDS_PURPOSE, "epsilon": exact.float_down(self.epsilon_rounds)}]
 
     # -- fit ------------------------------------------------------------------------------
     def fit(self, codes: np.ndarray, domain: Sequence[int], rand: Randomness,
