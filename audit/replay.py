@@ -814,6 +814,7 @@ def _within_blas_tolerance(released, replayed) -> bool:
 
 
 def _tolerance_warning(cid: str) -> str:
+    """The warning for criterion ``cid``'s dp_value accepted within version 1's tolerance."""
     from dpbundle.mechanisms.arithmetic import BLAS_REPLAY_RTOL
 
     return (f"criterion {cid}: the replayed dp_value differs from the released one in the last "

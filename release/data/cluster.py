@@ -26,7 +26,7 @@ import socket
 import struct
 
 __all__ = ["MAX_HANDSHAKE_BYTES", "PROBE_TIMEOUT", "SchedulerError", "check_scheduler",
-           "client_errors", "parse_address"]
+           "client_errors", "close_client", "parse_address"]
 
 MAX_HANDSHAKE_BYTES = 1 << 20   # a Dask handshake is some 300 bytes
 MAX_HANDSHAKE_FRAMES = 64
@@ -116,3 +116,13 @@ def client_errors() -> tuple[type[BaseException], ...]:
     except ImportError:   # pragma: no cover - optional dependency
         pass
     return tuple(errors)
+
+
+def close_client(client) -> None:
+    """Close a Dask client (None: nothing) without waiting long on a server that does not answer."""
+    if client is None:
+        return
+    try:
+        client.close(timeout=5)
+    except Exception:  # noqa: BLE001 - closing a broken connection: nothing more to do
+        pass

@@ -92,7 +92,7 @@ def _counted(paths: list[Path], spec: Spec, show_values: bool, keep_order: bool,
         raise RuntimeError("--scheduler needs dask.distributed: pip install 'dpbundle[dask]'") from exc
     from distributed import CancelledError, KilledWorker
 
-    from dpbundle.release.data.cluster import check_scheduler, client_errors
+    from dpbundle.release.data.cluster import check_scheduler, client_errors, close_client
 
     address = check_scheduler(scheduler)   # SchedulerError: a bad address, or not a Dask scheduler
     client = None
@@ -111,17 +111,7 @@ def _counted(paths: list[Path], spec: Spec, show_values: bool, keep_order: bool,
         raise ClusterError(f"the Dask cluster at {scheduler} failed or answered with something a "
                            f"Dask scheduler does not send ({type(exc).__name__})") from None
     finally:
-        _close(client)
-
-
-def _close(client) -> None:
-    """Close a Dask client without waiting long on a server that does not answer."""
-    if client is None:
-        return
-    try:
-        client.close(timeout=5)
-    except Exception:  # noqa: BLE001 - closing a broken connection: nothing more to do
-        pass
+        close_client(client)
 
 
 def registry_sha256(parts: list[PartCounts]) -> str:

@@ -237,9 +237,9 @@ def _simulated_fit(entry: dict) -> bool:
     return entry.get("type") in _SIMULATED_FITS
 
 
-def _fit_q95(c, entry: dict, real, spec, columns: dict, draws: int) -> tuple[float, float] | None:
-    """(q95 of the distance the noise alone moves the fit's coefficients, noise scale) of one
-    criterion on ``real`` standing in for a candidate (value_noise's simulation, the datasheet's)."""
+def _fit_q95(c, entry: dict, real, spec, columns: dict, draws: int) -> float | None:
+    """q95 of the distance the noise alone moves the fit's coefficients, of one criterion on
+    ``real`` standing in for a candidate (value_noise's simulation, the datasheet's)."""
     from dpbundle.mechanisms.criteria import EvalContext
     from dpbundle.templates.datasheet import value_noise
 
@@ -249,7 +249,7 @@ def _fit_q95(c, entry: dict, real, spec, columns: dict, draws: int) -> tuple[flo
     row = {"id": entry["id"], "type": entry["type"], "mechanism": c.mechanism, "noise_scale": scale}
     est = value_noise.estimate(spec.evaluation_document, real.columns, real, [row], draws=draws)
     got = est.get(entry["id"])
-    return None if got is None else (float(got["q95"]), scale)
+    return None if got is None else float(got["q95"])
 
 
 def fit_weak_share() -> float:
@@ -279,7 +279,7 @@ def fit_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT, draws: int 
         worst = _worst_fit(c, entry, spec, prepared, limit, draws)
         if worst is None:
             continue
-        q95, scale, columns = worst
+        q95, columns = worst
         if q95 < fit_weak_share() * (t - floor):
             continue
         binning = ", ".join(f"{k}={v}" for k, v in columns.items() if len(spec.model.column(k).alternatives) > 1)
@@ -294,7 +294,7 @@ def fit_warnings_on_data(spec, prepared, limit: int = BINNING_LIMIT, draws: int 
 
 
 def _worst_fit(c, entry: dict, spec, prepared, limit: int, draws: int):
-    """(q95, noise scale, binning) of the binning (of the columns the fit uses) with the largest
+    """(q95, binning) of the binning (of the columns the fit uses) with the largest
     q95; None when no binning gives an estimate."""
     used = _fit_columns(spec, entry)
     worst = None
@@ -303,8 +303,8 @@ def _worst_fit(c, entry: dict, spec, prepared, limit: int, draws: int):
             got = _fit_q95(c, entry, real, spec, columns, draws)
         except Exception:  # noqa: BLE001 - no warning rather than a crash in a warning
             continue
-        if got is not None and (worst is None or got[0] > worst[0]):
-            worst = (got[0], got[1], {k: v for k, v in columns.items() if k in used})
+        if got is not None and (worst is None or got > worst[0]):
+            worst = (got, {k: v for k, v in columns.items() if k in used})
     return worst
 
 

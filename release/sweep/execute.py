@@ -465,11 +465,10 @@ class DaskBackend:
         self._completed = None
 
     def _close_client(self) -> None:
-        try:
-            if self.client is not None:
-                self.client.close(timeout=5)
-        except Exception:  # noqa: BLE001 - closing a broken connection: nothing more to do
-            pass
+        """Close the client, if any, without waiting long on a broken server."""
+        from dpbundle.release.data.cluster import close_client
+
+        close_client(self.client)
 
     @property
     def description(self) -> str:
