@@ -28,7 +28,7 @@ from .pdf_helper import PdfHelper
 from .pdf_extract import shared_fonts, stack_depth
 from .report import CheckResult
 
-__all__ = ["check_documentation", "number_forms", "pdf_text", "pdf_pages", "start_pdf_helper"]
+__all__ = ["check_documentation", "number_forms", "pdf_text", "pdf_pages"]
 
 MAX_PAGES = 200
 MAX_PDF_TEXT_CHARS = 8_000_000   # the text of README.pdf (a datasheet has about 50,000 characters)
@@ -202,19 +202,14 @@ def check_documentation(ctx: AuditContext) -> CheckResult:
         r.warn("a bundle made before dpbundle 0.2: its datasheet was not rendered from its public "
                "files, so only its numbers are checked")
         return _legacy_numbers(ctx, r)
-    helper, ctx.pdf_helper = ctx.pdf_helper, None
     try:
-        try:
-            _check_codebook(ctx, r)
-            want = _rendered(ctx)
-        except Missing as e:
-            r.fail(str(e))
-            return r
-        _check_html(ctx, r, want)
-        _check_pdf(ctx, r, want, helper)
-    finally:
-        if helper is not None:
-            helper.close()
+        _check_codebook(ctx, r)
+        want = _rendered(ctx)
+    except Missing as e:
+        r.fail(str(e))
+        return r
+    _check_html(ctx, r, want)
+    _check_pdf(ctx, r, want)
     rows = None
     try:
         rows = ctx.json("metrics.json").get("criteria")
@@ -224,8 +219,8 @@ def check_documentation(ctx: AuditContext) -> CheckResult:
         _metrics_csv(ctx, rows, r)
     if not r.failed:
         r.detail = ("codebook.csv agrees with the spec; README.html is the datasheet rendered from the "
-                    "public files, byte for byte; README.pdf has the same words; metrics.csv agrees "
-                    "with metrics.json")
+                    "public files, byte for byte; README.pdf shows the datasheet's text, in order and "
+                    "visible, and nothing else; metrics.csv agrees with metrics.json")
     return r
 
 
@@ -301,22 +296,13 @@ def _quote(sentence: str, limit: int = 240) -> str:
     return "\u201c" + (sentence if len(sentence) <= limit else sentence[:limit] + "\u2026") + "\u201d"
 
 
-def start_pdf_helper(ctx: AuditContext) -> None:
-    """Formerly started README.pdf's text-extraction helper (:mod:`.pdf_helper`) early. Since
-    issue 36 the documentation check reads README.pdf with its own interpreter
-    (:mod:`.pdf_structure`), in about the time pypdf took to extract the text, and needs no
-    helper: nothing is started (the runner still calls this)."""
-    return None
-
-
 def _legacy(ctx: AuditContext) -> bool:
     return not ctx.bundle.has("codebook.csv") and _made_before_02(ctx)
 
 
-def _check_pdf(ctx: AuditContext, r: CheckResult, want: str, helper: PdfHelper | None = None) -> None:
+def _check_pdf(ctx: AuditContext, r: CheckResult, want: str) -> None:
     """README.pdf against the rendered datasheet (:mod:`.pdf_structure`): its text in order,
-    visible, and nothing a viewer shows or runs beyond the datasheet; its metadata.
-    ``helper``: unused (kept for callers; the structure check reads the pages itself)."""
+    visible, and nothing a viewer shows or runs beyond the datasheet; its metadata."""
     from dpbundle.templates.datasheet.edition import edition_of
 
     from .pdf_structure import check_pdf

@@ -48,15 +48,10 @@ class AuditContext:
     _view: SpecView | None = None
     _view_error: str | None = None
     _table: DataTable | None = None
-    # README.pdf's helper process (audit/pdf_helper.py), started once the integrity check
-    # passed; the documentation check takes it over (and stops it)
-    pdf_helper: object | None = None
 
     def close(self) -> None:
-        """Stop what the context started (the PDF helper process, if still there)."""
-        helper, self.pdf_helper = self.pdf_helper, None
-        if helper is not None:
-            helper.close()
+        """Release what the context holds (nothing to stop since the PDF helper process went
+        with issue 36; kept so that callers close a context they opened)."""
 
     def json(self, name: str):
         """Parsed JSON file of the bundle (Missing if absent or malformed)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .bundle_io import BundleError, open_bundle
 from .checks_budget import check_acceptance, check_budget
-from .checks_docs import check_documentation, start_pdf_helper
+from .checks_docs import check_documentation
 from .checks_integrity import HEX_PIN, PinnedKey, PublicKeyError, check_integrity, parse_pin
 from .checks_schema import check_schema
 from .checks_seeds import SeedPins, check_seeds
@@ -213,16 +213,6 @@ def _spec_over_bounds(ctx: AuditContext) -> bool:
     return bool(spec_count_problems(spec))
 
 
-def _start_pdf_helper(ctx: AuditContext) -> None:
-    """README.pdf's helper process (audit/pdf_helper.py), started as soon as the integrity check
-    passed so that its start-up overlaps the next checks; it extracts nothing before the
-    documentation check asks. Failing to start it only means the audit extracts every page."""
-    try:
-        start_pdf_helper(ctx)
-    except Exception:  # noqa: BLE001 - the documentation check works without it
-        ctx.close()
-
-
 def _run_checks(report: AuditReport, ctx: AuditContext, pin, pre, transcript, data,
                 progress: AuditProgress, pins: SeedPins | None = None, ledger=None) -> None:
     """Every named check, in the order of CHECK_NAMES; the EXPENSIVE ones only after the
@@ -255,8 +245,6 @@ def _run_checks(report: AuditReport, ctx: AuditContext, pin, pre, transcript, da
             report.checks.append(_guard(name, fn, *args))
             if name == "integrity":
                 verified = report.checks[-1].result == "pass"
-                if verified and not _spec_over_bounds(ctx):
-                    _start_pdf_helper(ctx)
         elif name == "ledger":
             if ledger is not None:
                 from .checks_ledger import check_ledger
