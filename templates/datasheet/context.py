@@ -481,8 +481,7 @@ def query_family(criterion: dict, entry: dict | None, spec: dict, d: int, units:
         if kind == "target" and typ in ("conditional_means", "quantile"):
             measured = statements.measured_numbers_text(entry.get("target"), columns)
         if criterion.get("stakeholder_threshold") is not None:
-            tn = statements.derived_threshold_text(float(criterion["threshold"]), criterion["stakeholder_threshold"],
-                                                   value_std)
+            tn = statements.derived_threshold_text(float(criterion["threshold"]), value_std)
             t = _people(criterion["threshold"], value_std, kind, unit) if value_std else t
             fp = (criterion.get("threshold_inputs") or {}).get("false_positive")
             derived = (f"; the threshold is derived from the stakeholders\u2019 "
@@ -906,8 +905,7 @@ def _criterion_row(f: _Facts, m: dict, vn: dict) -> dict:
         derivation = statements.derivation_text(m["threshold_inputs"], float(m["threshold"]))
     if f.edition >= 2 and m.get("stakeholder_threshold") is not None:
         # a derived threshold is rounded like the value it is compared with (metrics.json has it in full)
-        nums = dict(nums, threshold=statements.derived_threshold_text(float(m["threshold"]),
-                                                                      m["stakeholder_threshold"], vstd),
+        nums = dict(nums, threshold=statements.derived_threshold_text(float(m["threshold"]), vstd),
                     threshold_people=(_people(m["threshold"], vstd, nums["kind"], nums["unit"]) if vstd
                                       else nums["threshold_people"]))
     return dict(nums, id=m["id"], type=m["type"], description=m.get("description", ""),

@@ -117,7 +117,7 @@ def derivation_text(inputs: dict, threshold: float) -> str:
     return f"Derived ({listed})."
 
 
-def derived_threshold_text(threshold: float, stakeholder: Any, vstd: float | None) -> str:
+def derived_threshold_text(threshold: float, vstd: float | None) -> str:
     """A derived threshold for people: rounded like the DP value it is compared with (to its
     noise; three significant digits without one)."""
     return noisy(threshold, vstd) if vstd else plain(threshold, sig=3)
