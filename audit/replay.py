@@ -152,9 +152,6 @@ def check_records(path: Path, records: list[dict]) -> None:
 
     try:
         for i, rec in enumerate(records):
-            if rec.get("kind") == "mark" and rec.get("mark") == "arithmetic":
-                _check_arithmetic_mark(path, i, rec)
-                continue
             view = {k: _one_per_class(v) if k in ("true", "noisy") and isinstance(v, list) else v
                     for k, v in rec.items()}
             if validate(view, "transcript-record", limit=1):
@@ -162,18 +159,6 @@ def check_records(path: Path, records: list[dict]) -> None:
                                       f"transcript-record schema at " + "; ".join(_schema_where(rec)))
     except SchemaMissing:
         pass
-
-
-def _check_arithmetic_mark(path: Path, i: int, rec: dict) -> None:
-    """The arithmetic mark (``mechanisms/arithmetic.py``), checked here whether or not the
-    installed transcript-record schema lists it: exactly kind, mark and a known version."""
-    from dpbundle.mechanisms.arithmetic import ARITHMETICS
-
-    version = rec.get("version")
-    if set(rec) != {"kind", "mark", "version"} or isinstance(version, bool) \
-            or version not in ARITHMETICS:
-        raise TranscriptError(f"{path}: transcript record {i} (mark 'arithmetic') must hold exactly "
-                              f"kind, mark and a version in {list(ARITHMETICS)}")
 
 
 def _schema_where(rec: dict, limit: int = 3) -> list[str]:

@@ -163,13 +163,14 @@ def test_the_transcript_mark_names_the_version():
             ar.arithmetic_of_records(bad)
 
 
-def test_the_replay_checks_the_arithmetic_mark_itself(tmp_path):
+def test_the_replay_checks_the_arithmetic_mark(tmp_path):
+    """The transcript-record schema's mark_arithmetic: exactly kind, mark and a known version."""
     from dpbundle.audit.replay import TranscriptError, check_records
 
     check_records(tmp_path / "t", [{"kind": "mark", "mark": "arithmetic", "version": 2}])
-    for bad in ({"kind": "mark", "mark": "arithmetic", "version": 5},
-                {"kind": "mark", "mark": "arithmetic", "version": 2, "note": "x"}):
-        with pytest.raises(TranscriptError, match="arithmetic"):
+    for bad, where in (({"kind": "mark", "mark": "arithmetic", "version": 5}, "version"),
+                       ({"kind": "mark", "mark": "arithmetic", "version": 2, "note": "x"}, "additionalProperties")):
+        with pytest.raises(TranscriptError, match=f"transcript record 0 .*{where}"):
             check_records(tmp_path / "t", [bad])
 
 
