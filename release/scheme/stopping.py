@@ -83,9 +83,9 @@ class StopPlan:
             out.append(f"with the {label} p = {p:.3g} per attempt: chance of releasing nothing "
                        f"{nothing_chance(p, self.gamma):.3g} = (1 - p) g / (p + g - p g), expected "
                        f"attempts {expected_attempts(p, self.gamma):.3g}")
-        out.append("these p come from the sweep that chose the list (in-sample): on data not used to "
-                   "choose a list, acceptance is lower (the built-in births list: 57% instead of 87%), "
-                   "and the chance of releasing nothing higher")
+        out.append("these p come from the sweep that chose the list (in-sample): on other data "
+                   "acceptance can be lower (the built-in births list: 57% instead of 87% on a harder "
+                   "doubled half of its sample), and the chance of releasing nothing higher")
         return out
 
 
