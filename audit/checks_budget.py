@@ -7,6 +7,7 @@ from fractions import Fraction
 
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON
+from dpbundle.templates.metadata.registry_entry import composition_formula
 
 from .bounds import MAX_CRITERIA, MAX_DATA_PASSES
 from .context import AuditContext, Missing, need, need_number
@@ -538,25 +539,13 @@ def _check_neighbours(budget: dict, spec: dict, r: CheckResult) -> None:
         r.fail(f"{W}: unit_of_privacy {budget.get('unit_of_privacy')!r} differs from the spec's {unit!r}")
 
 
-def composition_formula(budget: dict) -> str:
-    """The total epsilon spelled out from budget.json, as registry-entry.yaml must state it:
-    ``total epsilon = [records count C + ]F x (generation G + acceptance criteria E)[ +
-    pre-selection P] = T``, each number the exact decimal of budget.json's (the audit's own
-    rendering: it does not read the release's)."""
-    show = lambda x: exact.show(exact.dec(x))  # noqa: E731
-    rec = budget.get("records") or {"policy": "declared_public", "epsilon": 0}
-    head = f"records count {show(rec['epsilon'])} + " if rec.get("policy") == "dp_count" else ""
-    pre = budget.get("pre_selection") or []
-    tail = f" + pre-selection {exact.show(exact.total(p['epsilon'] for p in pre))}" if pre else ""
-    return (f"total epsilon = {head}{show(budget['selection']['factor'])} x (generation "
-            f"{show(budget['generation']['epsilon'])} + acceptance criteria "
-            f"{show(budget['evaluation']['epsilon'])}){tail} = {show(budget['total_epsilon'])}")
-
-
 def _registry_entry_numbers(ctx: AuditContext, budget: dict, r: CheckResult) -> None:
     """registry-entry.yaml (when the bundle has one) states budget.json's numbers: its epsilon
     is the total, and its composition and privacy parameter details spell the total out as
-    :func:`composition_formula` does from budget.json."""
+    :func:`composition_formula` does from budget.json. The formula is the shared renderer's
+    (templates/metadata), not a copy; for a bundle of dpbundle 0.2 or later the entry is also
+    re-derived byte for byte (:func:`_rederived_words`), so this check names the misstated number
+    and is the only check of an older bundle's entry."""
     from .checks_schema import REGISTRY_ENTRY, registry_entry
 
     if not ctx.bundle.has(REGISTRY_ENTRY) or not isinstance(budget, dict):

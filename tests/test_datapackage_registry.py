@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from audit_fixtures import example_registry, fast_spec
-from dpbundle.audit.checks_budget import composition_formula
+from dpbundle.templates.metadata.registry_entry import composition_formula
 from dpbundle.audit.preregistration import canonical_sha256
 from dpbundle.audit.runner import run_audit
 from dpbundle.release.common import jsonschemas

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.generators import Generator
-from dpbundle.templates.metadata.budget_words import PUBLISHED_MODEL_NOTE, budget_words, generation_parts
+from dpbundle.templates.metadata.budget_words import budget_words, generation_parts
 
 from dpbundle.release.spec.load import SELECTION_FACTOR, Spec
 from dpbundle.release.scheme.stopping import StopPlan
