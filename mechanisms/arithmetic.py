@@ -39,15 +39,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
-import json
 import math
 from typing import Iterator, Sequence
 
 import numpy as np
 
 __all__ = ["BLAS", "FIXED", "ARITHMETICS", "DEFAULT", "ARITHMETIC_MARK", "current", "use",
-           "BLAS_REPLAY_RTOL", "arithmetic_of_records", "mark_admitted", "release_arithmetic", "fsum_dot", "gram", "cross", "matvec", "sym_eigh",
+           "BLAS_REPLAY_RTOL", "arithmetic_of_records", "release_arithmetic", "fsum_dot", "gram", "cross", "matvec", "sym_eigh",
            "solve_clipped", "lstsq_sym", "exp", "JACOBI_MAX_SWEEPS"]
 
 #: 1 = numpy with BLAS/LAPACK (dpbundle <= 0.2); 2 = the fixed-order routines of this module.
@@ -100,27 +98,9 @@ def use(version: int) -> Iterator[int]:
         _CURRENT.reset(token)
 
 
-@functools.lru_cache(maxsize=1)
-def mark_admitted() -> bool:
-    """Whether the installed transcript-record schema (``dpbundle/schemas``) lists the
-    ``"arithmetic"`` mark. A release writes version 2 only then: the bundle writer validates
-    every transcript record against that schema, and a mark it does not know would stop the
-    release. (The schema's mark list is edited apart from this module: docs/determinism.md.)"""
-    from importlib.resources import files
-
-    try:
-        doc = json.loads(files("dpbundle.schemas").joinpath("transcript-record.schema.json")
-                         .read_text("utf-8"))
-        names = doc["$defs"]["mark"]["properties"]["mark"]["enum"]
-    except (OSError, ValueError, KeyError, TypeError, ModuleNotFoundError):
-        return False
-    return ARITHMETIC_MARK in names
-
-
 def release_arithmetic() -> int:
-    """The arithmetic a new release uses: :data:`DEFAULT` (2) when its mark can be written
-    (:func:`mark_admitted`), else 1."""
-    return DEFAULT if mark_admitted() else BLAS
+    """The arithmetic a new release uses: :data:`DEFAULT` (2), marked in its transcript."""
+    return DEFAULT
 
 
 def arithmetic_of_records(records: Sequence[dict]) -> int:

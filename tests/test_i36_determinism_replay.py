@@ -6,7 +6,6 @@ OpenBLAS reads OPENBLAS_CORETYPE when numpy loads, so every replay runs in its o
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -75,38 +74,6 @@ def _replay(bundle: Path, pub: Path, transcript: Path, data: Path, env_extra: di
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@contextlib.contextmanager
-def arithmetic_mark_admitted():
-    """Releases write arithmetic version 2 once schemas/transcript-record.schema.json lists the
-    "arithmetic" mark (``arithmetic.mark_admitted``); until it does, this lets a release here
-    write it (the bundle writer validates with the schema plus that mark), as it will then."""
-    from dpbundle.mechanisms import arithmetic as ar
-    from dpbundle.release.common import jsonschemas
-
-    if ar.mark_admitted():
-        yield
-        return
-    original = jsonschemas._load_text
-
-    def with_mark(file_name: str) -> str:
-        text = original(file_name)
-        if file_name != "transcript-record.schema.json":
-            return text
-        doc = json.loads(text)
-        doc["$defs"]["mark"]["properties"]["mark"]["enum"].append(ar.ARITHMETIC_MARK)
-        return json.dumps(doc)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jsonschemas, "_load_text", with_mark)
-        mp.setattr(ar, "release_arithmetic", lambda: ar.DEFAULT)
-        jsonschemas._validator.cache_clear()
-        try:
-            yield
-        finally:
-            jsonschemas._validator.cache_clear()
-    jsonschemas._validator.cache_clear()
-
-
 def _persons_spec(path: Path) -> Path:
     """The persons golden's spec (one PrivSyn configuration, both classification reports) with
     the loose thresholds of the fast births spec where the type allows."""
@@ -129,12 +96,11 @@ def fresh(tmp_path_factory):
     made = {}
     inputs = {"births": (fx.fast_spec(tmp / "births.yaml"), fx.example_registry(tmp / "births.csv", 3000, 9)),
               "persons": (_persons_spec(tmp / "persons.yaml"), PRECHANGE / "persons-3000.csv")}
-    with arithmetic_mark_admitted():
-        for name, (spec, data) in inputs.items():
-            with release(spec, data, out=tmp / name, key=tmp / "k.key", ledger=tmp / "ledger.jsonl",
-                         transcript=tmp / f"{name}.jsonl"):
-                pass
-            made[name] = (tmp / name, tmp / "k.pub", tmp / f"{name}.jsonl", data)
+    for name, (spec, data) in inputs.items():
+        with release(spec, data, out=tmp / name, key=tmp / "k.key", ledger=tmp / "ledger.jsonl",
+                     transcript=tmp / f"{name}.jsonl"):
+            pass
+        made[name] = (tmp / name, tmp / "k.pub", tmp / f"{name}.jsonl", data)
     return made
 
 
