@@ -259,7 +259,7 @@ def _categories(field: dict, col, r: CheckResult) -> None:
                f"{'ordered' if ordered else 'not ordered'} in the spec")
 
 
-SIMULATED_TITLE_SUFFIX = " (SIMULATED data)"   # what the writer appends (release/bundle/write.py)
+from dpbundle.templates.metadata.datapackage import SIMULATED_TITLE_SUFFIX  # noqa: E402 - the renderer's, shared
 
 
 def _package_title(dp: dict, release: dict, r: CheckResult) -> None:
