@@ -402,7 +402,8 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
                        n: int | None = None) -> None:
     """Every sum recomputed exactly (declared decimals as fractions): evaluation = sum of the
     criteria, per iteration = generation + evaluation, total = eps_count + 2 x per iteration +
-    pre-selection <= cap."""
+    pre-selection <= cap; with ``retries: resample`` (spec and budget.json agreeing) per
+    iteration = evaluation and total = eps_count + generation + 2 x evaluation + pre-selection."""
     W = "budget.json"
     dec = exact.dec
     priv = spec.get("privacy") if isinstance(spec.get("privacy"), dict) else {}
@@ -411,26 +412,45 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     eps_pre = _pre_selection_epsilon(budget, priv, r)
     # records, per iteration, selection, total, cap
     eps_count = _records(budget, spec, n, r)
+    resample = _retries(budget, priv, r) == "resample"
+    once = eps_gen if resample else Fraction(0)     # the generator fitted once, before the selection
     per = dec(need_number(budget, "per_iteration_epsilon", where=W))
-    if per != eps_gen + eps_eval:
-        r.fail(f"{W}: per-iteration epsilon {exact.show(per)} != generation + evaluation = "
-               f"{exact.show(eps_gen + eps_eval)}")
+    if per != eps_gen - once + eps_eval:
+        what = "evaluation (the generator is fitted once)" if resample else "generation + evaluation"
+        r.fail(f"{W}: per-iteration epsilon {exact.show(per)} != {what} = "
+               f"{exact.show(eps_gen - once + eps_eval)}")
     factor = need_number(budget, "selection", "factor", where=W)
     if factor != 2:
         r.fail(f"{W}: selection factor {_fmt(factor)}, the private selection with a known threshold costs 2")
     _check_stop(budget, priv, r)
     total = dec(need_number(budget, "total_epsilon", where=W))
-    want_total = eps_count + 2 * (eps_gen + eps_eval) + eps_pre
+    want_total = eps_count + once + 2 * (eps_gen - once + eps_eval) + eps_pre
     if total != want_total:
         head = f"{exact.show(eps_count)} + " if eps_count else ""
-        r.fail(f"{W}: total epsilon {exact.show(total)} != {head}2 x ({exact.show(eps_gen)} + "
-               f"{exact.show(eps_eval)}) + {exact.show(eps_pre)} = {exact.show(want_total)}")
+        body = (f"{exact.show(eps_gen)} + 2 x {exact.show(eps_eval)}" if resample else
+                f"2 x ({exact.show(eps_gen)} + {exact.show(eps_eval)})")
+        r.fail(f"{W}: total epsilon {exact.show(total)} != {head}{body} + {exact.show(eps_pre)} = "
+               f"{exact.show(want_total)}")
     cap_f, cap = _check_cap(budget, priv, max(total, want_total), r)
     _check_opendp_total(budget, want_total, cap_f, cap, r)
     _check_neighbours(budget, spec, r)
     r.facts.update({"epsilon_generation": float(eps_gen), "epsilon_evaluation": float(eps_eval),
                     "epsilon_pre_selection": float(eps_pre), "epsilon_count": float(eps_count),
                     "total_epsilon": float(total), "epsilon_cap": float(cap)})
+
+
+def _retries(budget: dict, priv: dict, r: CheckResult) -> str:
+    """How failed candidates were retried: budget.json's selection.retries ("resample" or
+    absent: "refit"), which must be the spec's privacy.selection.retries."""
+    sel = budget.get("selection") if isinstance(budget.get("selection"), dict) else {}
+    spec_sel = priv.get("selection") if isinstance(priv.get("selection"), dict) else {}
+    theirs, ours = sel.get("retries", "refit"), spec_sel.get("retries", "refit")
+    if theirs != ours:
+        r.fail(f"budget.json: selection.retries {theirs!r} differs from the spec's "
+               f"privacy.selection.retries {ours!r}")
+    if ours == "resample" and not (_num(sel.get("stop_probability")) and sel["stop_probability"] > 0):
+        r.fail("budget.json: a resample selection needs a stop probability above 0 (every run must end)")
+    return ours if ours in ("refit", "resample") else "refit"
 
 
 def _evaluation_epsilon(budget: dict, rows: list[dict], spec: dict, r: CheckResult) -> Fraction:

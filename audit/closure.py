@@ -157,6 +157,8 @@ RULES: tuple[Rule, ...] = (
     _r("budget.json", "selection.stop_probability", TRANSCRIPT, "replay: the recorded stop draws; budget: the "
        "spec's when the source is the spec"),
     _r("budget.json", "selection.stop_probability_source", TRANSCRIPT, "replay: the recorded stop draws"),
+    _r("budget.json", "selection.retries", REDERIVED, "budget: the spec's privacy.selection.retries (and the "
+       "total it implies); replay: the transcript's selection and its one fit"),
     _r("budget.json", "total_epsilon", REDERIVED, _BUDGET),
     _r("budget.json", "total_epsilon_opendp", SIGNATURE_ONLY, "budget: at least the exact total, at most the cap; "
        "OpenDP's own float is the publisher's word"),

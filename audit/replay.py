@@ -56,7 +56,7 @@ from .run_binding import check_run_binding
 from .report import CheckResult, StopCheck
 
 __all__ = ["check_replay", "read_transcript", "check_records", "commitment_of", "TranscriptError",
-           "selected_slice", "replay_iteration", "config_id", "sample_and_project", "csv_bytes",
+           "selected_slice", "fit_slice", "transcript_retries", "replay_iteration", "config_id", "sample_and_project", "csv_bytes",
            "DrawLimit", "CountMismatch"]
 
 MAX_TRANSCRIPT_BYTES = 2 * 1024**3
@@ -222,6 +222,42 @@ def _without_stop_draws(marks: list[dict], gamma: float | None) -> list[dict]:
     return out
 
 
+def transcript_retries(records: list[dict]) -> str:
+    """How the transcript's selection retried: "resample" when its 'selection' mark says so (the
+    generator fitted once, marks 'fit' .. 'fit end' before the first attempt), else "refit"."""
+    sel = next((r for r in records if r.get("kind") == "mark" and r.get("mark") == "selection"), {})
+    return "resample" if sel.get("retries") == "resample" else "refit"
+
+
+def _without_fit_marks(marks: list[dict], retries: str, gamma: float | None) -> list[dict]:
+    """The marks after the 'selection' mark without the one fit's: a resample selection starts
+    with 'fit' and 'fit end' (a fit that failed releases nothing, so a released bundle has none)
+    and has a stop probability above 0; a refit selection has no fit mark."""
+    names = [r.get("mark") for r in marks]
+    if retries != "resample":
+        if "fit" in names or "fit end" in names:
+            raise TranscriptError("the transcript has a 'fit' mark but its selection refits every attempt")
+        return marks
+    if not gamma:
+        raise TranscriptError("the transcript's resample selection has stop probability 0: it might never end")
+    if names[:2] != ["fit", "fit end"] or "fit" in names[2:] or "fit end" in names[2:]:
+        raise TranscriptError("a resample selection must fit once, before its first attempt "
+                              "(one 'fit' and one 'fit end' mark)")
+    if "failure" in marks[1]:
+        raise TranscriptError("the transcript's one fit failed, yet an attempt followed")
+    return marks[2:]
+
+
+def fit_slice(records: list[dict]) -> tuple[int, int, dict]:
+    """(start, end, 'fit' mark) of a resample selection's one fit: its records from the 'fit'
+    mark to the 'fit end' mark, inclusive."""
+    starts = [i for i, r in enumerate(records) if r.get("kind") == "mark" and r.get("mark") == "fit"]
+    ends = [i for i, r in enumerate(records) if r.get("kind") == "mark" and r.get("mark") == "fit end"]
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        raise TranscriptError("the transcript's resample selection has no single 'fit' .. 'fit end' block")
+    return starts[0], ends[0] + 1, records[starts[0]]
+
+
 def _check_first_passing(records: list[dict], budget_stop: float | None = None) -> None:
     """Private selection with a known threshold releases the FIRST passing candidate: iterations
     0, 1, ..., k in order, each closed by its 'iteration end', only the last one passed, each
@@ -229,9 +265,11 @@ def _check_first_passing(records: list[dict], budget_stop: float | None = None) 
     as the last record (anything else is cherry-picking or a second run). ``budget_stop``: the
     stop probability budget.json publishes, which the 'selection' mark must record."""
     marks = [r for r in records if r.get("kind") == "mark" and r.get("mark") not in ("sampler", "arithmetic")]
+    retries = transcript_retries(records)
     gamma, marks = _selection_marks(marks)
     if gamma is not None and budget_stop is not None and gamma != budget_stop:
         raise TranscriptError("the stop probability in the transcript differs from budget.json's")
+    marks = _without_fit_marks(marks, retries, gamma)
     marks = _without_stop_draws(marks, gamma)
     seq = [(r.get("mark"), r.get("index"), r.get("passed")) for r in marks]
     if not seq or seq[-1][0] != "selected" or records[-1] is not marks[-1] \
@@ -314,13 +352,16 @@ def _bound_aim_work(config: dict, view) -> None:
 
 def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: np.ndarray,
                      edges, fitted: list | None = None,
-                     arithmetic: dict | None = None) -> tuple[bytes, list]:
+                     arithmetic: dict | None = None,
+                     fit_records: list[dict] | None = None) -> tuple[bytes, list]:
     """Replay one iteration from its records; (a callable giving data.csv's bytes in blocks,
     criterion results). ``real_codes``: T's rows, or the binned private records
     (:class:`PrivateCodes`: T as record types). ``fitted``: a list that receives the fitted
     model (for the comparison with a published model.json). ``arithmetic``: a dict that
     receives the attempt's arithmetic ``version`` and the ``tolerated`` (record index, purpose)
-    of true values accepted within version 1's tolerance (module docstring)."""
+    of true values accepted within version 1's tolerance (module docstring). ``fit_records``:
+    the one fit of a resample selection ('fit' .. 'fit end', :func:`fit_slice`): the model is
+    replayed from them, and the iteration only samples it and evaluates the criteria."""
     from dpbundle.mechanisms import arithmetic as ar
     from dpbundle.mechanisms.cells import deferred
     from dpbundle.mechanisms.coding import Coded, ColumnCoding
@@ -337,29 +378,57 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
         real = deferred(real_codes.types(columns), make=real_codes.rows)
     else:
         real = Coded(codes=real_codes, columns=columns)
+    model = None if fit_records is None else _replay_fit(fit_records, config, view, real)
     arith = _arithmetic_version(records)
     rand = Randomness.replay(records, true_rtol=ar.BLAS_REPLAY_RTOL if arith == ar.BLAS else 0.0)
     rand.mark("iteration", index=index, config=config, config_id=config_id(config))
     if arith != ar.BLAS:   # right after the iteration mark, as the release writes it
         rand.mark(ar.ARITHMETIC_MARK, version=arith)
     with ar.use(arith):
-        blocks, results = _replay_attempt(records, index, config, view, real, rand, fitted)
+        blocks, results = _replay_attempt(records, index, config, view, real, rand, fitted, model)
     if arithmetic is not None:
         arithmetic.update(version=arith, tolerated=list(rand.tolerated))
     return blocks, results
 
 
-def _replay_attempt(records: list[dict], index, config: dict, view, real, rand, fitted):
-    """The attempt after its marks: fit, sample, project, criteria, 'iteration end'."""
+def _replay_fit(fit_records: list[dict], config: dict, view, real):
+    """A resample selection's one fit, replayed from its records: marks 'fit' (the selected
+    iteration's configuration), 'arithmetic' (version 2), the fit, 'fit end'."""
+    from dpbundle.mechanisms import arithmetic as ar
+    from dpbundle.mechanisms.noise import Randomness
+
+    arith = _arithmetic_version(fit_records)
+    rand = Randomness.replay(fit_records, true_rtol=ar.BLAS_REPLAY_RTOL if arith == ar.BLAS else 0.0)
+    rand.mark("fit", config=config, config_id=config_id(config))
+    if arith != ar.BLAS:
+        rand.mark(ar.ARITHMETIC_MARK, version=arith)
+    with ar.use(arith):
+        model = _fit(config, view, real, rand)
+    rand.mark("fit end")
+    rand.check_finished()
+    return model
+
+
+def _fit(config: dict, view, real, rand):
+    """The configuration's generator (eps_gen of spec.json) fitted on T with ``rand``."""
     from dpbundle.mechanisms.cells import fit_on_types
-    from dpbundle.mechanisms.criteria import EvalContext, make_criterion
 
     from .model_check import config_generator
 
     spec = view.spec
     generator = config_generator(config, float(spec["privacy"]["epsilon_generation"]), spec,
                                  list(view.names))
-    model = fit_on_types(generator, real, rand)
+    return fit_on_types(generator, real, rand)
+
+
+def _replay_attempt(records: list[dict], index, config: dict, view, real, rand, fitted, model=None):
+    """The attempt after its marks: fit (unless ``model``, fitted once), sample, project,
+    criteria, 'iteration end'."""
+    from dpbundle.mechanisms.criteria import EvalContext, make_criterion
+
+    spec = view.spec
+    if model is None:
+        model = _fit(config, view, real, rand)
     version = _sampler_version(records)
     if version != 1:   # the count sampler's mark, right before its first seed
         rand.mark("sampler", version=version)
@@ -610,10 +679,12 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         index, start, end, mark = _selected_iteration(ctx, r, records, view)
         if mark.get("config") != view.configuration:
             return r    # nothing is fitted or sampled with a configuration the manifest does not sign
-        codes, edges = _private_codes(ctx, data, view, records[:start], n)
+        fit_records = _fit_records(ctx, records, mark)
+        head = records[:start] if fit_records is None else records[:records.index(fit_records[0])]
+        codes, edges = _private_codes(ctx, data, view, head, n)
         arith: dict = {}
         results = _check_replayed_release(ctx, r, records[start:end], index, mark, view, codes,
-                                          edges, arith)
+                                          edges, arith, fit_records)
         close = _check_replayed_metrics(ctx, r, results, arith.get("version", 1))
         close |= _tolerated_criteria(r, arith)
     except StopCheck as e:
@@ -731,15 +802,40 @@ def _records_plan(ctx: AuditContext, head: list[dict], n_plausible: int, view, n
     return plan
 
 
+def _fit_records(ctx: AuditContext, records: list[dict], mark: dict) -> list[dict] | None:
+    """The one fit's records of a resample selection (None for refit), once budget.json and the
+    transcript agree on how the selection retried and the fit's configuration is the selected
+    iteration's."""
+    retries = transcript_retries(records)
+    try:
+        sel = ctx.json("budget.json").get("selection") or {}
+    except (Missing, AttributeError):
+        sel = {}
+    if (sel.get("retries") if isinstance(sel, dict) else None) != (retries if retries == "resample" else None):
+        raise StopCheck(f"the transcript's selection ({retries}) differs from budget.json's selection.retries")
+    if retries != "resample":
+        return None
+    try:
+        start, end, fit = fit_slice(records)
+    except TranscriptError as e:
+        raise StopCheck(str(e)) from None
+    if fit.get("config") != mark.get("config") or fit.get("config_id") != mark.get("config_id"):
+        raise StopCheck("the selected iteration's configuration differs from the one fit's")
+    return records[start:end]
+
+
 def _check_replayed_release(ctx: AuditContext, r: CheckResult, records: list[dict], index,
-                            mark: dict, view, codes, edges, arith: dict | None = None) -> list:
-    """Replay the iteration; data.csv (and a published model.json) must be the replayed ones.
-    ``arith`` receives the attempt's arithmetic (:func:`replay_iteration`)."""
+                            mark: dict, view, codes, edges, arith: dict | None = None,
+                            fit_records: list[dict] | None = None) -> list:
+    """Replay the iteration (with a resample selection's one fit, ``fit_records``); data.csv (and
+    a published model.json) must be the replayed ones. ``arith`` receives the attempt's
+    arithmetic (:func:`replay_iteration`)."""
     from dpbundle.mechanisms.noise import ReplayMismatch
 
     try:
         fitted: list = []
-        blocks, results = replay_iteration(records, index, mark, view, codes, edges, fitted, arith)
+        blocks, results = replay_iteration(records, index, mark, view, codes, edges, fitted, arith,
+                                           fit_records)
     except ReplayMismatch as e:
         raise StopCheck(f"replay diverged from the transcript: {e}") from None
     except TranscriptError as e:

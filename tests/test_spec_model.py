@@ -346,7 +346,7 @@ EVERY_FIELD = {
     "privacy": {"epsilon_generation": 1, "epsilon_cap": 30,
                 "records": {"policy": "dp_count", "epsilon": 0.1},
                 "pre_selection": [{"purpose": "p", "epsilon": 0.1}],
-                "selection": {"stop_probability": 0.2},
+                "selection": {"stop_probability": 0.2, "retries": "resample"},
                 "private_data_sha256": ["0" * 64], "acknowledge_weak_guarantee": True},
 }
 

@@ -654,14 +654,16 @@ def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
     parts = b["generation"].get("parts") or []
     if any("epsilon_opendp" in p for p in parts) and exact.total(p["epsilon"] for p in parts) != gen:
         problems.append("generation.parts' decimal shares do not add up to generation.epsilon")
-    if gen + ev != dec(b["per_iteration_epsilon"]):
-        problems.append("per_iteration_epsilon is not generation.epsilon + evaluation.epsilon")
+    once = gen if b["selection"].get("retries") == "resample" else 0   # fitted once
+    if gen - once + ev != dec(b["per_iteration_epsilon"]):
+        problems.append("per_iteration_epsilon is not the candidate's epsilon (generation.epsilon, unless "
+                        "fitted once, + evaluation.epsilon)")
     rec = b.get("records") or {"policy": "declared_public", "epsilon": 0}
-    expected = (dec(rec["epsilon"]) + dec(b["selection"]["factor"]) * dec(b["per_iteration_epsilon"])
+    expected = (dec(rec["epsilon"]) + once + dec(b["selection"]["factor"]) * dec(b["per_iteration_epsilon"])
                 + exact.total(p["epsilon"] for p in b["pre_selection"]))
     if expected != dec(b["total_epsilon"]):
-        problems.append(f"total_epsilon {b['total_epsilon']!r} is not records + factor x per-iteration "
-                        f"+ pre-selection = {exact.show(expected)}")
+        problems.append(f"total_epsilon {b['total_epsilon']!r} is not records (+ generation fitted once) "
+                        f"+ factor x per-iteration + pre-selection = {exact.show(expected)}")
     if dec(b["total_epsilon"]) > dec(b["epsilon_cap"]):
         problems.append(f"total_epsilon {b['total_epsilon']!r} exceeds the cap {b['epsilon_cap']!r}")
     by_id = {c["id"]: c["epsilon"] for c in b["evaluation"]["criteria"]}

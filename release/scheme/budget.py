@@ -44,13 +44,16 @@ def records_block(spec: Spec, released_n: int) -> dict:
 
 def _words(spec: Spec) -> dict:
     """budget.json's statements for this spec (templates/metadata/budget_words.py)."""
-    return budget_words(spec.records_policy, spec.model.release.unit_of_privacy, spec.publish_model)
+    return budget_words(spec.records_policy, spec.model.release.unit_of_privacy, spec.publish_model,
+                        spec.retries)
 
 
 def build_budget(spec: Spec, generator: Generator, total_opendp: float, released_n: int,
                  stop: "StopPlan | None" = None) -> dict:
     """Every epsilon spent and how the total is composed: total = eps_count (dp_count policy)
-    + SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons.
+    + SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons; with
+    ``retries: resample``, eps_count + eps_gen + SELECTION_FACTOR x eps_eval + pre-selection
+    (``per_iteration_epsilon`` is then the candidate's eps_eval and ``selection.retries`` says so).
     ``stop``: the stop probability used and where it came from (default: the spec's)."""
     gamma = spec.stop_probability if stop is None else stop.gamma
     source = "spec" if stop is None else stop.source.split(":", 1)[0]
@@ -58,7 +61,7 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
     criteria = [{"id": c.id, "epsilon": float(c.epsilon)} for c in acceptance]
     eps_eval = exact.total(c.epsilon for c in acceptance)
     eps_gen = exact.dec(generator.epsilon)
-    per_iteration = float(eps_gen + eps_eval)
+    per_iteration = float(eps_eval if spec.retries == "resample" else eps_gen + eps_eval)
     words = _words(spec)
     return {
         "unit_of_privacy": words["unit_of_privacy"],
@@ -77,7 +80,7 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
             "stop_probability": gamma,
             "stop_probability_source": source,
             "threshold": 1.0,
-        },
+        } | ({"retries": "resample"} if spec.retries == "resample" else {}),
         "total_epsilon": spec.total_epsilon,
         "total_epsilon_opendp": float(total_opendp),
         "epsilon_cap": spec.epsilon_cap,

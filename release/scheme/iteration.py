@@ -221,10 +221,8 @@ def run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness
         return _run_iteration(prepared, spec, config, rand, phase, version)
 
 
-def _run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness,
-                   phase: Callable[[str], None] | None, version: int) -> IterationResult:
-    """:func:`run_iteration` with the sampler ``version``, inside its arithmetic."""
-    timings: dict[str, float] = {}
+def _stepper(phase: Callable[[str], None] | None, timings: dict[str, float]) -> Callable:
+    """step(name, fn, *args): tell ``phase`` the step's name, run it, record its time."""
     say = phase or (lambda _name: None)
 
     def step(name: str, fn: Callable, *args):
@@ -234,23 +232,89 @@ def _run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomnes
         timings[name] = time.perf_counter() - t0
         return out
 
+    return step
+
+
+def _run_iteration(prepared: Prepared, spec: Spec, config: dict, rand: Randomness,
+                   phase: Callable[[str], None] | None, version: int) -> IterationResult:
+    """:func:`run_iteration` with the sampler ``version``, inside its arithmetic."""
+    timings: dict[str, float] = {}
+    step = _stepper(phase, timings)
     real = step("transform", cached_transform, prepared, spec, config)
     generator = make_config_generator(spec, config)
     model = step("fit", fit_on_types, generator, real, rand)
-    cid = config_id(config)
+    return _evaluate(step, FittedModel(config, config_id(config), real, generator, model), spec,
+                     rand, version, timings)
+
+
+def _evaluate(step: Callable, fitted: "FittedModel", spec: Spec, rand: Randomness, version: int,
+              timings: dict[str, float]) -> IterationResult:
+    """S, C and the criteria of one candidate of a fitted model (post-processing of the model,
+    then the criteria's DP measurements on (T, C))."""
+    config, real = fitted.config, fitted.real
     min_count = int(config["projection"]["min_count"])
     try:
-        candidate = _sample_and_project(step, model, real, spec.model.all_synthetic_constraints,
+        candidate = _sample_and_project(step, fitted.model, real, spec.model.all_synthetic_constraints,
                                         min_count, rand, version)
     except ConstraintShortfall as exc:
-        return IterationResult(config, cid, real, None, [], False, generator, timings, note=str(exc))
+        return IterationResult(config, fitted.config_id, real, None, [], False, fitted.generator,
+                               timings, note=str(exc))
     ctx = EvalContext(real=real, synth=candidate, spec=spec.evaluation_document, alternatives=dict(config["columns"]))
     results = []
     for crit in spec.model.acceptance:
         results.append(step(f"criterion {crit.id}", make_criterion(crit.to_document()).evaluate, ctx, rand))
     passed = all(r.passed for r in results)
-    return IterationResult(config, cid, real, candidate, results, passed, generator, timings,
-                           model=model)
+    return IterationResult(config, fitted.config_id, real, candidate, results, passed, fitted.generator,
+                           timings, model=fitted.model)
+
+
+@dataclass
+class FittedModel:
+    """The generator fitted once by a ``retries: resample`` selection (private: T is inside)."""
+
+    config: dict
+    config_id: str
+    real: Coded
+    generator: Generator
+    model: Any
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+#: the transcript's marks around the one fit of a ``retries: resample`` selection
+FIT_MARK, FIT_END_MARK = "fit", "fit end"
+
+
+def fit_once(prepared: Prepared, spec: Spec, config: dict, rand: Randomness,
+             phase: Callable[[str], None] | None = None, arithmetic: int | None = None) -> FittedModel:
+    """The one fit of a ``retries: resample`` selection (eps_gen, spent once): marks "fit"
+    (config, config_id) and, for arithmetic version 2, "arithmetic", then T and the fit, then
+    "fit end". Every attempt then samples from this model (:func:`run_resampled`)."""
+    arith = ar.release_arithmetic() if arithmetic is None else arithmetic
+    rand.mark(FIT_MARK, config=config, config_id=config_id(config))
+    if arith != ar.BLAS:
+        rand.mark(ar.ARITHMETIC_MARK, version=arith)
+    timings: dict[str, float] = {}
+    step = _stepper(phase, timings)
+    with ar.use(arith):
+        real = step("transform", cached_transform, prepared, spec, config)
+        generator = make_config_generator(spec, config)
+        model = step("fit", fit_on_types, generator, real, rand)
+    rand.mark(FIT_END_MARK)
+    return FittedModel(config, config_id(config), real, generator, model, timings)
+
+
+def run_resampled(fitted: FittedModel, spec: Spec, rand: Randomness,
+                  phase: Callable[[str], None] | None = None, sampler: int | None = None,
+                  arithmetic: int | None = None) -> IterationResult:
+    """One attempt of a ``retries: resample`` selection: the "arithmetic" mark (version 2), then
+    S, C and the criteria from ``fitted`` (the caller writes the "iteration" marks)."""
+    version = DEFAULT_SAMPLER if sampler is None else sampler
+    arith = ar.release_arithmetic() if arithmetic is None else arithmetic
+    if arith != ar.BLAS:
+        rand.mark(ar.ARITHMETIC_MARK, version=arith)
+    timings: dict[str, float] = {}
+    with ar.use(arith):
+        return _evaluate(_stepper(phase, timings), fitted, spec, rand, version, timings)
 
 
 def _sample_and_project(step: Callable, model, real: Coded, constraints, min_count: int,

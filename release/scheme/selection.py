@@ -2,7 +2,11 @@
 exact samplers; OpenDP's own combinator is the cross-check of the accounting.
 
 One candidate = one iteration with a configuration drawn uniformly (CSPRNG) from the space or a
-narrowed list; its privacy map is eps_gen + eps_eval per unit of change-one distance. The loop
+narrowed list; its privacy map is eps_gen + eps_eval per unit of change-one distance. With
+``privacy.selection.retries: resample`` the configuration is drawn and the generator fitted once,
+before the loop (eps_gen, spent once), and a candidate is a new sample of that model with its
+criteria: its map is eps_eval, and the total is eps_gen + 2 x eps_eval (sequential composition of
+the fit and the selection over candidates that read the data only through the criteria). The loop
 (:class:`dpbundle.mechanisms.private_selection.KnownThresholdSelection`) repeats it until a
 candidate scores 1 (every DP metric below its threshold) or, after a failed candidate, a stop
 draw (probability gamma, exact) ends it; the total is 2 x (eps_gen + eps_eval) for d_in = 1 for
@@ -28,7 +32,7 @@ from dpbundle.mechanisms.noise import Randomness, Transcript
 from dpbundle.mechanisms.private_selection import (KnownThresholdSelection, StopRule,
                                                    opendp_selection_map)
 
-from dpbundle.release.scheme.iteration import IterationResult, run_iteration
+from dpbundle.release.scheme.iteration import FittedModel, IterationResult, fit_once, run_iteration, run_resampled
 from dpbundle.release.data.prepare import Prepared
 from dpbundle.release.scheme.space import config_id, draw_config
 from dpbundle.release.spec.load import Spec
@@ -73,12 +77,14 @@ def count_epsilon_opendp(spec: Spec) -> float:
 def opendp_total_epsilon(spec: Spec, stop_probability: float | None = None) -> float:
     """Total epsilon of a release according to OpenDP's privacy maps, the exact sum rounded up
     to a float: the count of records (if DP) + the selection combinator's map over a candidate
-    of eps_gen + eps_eval + the pre-selection epsilons."""
-    per_candidate = spec.epsilon_generation + spec.epsilon_evaluation
+    of eps_gen + eps_eval ("refit"; "resample": eps_gen once + the map over a candidate of
+    eps_eval) + the pre-selection epsilons."""
+    per_candidate = spec.epsilon_per_candidate
     gamma = spec.stop_probability if stop_probability is None else stop_probability
     selection = opendp_selection_map(per_candidate, gamma, THRESHOLD)
+    once = exact.dec(spec.epsilon_generation) if spec.retries == "resample" else 0
     pre = exact.total(p.epsilon for p in spec.model.privacy.pre_selection_items)
-    return exact.float_up(exact.binary(count_epsilon_opendp(spec)) + exact.binary(selection) + pre)
+    return exact.float_up(exact.binary(count_epsilon_opendp(spec)) + once + exact.binary(selection) + pre)
 
 
 def check_accounting(spec: Spec, stop_probability: float | None = None) -> tuple[float, float]:
@@ -139,18 +145,23 @@ def select(prepared: Prepared, spec: Spec, transcript: Transcript, configs: list
     ``stop_probability``: the one chosen for this run (default: the spec's). ``run``: the run's
     binding (:func:`run_binding`), recorded in the 'selection' mark."""
     gamma = spec.stop_probability if stop_probability is None else stop_probability
+    if spec.retries == "resample" and gamma <= 0:
+        raise ValueError("retries: resample needs a stop probability above 0")
     theirs, ours = check_accounting(spec, gamma)
     stop = StopRule(gamma)
-    loop = KnownThresholdSelection(spec.epsilon_generation + spec.epsilon_evaluation, stop, THRESHOLD)
-    Randomness(transcript).mark("selection", **stop.describe(), threshold=THRESHOLD,
+    loop = KnownThresholdSelection(spec.epsilon_per_candidate, stop, THRESHOLD)
+    resample = {"retries": "resample"} if spec.retries == "resample" else {}
+    Randomness(transcript).mark("selection", **stop.describe(), threshold=THRESHOLD, **resample,
                                 **({"run": run} if run is not None else {}))
+    fitted = _fit_once(prepared, spec, transcript, configs, phase, seeds) if resample else None
 
     def candidate(index: int) -> tuple[float, Any]:
         rand = Randomness(transcript, seeds=seeds)
         try:
-            config = draw_config(spec, configs)
+            config = draw_config(spec, configs) if fitted is None else fitted.config
             rand.mark("iteration", index=index, config=config, config_id=config_id(config))
-            result = run_iteration(prepared, spec, config, rand, phase=phase)
+            result = (run_iteration(prepared, spec, config, rand, phase=phase) if fitted is None
+                      else run_resampled(fitted, spec, rand, phase=phase))
             rand.mark("iteration end", index=index, passed=result.passed)
             return (1.0 if result.passed else 0.0, result)
         except AttemptFailure as exc:
@@ -166,9 +177,27 @@ def select(prepared: Prepared, spec: Spec, transcript: Transcript, configs: list
     def record_stop_draw(index: int, stopped: bool) -> None:
         Randomness(transcript).mark("stop draw", index=index, stop=stopped)
 
-    out = loop.run(candidate, on_stop_draw=record_stop_draw)
+    out = loop.run(candidate, on_stop_draw=record_stop_draw) if fitted is not False else None
     if out is None:
         raise NothingSelected("the private selection stopped before a candidate passed every criterion; nothing is released")
     index, result = out
     Randomness(transcript).mark("selected", index=index)
     return Selection(result, index, theirs, ours)
+
+
+def _fit_once(prepared: Prepared, spec: Spec, transcript: Transcript, configs: list[dict] | None,
+              phase: Callable[[str], None] | None, seeds: Any) -> "FittedModel | bool":
+    """The one fit of a ``retries: resample`` selection (configuration drawn as for an attempt),
+    or False when the generator fails (an :class:`AttemptFailure`, a function of its DP outputs:
+    nothing can be sampled, the run releases nothing; the reason goes to the transcript only)."""
+    rand = Randomness(transcript, seeds=seeds)
+    config = draw_config(spec, configs)
+    try:
+        return fit_once(prepared, spec, config, rand, phase=phase)
+    except AttemptFailure as exc:
+        rand.mark("fit end", failure=f"{type(exc).__name__}: {exc}")
+        return False
+    except Exception as exc:  # noqa: BLE001 - private details to the transcript only
+        rand.mark("attempt error", error=type(exc).__name__,
+                  traceback="".join(traceback.format_exception(exc)))
+        raise SelectionAborted(-1, type(exc).__name__) from None

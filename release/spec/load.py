@@ -825,6 +825,17 @@ def _aim_pure_grid_problems(i: int, grid: dict) -> list[str]:
     return problems
 
 
+def _retries_problems(doc: dict) -> list[str]:
+    """``retries: resample`` needs a stop probability above 0: a model that no sample of which
+    passes would otherwise be sampled for ever (every run must end)."""
+    sel = doc["privacy"].get("selection") or {}
+    if sel.get("retries") == "resample" and not sel.get("stop_probability"):
+        return ["privacy.selection.retries: resample fits the generator once and samples from it "
+                "until a candidate passes: set privacy.selection.stop_probability above 0 (e.g. 0.05: "
+                "about 20 attempts expected if no sample of the model can pass), so that every run ends"]
+    return []
+
+
 def _cap_problems(doc: dict) -> list[str]:
     """The total epsilon (records count included) within the cap."""
     priv = doc["privacy"]
@@ -914,6 +925,7 @@ def semantic_problems(doc: dict) -> list[str]:
     problems += criteria_problems(doc)
     problems += _face_privacy_problems(doc, released)
     problems += _generator_problems(doc)
+    problems += _retries_problems(doc)
     problems += _cap_problems(doc)
     problems += space_problems(doc)
     return problems

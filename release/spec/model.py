@@ -23,6 +23,10 @@ from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON, DEFAULT_POLICY
 from dpbundle.release.spec.typed import ReleasedColumn, SpecModel, thaw
 
 SELECTION_FACTOR = 2  # Liu & Talwar private selection with a known threshold doubles the per-iteration epsilon
+#: privacy.selection.retries: "refit" (default, as in 2024: every attempt fits the generator
+#: anew) or "resample" (the generator is fitted once, before the selection; every attempt samples
+#: from that model again and evaluates the criteria: only the criteria are doubled)
+RETRIES = ("refit", "resample")
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -115,6 +119,17 @@ class Spec:
     @property
     def stop_probability(self) -> float:
         return float(self.raw["privacy"].get("selection", {}).get("stop_probability", 0.0))
+
+    @property
+    def retries(self) -> str:
+        """``privacy.selection.retries`` (:data:`RETRIES`; default "refit")."""
+        return selection_retries(self.raw)
+
+    @property
+    def epsilon_per_candidate(self) -> float:
+        """The epsilon of one candidate of the private selection: eps_gen + eps_eval ("refit"),
+        eps_eval ("resample": the model is fitted once, before the selection)."""
+        return float(per_candidate_epsilon(self.raw))
 
     @property
     def private_fingerprints(self) -> list[str]:
@@ -211,22 +226,42 @@ def records_settings(doc: dict) -> tuple[str, Fraction]:
     return policy, exact.dec(rec.get("epsilon", DEFAULT_COUNT_EPSILON))
 
 
+def selection_retries(doc: dict) -> str:
+    """``privacy.selection.retries`` of a spec document: "refit" (default) or "resample"."""
+    return ((doc.get("privacy") or {}).get("selection") or {}).get("retries", "refit")
+
+
+def per_candidate_epsilon(doc: dict) -> Fraction:
+    """One candidate's epsilon, exactly: eps_gen + eps_eval ("refit") or eps_eval ("resample")."""
+    eps_eval = exact.total(c["epsilon"] for c in doc["acceptance"])
+    if selection_retries(doc) == "resample":
+        return eps_eval
+    return exact.dec(doc["privacy"]["epsilon_generation"]) + eps_eval
+
+
 def budget_total(doc: dict) -> Fraction:
-    """eps_count + 2 x (eps_gen + sum of criterion epsilons) + pre-selection, exactly."""
+    """Exactly: eps_count + 2 x (eps_gen + eps_eval) + pre-selection ("refit"), or
+    eps_count + eps_gen + 2 x eps_eval + pre-selection ("resample": the model is one
+    eps_gen-DP release made before the selection, which is Liu & Talwar's loop over candidates
+    that only sample from it and evaluate the criteria; sequential composition)."""
     priv = doc["privacy"]
-    per_iteration = exact.dec(priv["epsilon_generation"]) + exact.total(
-        c["epsilon"] for c in doc["acceptance"])
+    fitted_once = exact.dec(priv["epsilon_generation"]) if selection_retries(doc) == "resample" else 0
     pre = exact.total(p["epsilon"] for p in priv.get("pre_selection", []))
-    return records_settings(doc)[1] + SELECTION_FACTOR * per_iteration + pre
+    return records_settings(doc)[1] + fitted_once + SELECTION_FACTOR * per_candidate_epsilon(doc) + pre
 
 
 def budget_formula(doc: dict) -> str:
-    """The total spelled out, e.g. 'count 0.1 + 2 x (generation 4 + criteria 0.76) = 9.62'."""
+    """The total spelled out, e.g. 'count 0.1 + 2 x (generation 4 + criteria 0.76) = 9.62', or
+    'count 0.02 + generation 0.94 (fitted once) + 2 x criteria 0.02 = 1'."""
     priv = doc["privacy"]
     policy, eps_count = records_settings(doc)
     eps_eval = exact.total(c["epsilon"] for c in doc["acceptance"])
     pre = exact.total(p["epsilon"] for p in priv.get("pre_selection", []))
     head = f"count {exact.show(eps_count)} + " if policy == "dp_count" else ""
     tail = f" + pre-selection {exact.show(pre)}" if pre else ""
-    return (f"{head}{SELECTION_FACTOR} x (generation {exact.show(exact.dec(priv['epsilon_generation']))} "
-            f"+ criteria {exact.show(eps_eval)}){tail} = {exact.show(budget_total(doc))}")
+    gen = exact.show(exact.dec(priv["epsilon_generation"]))
+    if selection_retries(doc) == "resample":
+        body = f"generation {gen} (fitted once) + {SELECTION_FACTOR} x criteria {exact.show(eps_eval)}"
+    else:
+        body = f"{SELECTION_FACTOR} x (generation {gen} + criteria {exact.show(eps_eval)})"
+    return f"{head}{body}{tail} = {exact.show(budget_total(doc))}"

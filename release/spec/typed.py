@@ -506,6 +506,7 @@ class PreSelection(Node):
 @dataclass(frozen=True)
 class Selection(Node):
     stop_probability: int | float | None = _opt()
+    retries: str | None = _opt()
 
 
 @dataclass(frozen=True)

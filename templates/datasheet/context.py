@@ -657,11 +657,17 @@ def _budget_rows(budget: dict, spec: dict, edition: int = 1) -> tuple[list[dict]
     for c in budget["evaluation"]["criteria"]:
         rows.append({"step": f"Acceptance criterion {c['id']}", "epsilon": plain(c["epsilon"]), "kind": "part"})
     rows.append({"step": "Acceptance criteria total", "epsilon": plain(budget["evaluation"]["epsilon"]), "kind": "subtotal"})
-    rows.append({"step": "Per candidate (generator + criteria)", "epsilon": plain(budget["per_iteration_epsilon"]), "kind": "subtotal"})
+    once = sel.get("retries") == "resample"    # the generator fitted once, before the selection
+    per = "criteria; the generator is fitted once" if once else "generator + criteria"
+    rows.append({"step": f"Per candidate ({per})", "epsilon": plain(budget["per_iteration_epsilon"]), "kind": "subtotal"})
     rows.append({"step": f"Private selection: factor {plain(sel['factor'])} \u00d7 per candidate",
                  "epsilon": plain(factor * float(budget["per_iteration_epsilon"])), "kind": "subtotal"})
-    segments = [{"label": f"generator ({gen['type']}), {plain(sel['factor'])} \u00d7 {plain(gen['epsilon'])}",
-                 "value": factor * float(gen["epsilon"])},
+    if once:
+        rows.append({"step": f"Generator ({gen['type']}), fitted once before the selection",
+                     "epsilon": plain(gen["epsilon"]), "kind": "part"})
+    segments = [{"label": (f"generator ({gen['type']}), fitted once, {plain(gen['epsilon'])}" if once else
+                           f"generator ({gen['type']}), {plain(sel['factor'])} \u00d7 {plain(gen['epsilon'])}"),
+                 "value": (1.0 if once else factor) * float(gen["epsilon"])},
                 {"label": f"acceptance criteria, {plain(sel['factor'])} \u00d7 {plain(budget['evaluation']['epsilon'])}",
                  "value": factor * float(budget["evaluation"]["epsilon"])}]
     for p in budget.get("pre_selection") or []:
@@ -1055,6 +1061,7 @@ def _section_process(f: _Facts) -> dict:
         "selection_method": sel["method"],
         "stop_words": _stop_words(sel.get("stop_probability")),
         "selection_factor": plain(sel["factor"]),
+        "resample": sel.get("retries") == "resample",
         "stop_probability": plain(sel["stop_probability"]),
         "generator_type": gen["type"],
         "generator_name": statements.generator_name(gen["type"]),

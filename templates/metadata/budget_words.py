@@ -17,13 +17,19 @@ from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.records import DEFAULT_POLICY, guarantee_text
 
 __all__ = ["budget_words", "budget_words_of_spec", "accepted_budget_words", "SELECTION_METHOD", "RECORDS_MECHANISM", "RECORDS_RESIZE",
-           "PUBLISHED_MODEL_NOTE", "INPUT_METRIC", "spec_records_policy",
+           "PUBLISHED_MODEL_NOTE", "INPUT_METRIC", "spec_records_policy", "spec_retries",
            "generation_parts"]
 
 INPUT_METRIC = "change_one_distance"
 SELECTION_METHOD = ("private selection with a known threshold (Liu & Talwar 2019, Algorithm 1): after each "
                     "candidate that fails, stop with the stop probability (exact Bernoulli draws from OpenDP); "
                     "the total is checked against OpenDP make_select_private_candidate's privacy map")
+SELECTION_METHOD_RESAMPLE = (
+    "the generator is fitted once, before the selection (its epsilon counted once); then private "
+    "selection with a known threshold (Liu & Talwar 2019, Algorithm 1) over candidates that sample "
+    "that model again and evaluate the criteria (the criteria's epsilon counted twice): after each "
+    "candidate that fails, stop with the stop probability (exact Bernoulli draws from OpenDP); the "
+    "selection's part is checked against OpenDP make_select_private_candidate's privacy map")
 RECORDS_MECHANISM = ("discrete Laplace (OpenDP make_laplace on i64) of the count of plausible records; "
                      "m = max(count + noise, 1)")
 RECORDS_RESIZE = ("uniform subsample of the plausible records, or all of them plus uniform pad records, "
@@ -46,15 +52,18 @@ _NEIGHBOURING_0_2 = {
 }
 
 
-def budget_words(policy: str, unit_of_privacy: Any, publish_model: bool) -> dict[str, Any]:
+def budget_words(policy: str, unit_of_privacy: Any, publish_model: bool,
+                 retries: str = "refit") -> dict[str, Any]:
     """budget.json's statements, by dotted path: the unit of privacy, the neighbouring relation
     and the input metric, the records block's policy, statement (and, for ``dp_count``, its
-    mechanism and resize), the selection method, and ``published_model`` when the model is
-    published. ValueError for an unknown records policy."""
+    mechanism and resize), the selection method (by ``retries``, the spec's
+    privacy.selection.retries), and ``published_model`` when the model is published.
+    ValueError for an unknown records policy."""
     text = guarantee_text(policy)
+    method = SELECTION_METHOD_RESAMPLE if retries == "resample" else SELECTION_METHOD
     words: dict[str, Any] = {"unit_of_privacy": unit_of_privacy, "neighbouring": text["neighbouring"],
                              "input_metric": INPUT_METRIC, "records.policy": policy,
-                             "records.statement": text["n_statement"], "selection.method": SELECTION_METHOD}
+                             "records.statement": text["n_statement"], "selection.method": method}
     if policy == "dp_count":
         words.update({"records.mechanism": RECORDS_MECHANISM, "records.resize": RECORDS_RESIZE})
     if publish_model:
@@ -75,7 +84,15 @@ def budget_words_of_spec(spec: dict) -> dict[str, Any]:
     release = spec.get("release") if isinstance(spec.get("release"), dict) else {}
     publish = spec.get("publish") or []
     publish_model = "model" in (publish if isinstance(publish, list) else [publish])
-    return budget_words(spec_records_policy(spec), release.get("unit_of_privacy"), publish_model)
+    return budget_words(spec_records_policy(spec), release.get("unit_of_privacy"), publish_model,
+                        spec_retries(spec))
+
+
+def spec_retries(spec: dict) -> Any:
+    """``privacy.selection.retries`` of a public spec ("refit" when it declares none)."""
+    privacy = spec.get("privacy") if isinstance(spec.get("privacy"), dict) else {}
+    selection = privacy.get("selection") if isinstance(privacy.get("selection"), dict) else {}
+    return selection.get("retries", "refit")
 
 
 def accepted_budget_words(spec: dict, edition: int) -> dict[str, tuple[Any, ...]]:

@@ -72,9 +72,21 @@ def composition_formula(budget: dict) -> str:
     head = f"records count {_show(rec['epsilon'])} + " if rec.get("policy") == "dp_count" else ""
     pre = budget.get("pre_selection") or []
     tail = f" + pre-selection {exact.show(exact.total(p['epsilon'] for p in pre))}" if pre else ""
-    return (f"total epsilon = {head}{_show(budget['selection']['factor'])} x (generation "
-            f"{_show(budget['generation']['epsilon'])} + acceptance criteria "
-            f"{_show(budget['evaluation']['epsilon'])}){tail} = {_show(budget['total_epsilon'])}")
+    if _resample(budget):
+        body = (f"generation {_show(budget['generation']['epsilon'])} (fitted once) + "
+                f"{_show(budget['selection']['factor'])} x acceptance criteria "
+                f"{_show(budget['evaluation']['epsilon'])}")
+    else:
+        body = (f"{_show(budget['selection']['factor'])} x (generation "
+                f"{_show(budget['generation']['epsilon'])} + acceptance criteria "
+                f"{_show(budget['evaluation']['epsilon'])})")
+    return f"total epsilon = {head}{body}{tail} = {_show(budget['total_epsilon'])}"
+
+
+def _resample(budget: dict) -> bool:
+    """budget.json's selection fitted the generator once (``selection.retries: resample``)."""
+    sel = budget.get("selection")
+    return isinstance(sel, dict) and sel.get("retries") == "resample"
 
 
 def _slug(text: str) -> str:
@@ -314,9 +326,13 @@ def _privacy_loss(f: RegistryFacts, c: _Common) -> dict:
             f"Pure DP (delta = 0); {c.formula}. Generation ({c.gen_name}): {_show(gen['epsilon'])}"
             + (f" ({parts})" if parts else "")
             + f". Acceptance criteria: {_show(budget['evaluation']['epsilon'])} "
-            f"({crit_eps}). The private selection doubles the per-candidate epsilon (factor "
-            f"{_show(budget['selection']['factor'])}) whatever the number of candidates tried. Cap "
-            f"declared in the spec: {_show(budget['epsilon_cap'])}. OpenDP's privacy map of the selection "
+            f"({crit_eps}). "
+            + (f"The generator is fitted once; the private selection over new samples of its model "
+               f"doubles the acceptance criteria's epsilon (factor {_show(budget['selection']['factor'])}) "
+               "whatever the number of candidates tried. Cap " if _resample(budget) else
+               f"The private selection doubles the per-candidate epsilon (factor "
+               f"{_show(budget['selection']['factor'])}) whatever the number of candidates tried. Cap ")
+            + f"declared in the spec: {_show(budget['epsilon_cap'])}. OpenDP's privacy map of the selection "
             f"gives {budget.get('total_epsilon_opendp')!r}." + _composed_words(budget, c)),
     }
 
@@ -398,15 +414,25 @@ def _post_processing(f: RegistryFacts, c: _Common) -> str:
 
 def _composition(f: RegistryFacts, c: _Common) -> str:
     budget, gen = f.budget, c.gen
+    if _resample(budget):
+        opening = (f"The generator ({c.gen_name}, epsilon {_show(gen['epsilon'])}) is fitted once, "
+                   "before the selection. The private selection with a known threshold (Liu and "
+                   "Talwar 2019) draws new samples of its model, each evaluated by the acceptance "
+                   f"criteria (epsilon {_show(budget['evaluation']['epsilon'])}), until one passes every "
+                   "criterion")
+        cost = "x the acceptance criteria's epsilon"
+    else:
+        opening = (f"Sequential composition within one candidate: the generator ({c.gen_name}, epsilon "
+                   f"{_show(gen['epsilon'])}) and the acceptance criteria (epsilon "
+                   f"{_show(budget['evaluation']['epsilon'])}). The private selection with a known "
+                   "threshold (Liu and Talwar 2019) draws candidates until one passes every criterion")
+        cost = "x the per-candidate epsilon"
     return (
-        f"Sequential composition within one candidate: the generator ({c.gen_name}, epsilon "
-        f"{_show(gen['epsilon'])}) and the acceptance criteria (epsilon "
-        f"{_show(budget['evaluation']['epsilon'])}). The private selection with a known threshold "
-        f"(Liu and Talwar 2019) draws candidates until one passes every criterion"
+        opening
         + (f", or stops, releasing nothing, with probability {budget['selection']['stop_probability']!r} "
            "after each failure" if budget["selection"]["stop_probability"] else "")
         + "; it costs "
-        f"{_show(budget['selection']['factor'])} x the per-candidate epsilon whatever the number of "
+        f"{_show(budget['selection']['factor'])} {cost} whatever the number of "
         "candidates tried, which is never published."
         + (f" The DP count of records (epsilon {_show(c.records['epsilon'])}) is measured once, before "
            "the selection." if c.dp_count else "")
@@ -437,9 +463,14 @@ def _tuning(f: RegistryFacts) -> str:
          else "Pre-processing: ")
         + "every value is clipped and binned with bounds and edges from the spec, never from the data. "
         "Hyperparameter tuning: the binning of each column, the generator's hyperparameters and the "
-        "projection's min_count are chosen by the private selection, which draws a configuration "
-        "uniformly for each candidate; its privacy loss is accounted (the factor "
-        f"{_show(budget['selection']['factor'])} in the total). The thresholds and epsilons were fixed in "
+        + ("projection's min_count are those of one configuration drawn uniformly (independently of "
+           "the data) before the generator's one fit; the private selection then only draws new "
+           "samples of that model (its privacy loss is the factor "
+           f"{_show(budget['selection']['factor'])} on the acceptance criteria in the total)" if _resample(budget) else
+           "projection's min_count are chosen by the private selection, which draws a configuration "
+           "uniformly for each candidate; its privacy loss is accounted (the factor "
+           f"{_show(budget['selection']['factor'])} in the total)")
+        + ". The thresholds and epsilons were fixed in "
         "the spec. The configurations may first be narrowed by a sweep on similar public data "
         "(dpbundle sweep), which reads no confidential record and so costs no privacy loss on the "
         "registry"
