@@ -30,6 +30,16 @@ Adaptive composition: which tables are measured (and their shares) depends on th
 an earlier DP output, while the total ``eps_meas`` is fixed. So ``fit`` is ``eps``-DP and
 ``privacy_map(d_in) = d_in * eps`` (group privacy).
 
+``estimator: hierarchical`` (a hyperparameter; the default ``consistency`` is the path above)
+measures the same kinds of tables with the same noise and budget split, except that in the
+2-way tables (and their InDif scores, and the cells that DenseMarg and :func:`allocate` count)
+a column of ``k > pair_values`` values is read on *merged codes* ``c // g``, ``g = ceil(k /
+pair_values)`` (a public rule: a function of the domain and the hyperparameter). A merged
+table is a count table of a function of each record, so one changed record still moves one
+count out of one cell and into one (L1 sensitivity 2) and InDif's derivation (any 2-way count
+table) is unchanged. The noisy tables are then estimated by :func:`estimation.hierarchical_estimate`
+(post-processing: the noisy tables, their public scales, the domain and n).
+
 Everything after the noisy tables reads only them and public values (``n``, the domain, the
 noise scales): consistency (:func:`consistent_tables`: ``marginals.make_consistent`` with
 inverse-variance weights and ``norm_sub.norm_sub``), and synthesis by GUM (:func:`gum`), which
@@ -44,7 +54,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import exact
+from . import estimation, exact
 from .generators import check_codes, constructor_grid_problems, record_weights
 from .marginals import COUNT_SENSITIVITY, make_consistent
 from .noise import Randomness
@@ -79,6 +89,17 @@ MAX_PAIR_CELLS = 1 << 22
 MAX_ROWS = (1 << 31) - 1
 
 SELECT_RULES = ("densemarg", "top")
+
+#: ``estimator`` values: ``consistency`` (the default; every table on its codes, PrivSyn's
+#: consistency and norm-sub) and ``hierarchical`` (pairs measured on merged codes, estimated by
+#: :func:`estimation.hierarchical_estimate`).
+ESTIMATORS = ("consistency", "hierarchical")
+
+#: Default ``pair_values`` (AGEP's 100 one-year codes -> 20 five-year groups).
+DEFAULT_PAIR_VALUES = 20
+
+#: Largest ``pair_values``.
+MAX_PAIR_VALUES = 1 << 20
 
 
 # --------------------------------------------------------------------------------------------
@@ -481,18 +502,24 @@ class PrivSyn:
     Hyperparameters: ``split_select`` (share of epsilon for the selection), ``max_pairs`` (cap
     on the selected 2-way marginals; None = no cap), ``select_rule`` (``densemarg`` or
     ``top``), ``gum_rounds`` and ``gum_alpha`` (GUM's rounds and initial step),
-    ``consistency_rounds``.
+    ``consistency_rounds``, ``estimator`` (``consistency``, the default: every table on its
+    codes, PrivSyn's consistency and norm-sub; ``hierarchical``: the 2-way tables are selected
+    and measured on merged codes, a column of more than ``pair_values`` values merging
+    ``ceil(k / pair_values)`` consecutive codes, and :mod:`.estimation` makes all tables
+    consistent; ``consistency_rounds`` is then not used) and ``pair_values`` (used by the
+    ``hierarchical`` estimator only).
     """
 
     type = "privsyn"
     #: ``fit(rows, domain, rand, counts=...)`` fits on record types
     FITS_TYPES = True
     HYPERPARAMETERS = ("split_select", "max_pairs", "select_rule", "gum_rounds", "gum_alpha",
-                       "consistency_rounds")
+                       "consistency_rounds", "estimator", "pair_values")
 
     def __init__(self, epsilon: float, split_select: float = 0.1, max_pairs: int | None = None,
                  select_rule: str = "densemarg", gum_rounds: int = 6, gum_alpha: float = 1.0,
-                 consistency_rounds: int = 10) -> None:
+                 consistency_rounds: int = 10, estimator: str = "consistency",
+                 pair_values: int = 20) -> None:  # = DEFAULT_PAIR_VALUES
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) \
                 or not math.isfinite(epsilon) or epsilon <= 0:
             raise ValueError(f"privsyn: epsilon must be a finite number > 0, got {epsilon!r}")
@@ -515,6 +542,13 @@ class PrivSyn:
             raise ValueError("privsyn: consistency_rounds must be an integer in 0..1000, got "
                              f"{consistency_rounds!r}")
         self.consistency_rounds = int(consistency_rounds)
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"privsyn: estimator must be one of {list(ESTIMATORS)}, got {estimator!r}")
+        self.estimator = estimator
+        if not _is_int(pair_values) or not 2 <= pair_values <= MAX_PAIR_VALUES:
+            raise ValueError(f"privsyn: pair_values must be an integer in 2..{MAX_PAIR_VALUES}, got "
+                             f"{pair_values!r}")
+        self.pair_values = int(pair_values)
         self.selected: list[tuple[int, int]] | None = None  # set by fit (last fitted selection)
 
     # -- protocol -------------------------------------------------------------------------
@@ -529,10 +563,18 @@ class PrivSyn:
         return exact.float_down(exact.dec(self.epsilon) - exact.binary(self.epsilon_select))
 
     def hyperparameters(self) -> dict[str, Any]:
-        """Constructor keyword arguments (round-trip: ``PrivSyn(eps, **hyperparameters())``)."""
-        return {"split_select": self.split_select, "max_pairs": self.max_pairs,
-                "select_rule": self.select_rule, "gum_rounds": self.gum_rounds,
-                "gum_alpha": self.gum_alpha, "consistency_rounds": self.consistency_rounds}
+        """Constructor keyword arguments (round-trip: ``PrivSyn(eps, **hyperparameters())``).
+        ``estimator`` and ``pair_values`` (added in dpbundle 0.3) are listed only when not at
+        their defaults, so the default generator's dictionary is what it always was."""
+        hp: dict[str, Any] = {"split_select": self.split_select, "max_pairs": self.max_pairs,
+                              "select_rule": self.select_rule, "gum_rounds": self.gum_rounds,
+                              "gum_alpha": self.gum_alpha,
+                              "consistency_rounds": self.consistency_rounds}
+        if self.estimator != "consistency":
+            hp["estimator"] = self.estimator
+        if self.pair_values != DEFAULT_PAIR_VALUES:
+            hp["pair_values"] = self.pair_values
+        return hp
 
     def privacy_map(self, d_in: int) -> float:
         """Change-one distance -> epsilon: d_in * epsilon (pure DP, group privacy)."""
@@ -561,13 +603,20 @@ class PrivSyn:
         if n > MAX_ROWS:
             raise ValueError(f"privsyn: at most {MAX_ROWS} records, got {n}")
 
+        # ---- pairs measured on merged codes (hierarchical estimator; public rule) ----
+        hier = self.estimator == "hierarchical"
+        factors = [estimation.merge_factor(k, self.pair_values) if hier else 1 for k in dom]
+        pdom = tuple(estimation.merged_size(k, g) for k, g in zip(dom, factors))
+        pcodes = codes if not hier else np.stack(
+            [estimation.merge_codes(codes[:, j], factors[j]) for j in range(d)], axis=1)
+
         # ---- selection (eps_sel): one Laplace vector draw on the K InDif scores ----
         pairs = candidate_pairs(dom)
         tables: dict[tuple[int, ...], np.ndarray] = {}
         noisy_scores = np.zeros(0)
         if pairs:
             for a, b in pairs:
-                tables[(a, b)] = pair_table(codes, dom, a, b, weights)
+                tables[(a, b)] = pair_table(pcodes, pdom, a, b, weights)
             true = np.array([indif_score(indif_numerator(tables[p]), n) for p in pairs],
                             dtype=np.float64)
             noisy_scores = np.asarray(rand.laplace(
@@ -575,14 +624,14 @@ class PrivSyn:
                 purpose="privsyn: InDif scores of all candidate pairs"), dtype=np.float64)
         ones = [(j,) for j in range(d) if dom[j] >= 2]
         eps_meas = self.epsilon_measure
-        chosen = select_pairs(noisy_scores, [dom[a] * dom[b] for a, b in pairs],
+        chosen = select_pairs(noisy_scores, [pdom[a] * pdom[b] for a, b in pairs],
                               [dom[j] for (j,) in ones], eps_meas,
                               max_pairs=self.max_pairs, rule=self.select_rule)
         selected = [pairs[i] for i in chosen]
 
         # ---- measurements (eps_meas): 1-ways, then the selected pairs ----
         attrs: list[tuple[int, ...]] = ones + selected
-        cells = [math.prod(dom[j] for j in a) for a in attrs]
+        cells = [dom[a[0]] if len(a) == 1 else pdom[a[0]] * pdom[a[1]] for a in attrs]
         shares = allocate(eps_meas, cells)
         noisy, scales = [], []
         for a, e in zip(attrs, shares):
@@ -591,12 +640,18 @@ class PrivSyn:
                 what = f"privsyn: 1-way marginal of column {a[0]}"
             else:
                 t = tables.get(a)
-                true_t = (t if t is not None else pair_table(codes, dom, *a, weights)).reshape(-1)
+                true_t = (t if t is not None else pair_table(pcodes, pdom, *a, weights)).reshape(-1)
                 what = f"privsyn: 2-way marginal of columns {list(a)}"
+                if factors[a[0]] > 1 or factors[a[1]] > 1:
+                    what += f" (codes merged {factors[a[0]]} and {factors[a[1]]} at a time)"
             out = rand.laplace(true_t, sensitivity=COUNT_SENSITIVITY, epsilon=e, purpose=what,
                                integer=True)
-            noisy.append(np.asarray(out, dtype=np.float64).reshape([dom[j] for j in a]))
+            shape = [dom[a[0]]] if len(a) == 1 else [pdom[j] for j in a]
+            noisy.append(np.asarray(out, dtype=np.float64).reshape(shape))
             scales.append(COUNT_SENSITIVITY / e)
+        if hier:
+            self.selected = list(selected)
+            return self._hierarchical_model(dom, factors, attrs, noisy, scales, n, selected)
 
         # ---- post-processing: consistency, distributions ----
         tabs = consistent_tables(noisy, attrs, scales, float(n), self.consistency_rounds)
@@ -614,6 +669,24 @@ class PrivSyn:
         return PrivSynModel(domain=dom, oneways=oneways, marginals=margs,
                             gum_rounds=self.gum_rounds, gum_alpha=self.gum_alpha,
                             selected=list(selected))
+
+    def _hierarchical_model(self, dom: tuple[int, ...], factors: list[int],
+                               attrs: list[tuple[int, ...]], noisy: list[np.ndarray],
+                               scales: list[float], n: int,
+                               selected: list[tuple[int, int]]) -> PrivSynModel:
+        """The ``hierarchical`` estimator's model (post-processing of the noisy tables, their
+        public scales, the domain and n): :func:`estimation.hierarchical_estimate`."""
+        ones, ones_var, pairs = {}, {}, []
+        for a, t, b in zip(attrs, noisy, scales):
+            if len(a) == 1:
+                ones[a[0]], ones_var[a[0]] = t, 2.0 * b * b
+            else:
+                pairs.append(estimation.PairMeasurement(a, t, (factors[a[0]], factors[a[1]]), 2.0 * b * b))
+        fine1, fine2 = estimation.hierarchical_estimate(dom, ones, ones_var, pairs, factors, float(n))
+        oneways = [_distribution(t) if k >= 2 else np.ones(1) for t, k in zip(fine1, dom)]
+        margs = [(m.cols, _distribution(t)) for m, t in zip(pairs, fine2)]
+        return PrivSynModel(domain=dom, oneways=oneways, marginals=margs, gum_rounds=self.gum_rounds,
+                            gum_alpha=self.gum_alpha, selected=list(selected))
 
 
 def grid_problems(grid: dict) -> list[str]:
