@@ -205,10 +205,9 @@ def release(spec: "PathLike | dict | Spec | None" = None, data: "PathLike | pd.D
     if echo:
         transcript_path, warnings = run_release(request), []
     else:
-        with output.logged() as route:
+        with output.logged(on_warning=_issue_now) as route:
             transcript_path = run_release(request)
         warnings = route.warnings
-        _issue_warnings(warnings)
     try:
         from dpbundle.audit import open_bundle
 
@@ -225,13 +224,19 @@ class DpbundleWarning(UserWarning):
     """A warning of a release run from Python (the command line prints the same text)."""
 
 
-def _issue_warnings(messages: list[str]) -> None:
-    """Each message through Python's ``warnings`` (shown once per message by the default
-    filter; a notebook shows it under the cell), attributed to the caller of release()."""
+def _issue_now(message: str) -> None:
+    """One warning of a running release, issued at once through Python's ``warnings`` (a run
+    that may take long, e.g. with stop probability 0, says so before it starts), attributed to
+    the first caller outside dpbundle."""
+    import sys
     import warnings as _warnings
 
-    for message in dict.fromkeys(messages):
-        _warnings.warn(DpbundleWarning(message), stacklevel=3)
+    level, frame, caller = 1, sys._getframe(0), 2
+    while frame is not None:          # the caller of the outermost release() on the stack
+        if frame.f_code is release.__code__:
+            caller = level + 1
+        frame, level = frame.f_back, level + 1
+    _warnings.warn(DpbundleWarning(message), stacklevel=caller)
 
 
 def _request_options(spec: Any, data: Any, options: dict, request: Any) -> tuple[Any, Any, dict]:

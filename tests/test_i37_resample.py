@@ -171,3 +171,30 @@ def test_the_spec_total_and_formula():
     assert budget_formula(doc) == "count 0.02 + generation 0.94 (fitted once) + 2 x criteria 0.02 = 1"
     doc["privacy"]["selection"] = {"stop_probability": 0.05}
     assert budget_total(doc) == Fraction("0.02") + 2 * (Fraction("0.94") + Fraction("0.02"))
+
+
+def test_the_python_api_warns_before_a_run_that_may_never_end_starts(tmp_path, monkeypatch):
+    """Stop probability 0 and no sweep estimate: the warning reaches the caller (attributed to
+    its line) before the private selection starts, not when the run ends."""
+    import warnings
+
+    import dpbundle.release.scheme.selection as selection
+    from dpbundle.release.api import DpbundleWarning, release
+    from dpbundle.release.bundle import keys
+
+    seen: list = []
+
+    def stop_here(*_a, **_k):
+        seen.extend(caught)
+        raise KeyboardInterrupt
+
+    keys.write_keypair(tmp_path / "k")
+    spec = fx.fast_spec(tmp_path / "spec.yaml")
+    data = fx.example_registry(tmp_path / "births.csv", 500, 3)
+    monkeypatch.setattr(selection, "select", stop_here)
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(BaseException):
+        warnings.simplefilter("always")
+        release(spec, data, out=tmp_path / "b", key=tmp_path / "k.key", ledger=tmp_path / "l.jsonl")
+    early = [w for w in seen if issubclass(w.category, DpbundleWarning)]
+    assert any("may never end" in str(w.message) for w in early), [str(w.message) for w in seen]
+    assert all(w.filename == __file__ for w in early), {w.filename for w in early}

@@ -16,7 +16,7 @@ import logging
 import sys
 import threading
 from contextvars import ContextVar
-from typing import Any, Iterator, NoReturn, Optional
+from typing import Any, Callable, Iterator, NoReturn, Optional
 
 from rich.console import Console
 from rich.text import Text
@@ -66,13 +66,27 @@ def log_console(logger: logging.Logger = LOG, level: int = logging.INFO, kept: O
                    force_terminal=False, force_interactive=False, force_jupyter=False)
 
 
+class _Kept(list):
+    """The WARNING messages of a run, in order; ``hook`` is told each one as it is kept (the
+    Python API issues it at once, so that a long run's warnings show before it ends)."""
+
+    def __init__(self, hook: Optional[Callable[[str], None]] = None):
+        super().__init__()
+        self.hook = hook
+
+    def append(self, message: str) -> None:
+        super().append(message)
+        if self.hook is not None:
+            self.hook(message)
+
+
 class LogRoute:
     """Where a :func:`logged` run's output goes: ``console`` (INFO), ``stderr`` (WARNING) and
     the WARNING messages, in order (``warnings``)."""
 
-    def __init__(self, logger: logging.Logger = LOG):
+    def __init__(self, logger: logging.Logger = LOG, on_warning: Optional[Callable[[str], None]] = None):
         self.logger = logger
-        self.warnings: list[str] = []
+        self.warnings: list[str] = _Kept(on_warning)
         self.console = log_console(logger)
         self.stderr = _LogWriter(logger, logging.WARNING, self.warnings)
 
@@ -115,11 +129,13 @@ _switch_users = 0
 
 
 @contextlib.contextmanager
-def logged(logger: logging.Logger = LOG) -> Iterator[LogRoute]:
+def logged(logger: logging.Logger = LOG,
+           on_warning: Optional[Callable[[str], None]] = None) -> Iterator[LogRoute]:
     """Inside, this thread's release output (the consoles, ``say``/``warn`` and what is printed
-    to ``sys.stderr``) goes to ``logger``; yields the :class:`LogRoute` (its ``warnings``)."""
+    to ``sys.stderr``) goes to ``logger``; yields the :class:`LogRoute` (its ``warnings``, each
+    also handed to ``on_warning`` as it comes)."""
     global _switch_users
-    route = LogRoute(logger)
+    route = LogRoute(logger, on_warning)
     token = _ROUTE.set(route)
     with _switch_lock:
         if _switch_users == 0 and not isinstance(sys.stderr, _StderrSwitch):

@@ -77,7 +77,9 @@ def choose_stop(spec, option: Optional[str], estimates):
              "none can" + (" (the list's sweep estimates allow --stop-probability auto, which ends "
                            "every run)" if acc is not None else
                            "; pass --configs with the narrowed.yaml of `dpbundle sweep` and "
-                           "--stop-probability auto"))
+                           "--stop-probability auto, or a stop probability above 0 (e.g. 0.01: about "
+                           "100 attempts expected if nothing can pass), which ends every run at no "
+                           "extra epsilon"))
     if plan.p_mean is None:
         warn("no sweep estimate of the acceptance for these configurations (pass --configs with the "
              "narrowed.yaml of `dpbundle sweep`): the run may take many attempts")
