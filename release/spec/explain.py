@@ -287,6 +287,12 @@ GENERATORS: dict[str, TypeDoc] = {
             Param("gum_alpha", "GUM's first step in (0, 1] (halved every 2 rounds)",
                   default=1.0),
             Param("consistency_rounds", "rounds of consistency and norm-sub", default=10),
+            Param("estimator", "consistency (PrivSyn's weighted averaging and norm-sub) or "
+                  "hierarchical (pairs scored and measured on merged codes of wide columns, 1-ways "
+                  "combined by inverse variance, pairs raked to them; mechanisms/estimation.py)",
+                  default="consistency"),
+            Param("pair_values", "hierarchical estimator: in 2-way tables a column of k > "
+                  "pair_values values is merged ceil(k / pair_values) codes at a time", default=20),
         )),
     "mst_pure": TypeDoc(
         "Native pure-DP MST (McKenna, Miklau & Sheldon 2021, with Laplace noise): noisy 1-way "
