@@ -17,7 +17,8 @@ rho whose (epsilon, delta = 1e-9) conversion (Canonne, Kamath & Steinke 2020) is
     python benchmarks/bench_acs_kmarginal.py DATA_DIR [--states ma,tx] [--totals 1,10]
         [--reps 3] [--aim] [--aim-zcdp] [--spec examples/acs-excerpt-eps1.yaml]
 
-Prints one markdown table (mean, min and max of the reps, seconds per release) and the
+Prints one markdown table (mean, min and max of the reps, seconds per release; a run that
+released nothing is counted beside the releases and replaced, at most --reps such runs) and the
 command's environment; nothing private is printed (the excerpts are public).
 """
 from __future__ import annotations
@@ -68,27 +69,34 @@ def _spec_for(spec_path: Path, total: float) -> dict:
     return spec
 
 
-def release_scores(spec: dict, data: Path, target, dictionary, reps: int) -> tuple[list[float], list[float]]:
-    """(k-marginal of each release's data.csv, seconds of each release)."""
+def release_scores(spec: dict, data: Path, target, dictionary, reps: int) -> tuple[list[float], list[float], int]:
+    """(k-marginal of each release's data.csv, seconds of each run, runs that released
+    nothing): ``reps`` releases are made; a run that releases nothing (its stop draw ended the
+    selection) is counted and another run is made, at most ``reps`` such runs in all."""
     import pandas as pd
 
     from dpbundle.release.api import DpbundleWarning, release
     from dpbundle.release.bundle import keys
+    from dpbundle.release.errors import ReleaseFailed
 
-    scores, times = [], []
-    for _ in range(reps):
+    scores, times, nothing = [], [], 0
+    while len(scores) < reps and nothing < reps:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             keys.write_keypair(tmp / "k")
             t0 = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DpbundleWarning)
-                release(spec, data, out=tmp / "b", key=tmp / "k.key", ledger=tmp / "ledger.jsonl",
-                        transcript=tmp / "t.jsonl")
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DpbundleWarning)
+                    release(spec, data, out=tmp / "b", key=tmp / "k.key", ledger=tmp / "ledger.jsonl",
+                            transcript=tmp / "t.jsonl")
+            except ReleaseFailed:
+                nothing += 1
+                continue
             times.append(time.perf_counter() - t0)
             synth = pd.read_csv(tmp / "b" / "data.csv", dtype=str, keep_default_na=False)
             scores.append(kmarginal(target, synth, DEFAULT_FEATURES, {"AGEP": dictionary["AGEP"]}))
-    return scores, times
+    return scores, times, nothing
 
 
 def _codes(target, dictionary):
@@ -175,8 +183,12 @@ def aim_zcdp_scores(target, dictionary, rho: float, reps: int) -> tuple[list[flo
     return scores, times
 
 
-def _row(state: str, total: float, what: str, scores: list[float], times: list[float]) -> str:
-    return (f"| {state.upper()} | {total:g} | {what} | {len(scores)} | {statistics.mean(scores):.1f} | "
+def _row(state: str, total: float, what: str, scores: list[float], times: list[float],
+         nothing: int | None = None) -> str:
+    runs = f"{len(scores)}" if nothing is None else f"{len(scores)} (+{nothing} released nothing)"
+    if not scores:
+        return f"| {state.upper()} | {total:g} | {what} | {runs} | - | - | - | - |"
+    return (f"| {state.upper()} | {total:g} | {what} | {runs} | {statistics.mean(scores):.1f} | "
             f"{min(scores):.1f} | {max(scores):.1f} | {statistics.mean(times):.1f} |")
 
 
