@@ -1,6 +1,7 @@
 """All randomness of a release: OpenDP noise, recorded post-processing seeds, and replay.
 
-Record mode: every DP release goes through OpenDP 0.16's exact samplers (OS randomness), and
+Record mode: every DP release goes through OpenDP 0.16's exact samplers (OS randomness: the
+Laplace and report-noisy-max under pure DP, the Gaussian under zCDP), and
 every post-processing random generator is seeded from :mod:`secrets`; each step appends a
 JSON-able record to a :class:`Transcript`. Replay mode walks the records of a recorded run
 instead: it re-checks what the code asks for (kind, purpose, sensitivity, epsilon, scale, the
@@ -32,9 +33,11 @@ __all__ = [
     "ReplayMismatch",
     "PathDivergence",
     "laplace_measurement",
+    "gaussian_measurement",
     "noisy_max_measurement",
     "calibrated_laplace_scale",
     "calibrated_exponential_scale",
+    "calibrated_gaussian_scale",
     "map_distance",
     "to_jsonable",
     "write_transcript_file",
@@ -252,6 +255,22 @@ def laplace_measurement(scale: float, vector: bool, integer: bool = False):
     return dp.m.make_laplace(atom, dp.absolute_distance(T=T), scale)
 
 
+def gaussian_measurement(scale: float, vector: bool, integer: bool = True):
+    """OpenDP Gaussian under ``zero_concentrated_divergence``: scalar on (atom_domain,
+    absolute_distance), vector on (vector_domain, l2_distance), the *distance type f64* in
+    both (OpenDP lets the sensitivity's type differ from the data's, so an L2 sensitivity such
+    as sqrt(2) on an integer vector is a float, not rounded up to an integer).
+
+    ``integer=True``: the discrete Gaussian (Canonne, Kamath & Steinke 2020) on i64 values,
+    standard deviation parameter ``scale``; ``integer=False``: f64 values, OpenDP's default
+    (finest) noise granularity."""
+    dp = _dp()
+    atom = dp.atom_domain(T="i64") if integer else dp.atom_domain(T=float, nan=False)
+    if vector:
+        return dp.m.make_gaussian(dp.vector_domain(atom), dp.l2_distance(T=float), scale)
+    return dp.m.make_gaussian(atom, dp.absolute_distance(T=float), scale)
+
+
 def noisy_max_measurement(scale: float):
     """OpenDP report-noisy-max on (vector_domain, non-monotonic linf), max_divergence.
 
@@ -298,17 +317,22 @@ def _check_budget(sensitivity: float, epsilon: float) -> tuple[float, float]:
     """(sensitivity, epsilon) as floats: epsilon finite > 0, sensitivity finite >= 0, neither
     a boolean. The epsilon is the float handed to OpenDP; calibration keeps OpenDP's map within
     ``exact.spendable(epsilon)`` (the smaller of its binary and its decimal value)."""
-    if isinstance(sensitivity, (bool, np.bool_)) or isinstance(epsilon, (bool, np.bool_)):
-        raise ValueError(f"sensitivity and epsilon must be numbers, got {sensitivity!r}, {epsilon!r}")
+    return _check_numbers(sensitivity, epsilon, "epsilon")
+
+
+def _check_numbers(sensitivity: float, budget: float, name: str) -> tuple[float, float]:
+    """(sensitivity, budget) as floats; ``name`` ("epsilon" or "rho") names the budget."""
+    if isinstance(sensitivity, (bool, np.bool_)) or isinstance(budget, (bool, np.bool_)):
+        raise ValueError(f"sensitivity and {name} must be numbers, got {sensitivity!r}, {budget!r}")
     try:
         s = float(sensitivity)
-        e = float(epsilon)
+        e = float(budget)
     except (TypeError, ValueError):
         raise ValueError(
-            f"sensitivity and epsilon must be numbers, got {sensitivity!r}, {epsilon!r}"
+            f"sensitivity and {name} must be numbers, got {sensitivity!r}, {budget!r}"
         ) from None
     if not math.isfinite(e) or e <= 0:
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        raise ValueError(f"{name} must be a finite number > 0, got {budget!r}")
     if not math.isfinite(s) or s < 0:
         raise ValueError(f"sensitivity must be a finite number >= 0, got {sensitivity!r}")
     return s, e
@@ -364,6 +388,65 @@ def calibrated_exponential_scale(sensitivity: float, epsilon: float) -> float:
     return _calibrated_noisy_max(s, e)[0]
 
 
+def _check_rho(sensitivity: float, rho: float) -> tuple[float, float]:
+    """(sensitivity, rho) as floats, checked as :func:`_check_budget` checks an epsilon."""
+    return _check_numbers(sensitivity, rho, "rho")
+
+
+def _min_gaussian_scale(d: Fraction, target: Fraction) -> float:
+    """The smallest float ``sigma`` with ``d^2 / (2 sigma^2) <= target``, i.e. with
+    ``sigma^2 >= d^2 / (2 target)``, decided on rationals (a float's square is exact as a
+    Fraction)."""
+    q = d * d / (2 * target)
+    if q == 0:
+        return 0.0
+    sigma = float(math.sqrt(float(q)))
+    while Fraction(sigma) ** 2 < q:
+        sigma = math.nextafter(sigma, math.inf)
+    while sigma > 0 and Fraction(math.nextafter(sigma, 0.0)) ** 2 >= q:
+        sigma = math.nextafter(sigma, 0.0)
+    return sigma
+
+
+@functools.lru_cache(maxsize=1024)
+def _calibrated_gaussian(s: float, r: float, vector: bool, integer: bool):
+    """Cached (scale, measurement) for the Gaussian mechanism under zCDP.
+
+    Derivation. OpenDP's zCDP map of ``make_gaussian`` at input distance ``d`` is
+    ``(d / scale)^2 / 2`` (CKS20 for the discrete Gaussian on integer vectors: for a shift
+    ``Delta`` the Renyi divergence of every order ``a`` is at most ``a ||Delta||_2^2 / (2
+    scale^2)``, the same bound as the continuous Gaussian), evaluated with upward rounding,
+    so it is at least the exact value. The L2 distance is a float here
+    (:func:`gaussian_measurement`), so a non-integer sensitivity is handed over as it is; like
+    the Laplace, the map is checked at ``d = map_distance(s)``, the next float above ``s``
+    (for ``s = sqrt(2)``: ``fl(sqrt 2)`` is already above the real sqrt(2), and ``d`` is one ulp
+    higher still; every real sensitivity that rounds to ``s`` is below ``d``). A rho-zCDP
+    guarantee at distance ``d`` holds at every smaller distance (the map is increasing in
+    ``d``), so the release is rho-zCDP for neighbours whose true values differ by at most the
+    real sensitivity in L2. With ``target = exact.spendable(r)``, the start is the smallest
+    float ``scale`` with the *exact* map ``binary(d)^2 / (2 scale^2) <= target``
+    (:func:`_min_gaussian_scale`): every smaller float has an exact map above the target, and
+    OpenDP's rounded map is no smaller, so it is above too. The start is nudged up by ulps
+    until ``binary(OpenDP's map(d)) <= target`` (a few ulps at most: OpenDP's rounding). The
+    result is the smallest float scale whose OpenDP map at ``d`` is ``<= target``."""
+    d_in = map_distance(s)
+    target = exact.spendable(r)
+    start = _min_gaussian_scale(exact.binary(d_in), target)
+    return _nudge(start, lambda sc: gaussian_measurement(sc, vector, integer), d_in, target,
+                  "Gaussian")
+
+
+def calibrated_gaussian_scale(sensitivity: float, rho: float, integer: bool = True,
+                              vector: bool = True) -> float:
+    """Smallest float scale (standard deviation) whose OpenDP Gaussian zCDP map at
+    ``map_distance(sensitivity)`` (the next float above the L2 sensitivity) is ``<=
+    exact.spendable(rho)`` exactly (so ``>= sensitivity / sqrt(2 rho)``). The map does not
+    depend on ``vector`` (scalar and vector measurements calibrate alike); it is a parameter
+    for symmetry with :func:`calibrated_laplace_scale`."""
+    s, r = _check_rho(sensitivity, rho)
+    return _calibrated_gaussian(s, r, bool(vector), bool(integer))[0]
+
+
 # --------------------------------------------------------------------------- Randomness
 
 
@@ -391,28 +474,30 @@ def _call_of(rec: dict) -> tuple[str, str]:
     return (kind if isinstance(kind, str) else "unknown", what if isinstance(what, str) else "?")
 
 
-def _laplace_true(true_value: Any, purpose: str, integer: bool) -> tuple[tuple | None, Any]:
-    """The checked true value of a Laplace call: (shape or ``None`` for a scalar, record value)."""
+def _laplace_true(true_value: Any, purpose: str, integer: bool,
+                  kind: str = "laplace") -> tuple[tuple | None, Any]:
+    """The checked true value of a Laplace (or ``kind``) call: (shape or ``None`` for a scalar,
+    record value)."""
     if np.ndim(true_value) > 0:
         arr = np.asarray(true_value)
-        return arr.shape, _laplace_true_array(arr, purpose, integer)
-    return None, _laplace_true_scalar(true_value, purpose, integer)
+        return arr.shape, _laplace_true_array(arr, purpose, integer, kind)
+    return None, _laplace_true_scalar(true_value, purpose, integer, kind)
 
 
-def _laplace_true_array(arr: np.ndarray, purpose: str, integer: bool) -> list:
+def _laplace_true_array(arr: np.ndarray, purpose: str, integer: bool, kind: str = "laplace") -> list:
     """The flat record list of an array true value (numeric, finite, integral if ``integer``)."""
-    kind_name = "integer laplace" if integer else "laplace"
+    kind_name = f"integer {kind}" if integer else kind
     if arr.size == 0:
-        raise ValueError(f"laplace {purpose!r}: the true value is an empty array")
+        raise ValueError(f"{kind} {purpose!r}: the true value is an empty array")
     if arr.dtype.kind not in "biuf":
-        raise ValueError(f"laplace {purpose!r}: the true value must be numeric, got {arr.dtype}")
+        raise ValueError(f"{kind} {purpose!r}: the true value must be numeric, got {arr.dtype}")
     if integer and arr.dtype.kind in "biu":
         if arr.dtype.kind == "u" and arr.size and arr.max() >= 2**62:
             raise ValueError(f"{kind_name} {purpose!r}: the true values are too large")
         return arr.astype(np.int64).reshape(-1).tolist()
     arr = arr.astype(np.float64)
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"laplace {purpose!r}: the true value has non-finite entries")
+        raise ValueError(f"{kind} {purpose!r}: the true value has non-finite entries")
     if integer:
         if not np.all(arr == np.floor(arr)) or np.any(np.abs(arr) >= 2.0**53):
             raise ValueError(f"{kind_name} {purpose!r}: the true values must be integers")
@@ -420,15 +505,16 @@ def _laplace_true_array(arr: np.ndarray, purpose: str, integer: bool) -> list:
     return arr.reshape(-1).tolist()
 
 
-def _laplace_true_scalar(true_value: Any, purpose: str, integer: bool) -> int | float:
+def _laplace_true_scalar(true_value: Any, purpose: str, integer: bool,
+                         kind: str = "laplace") -> int | float:
     """The record value of a scalar true value (a finite number, an integer if ``integer``)."""
-    kind_name = "integer laplace" if integer else "laplace"
+    kind_name = f"integer {kind}" if integer else kind
     try:
         tv = float(true_value)
     except (TypeError, ValueError):
-        raise ValueError(f"laplace {purpose!r}: true value {true_value!r} is not a number") from None
+        raise ValueError(f"{kind} {purpose!r}: true value {true_value!r} is not a number") from None
     if not math.isfinite(tv):
-        raise ValueError(f"laplace {purpose!r}: true value {tv!r} is not finite")
+        raise ValueError(f"{kind} {purpose!r}: true value {tv!r} is not finite")
     if integer:
         if tv != math.floor(tv) or abs(tv) >= 2.0**62:
             raise ValueError(f"{kind_name} {purpose!r}: the true value {tv!r} is not an integer")
@@ -671,9 +757,16 @@ class Randomness:
 
     def _frozen_laplace(self, record: dict, shape: tuple | None, integer: bool) -> Any:
         """Frozen mode: ``record`` (this run's own) gets the recorded output, which is returned."""
-        i, rec = self._follow("laplace", record["purpose"])
+        return self._frozen_additive("laplace", "epsilon", record, shape, integer)
+
+    def _frozen_additive(self, kind: str, budget: str, record: dict, shape: tuple | None,
+                         integer: bool) -> Any:
+        """Frozen mode of an additive-noise call (``laplace`` or ``gaussian``; ``budget``: the
+        record's epsilon or rho field): ``record`` (this run's own) gets the recorded output,
+        which is returned."""
+        i, rec = self._follow(kind, record["purpose"])
         self._diverge_if(rec.get("mechanism") != record["mechanism"], i, rec, "mechanism", "mechanism")
-        self._diverge_if(rec.get("epsilon") != record["epsilon"], i, rec, "epsilon", "epsilon")
+        self._diverge_if(rec.get(budget) != record[budget], i, rec, budget, budget)
         mine, theirs = record["true"], rec.get("true")
         self._diverge_if(isinstance(mine, list) != isinstance(theirs, list)
                          or (isinstance(mine, list) and len(mine) != len(theirs))
@@ -731,13 +824,20 @@ class Randomness:
 
     def _replayed_laplace(self, base: dict, shape: tuple | None, integer: bool) -> Any:
         """Replay mode: check the call against the next record and return its recorded output."""
+        return self._replayed_additive("laplace", "epsilon", base, shape, integer)
+
+    def _replayed_additive(self, kind: str, budget: str, base: dict, shape: tuple | None,
+                           integer: bool) -> Any:
+        """Replay mode of an additive-noise call (``laplace`` or ``gaussian``; ``budget``: the
+        record's epsilon or rho field): check the call against the next record and return its
+        recorded output."""
         purpose, true_rec = base["purpose"], base["true"]
-        i, rec = self._next("laplace", purpose)
-        self._expect(i, rec, "laplace", purpose, "sensitivity", base["sensitivity"], "sensitivity")
-        self._expect(i, rec, "laplace", purpose, "epsilon", base["epsilon"], "epsilon")
-        self._expect(i, rec, "laplace", purpose, "scale", base["scale"], "noise scale")
-        self._expect_true(i, rec, "laplace", purpose, true_rec)
-        self._expect(i, rec, "laplace", purpose, "mechanism", base["mechanism"], "mechanism")
+        i, rec = self._next(kind, purpose)
+        self._expect(i, rec, kind, purpose, "sensitivity", base["sensitivity"], "sensitivity")
+        self._expect(i, rec, kind, purpose, budget, base[budget], budget)
+        self._expect(i, rec, kind, purpose, "scale", base["scale"], "noise scale")
+        self._expect_true(i, rec, kind, purpose, true_rec)
+        self._expect(i, rec, kind, purpose, "mechanism", base["mechanism"], "mechanism")
         noisy = rec.get("noisy")
         num = int if integer else (int, float)
         ok = (isinstance(noisy, list) and len(noisy) == len(true_rec)
@@ -745,7 +845,7 @@ class Randomness:
             if shape is not None else (isinstance(noisy, num) and not isinstance(noisy, bool))
         if not ok:
             raise ReplayMismatch(
-                f"transcript record {i} ({_where(rec, 'laplace', purpose)}), field 'noisy': "
+                f"transcript record {i} ({_where(rec, kind, purpose)}), field 'noisy': "
                 "the recorded output is malformed", index=i, purpose=purpose, field="noisy")
         dtype = np.int64 if integer else np.float64
         out: Any = np.asarray(noisy, dtype=dtype).reshape(shape) if shape is not None else \
@@ -754,7 +854,8 @@ class Randomness:
         return out
 
     def _fresh_laplace(self, base: dict, meas, shape: tuple | None, integer: bool) -> Any:
-        """Record mode: draw the noise with the OpenDP measurement and record the call."""
+        """Record mode: draw the noise with the OpenDP measurement and record the call (any
+        additive-noise measurement: Laplace or Gaussian)."""
         conv = int if integer else float
         if shape is not None:
             noisy_list = [conv(v) for v in meas(base["true"])]
@@ -765,6 +866,44 @@ class Randomness:
             noisy_rec = out
         self._emit(_with_shape({**base, "noisy": noisy_rec}, shape))
         return out
+
+    def gaussian(self, true_value: float | np.ndarray, *, sensitivity: float, rho: float,
+                 purpose: str, integer: bool = True) -> float | np.ndarray:
+        """Gaussian mechanism via OpenDP ``make_gaussian`` under ``zero_concentrated_divergence``:
+        ``true + N(0, scale^2)`` per coordinate, rho-zCDP.
+
+        Scalar: (atom_domain, absolute_distance); array: (vector_domain, l2_distance), the
+        distance type f64 (:func:`gaussian_measurement`), ``sensitivity`` the *L2* sensitivity
+        (a float: ``sqrt(2)`` for a count table under change-one, where one record leaves one
+        cell and enters another). ``scale`` (the standard deviation) is the smallest float whose
+        OpenDP zCDP map at the next float above ``sensitivity`` (:func:`map_distance`) is
+        ``<= exact.spendable(rho)`` in exact arithmetic (derivation in
+        :func:`_calibrated_gaussian`), so the release is rho-zCDP for neighbours whose true
+        values differ by at most ``sensitivity`` in L2, whether ``rho`` is read as a decimal
+        or as its binary value.
+
+        ``integer=True`` (the default, for counts): OpenDP's discrete Gaussian on i64 values
+        (mechanism ``opendp.make_gaussian/integer``); the true value must be integer-valued and
+        the output is an int (or an int64 array of the input's shape). ``integer=False``:
+        continuous values (``opendp.make_gaussian``), a float or float64 array. The sensitivity
+        need not be an integer either way.
+
+        Record: ``{"kind": "gaussian", "purpose", "mechanism", "sensitivity", "rho", "scale",
+        "true", "noisy"}`` (plus ``"shape"`` for a multi-dimensional array); replay and frozen
+        mode as for :meth:`laplace` (the recorded ``rho`` in place of ``epsilon``)."""
+        purpose = _check_purpose(purpose)
+        s, r = _check_rho(sensitivity, rho)
+        shape, true_rec = _laplace_true(true_value, purpose, integer, "gaussian")
+        scale, meas = _calibrated_gaussian(s, r, shape is not None, bool(integer))
+        mech = "opendp.make_gaussian/integer" if integer else "opendp.make_gaussian"
+        base = {"kind": "gaussian", "purpose": purpose, "mechanism": mech, "sensitivity": s,
+                "rho": r, "scale": scale, "true": true_rec}
+        if self._replay is not None:
+            return self._replayed_additive("gaussian", "rho", base, shape, integer)
+        if self._frozen is not None:
+            return self._frozen_additive("gaussian", "rho", _with_shape(dict(base), shape),
+                                         shape, integer)
+        return self._fresh_laplace(base, meas, shape, integer)
 
     def exponential(self, scores: np.ndarray, *, sensitivity: float, epsilon: float,
                     purpose: str) -> int:
