@@ -21,6 +21,17 @@ over **every** DP draw of the run (every attempt, the records-policy count inclu
     ``e = |z| / b`` exactly), so ``S = sum(e)`` is Gamma(N, 1); a two-sided test of ``S``
     catches noise scaled down (or up) far more powerfully than the shape test.
 
+* **Gaussian records** (zCDP; ``opendp.make_gaussian``, continuous normal noise of standard
+  deviation ``sigma``, and ``opendp.make_gaussian/integer``, the discrete Gaussian
+  ``P(z) ∝ exp(-z^2 / (2 sigma^2))`` on the integers): the same PIT (:func:`gaussian_pit`),
+  randomized for the discrete Gaussian with the same public stream of ``V``'s (one per
+  discrete coordinate, Laplace and Gaussian in transcript order); its CDF is computed exactly
+  from the normalised weights for ``sigma <= DISCRETE_EXACT_UPTO``, above as the normal CDF at
+  ``z + V - 1/2`` (the discrete Gaussian plus a uniform, which is within ``O(1 / sigma^2)`` of
+  normal). The ``u`` and ``e`` of the Gaussian coordinates join the Laplace ones in the two
+  pooled tests (``e = -log(2 min(u, 1 - u))`` is Exponential(1) whatever the continuous
+  distribution): the standardized noise against its declared distribution.
+
 * **report-noisy-max records** (``opendp.make_noisy_max`` under max-divergence: exponential
   noise of scale ``b`` added to each score, the index of the largest reported): a single choice
   says little, so the test is over the count ``X`` of choices that were *not* a top-scoring
@@ -35,7 +46,7 @@ over **every** DP draw of the run (every attempt, the records-policy count inclu
   is not recorded per draw), and seeds (post-processing; the replay re-uses them).
 
 Every record's scale must also be the one OpenDP calibration gives for its sensitivity and
-epsilon (``mechanisms.noise.calibrated_*_scale``): noise tested against a scale the record
+epsilon (rho for a Gaussian record) (``mechanisms.noise.calibrated_*_scale``): noise tested against a scale the record
 made up would prove nothing.
 
 **False alarms.** The three tests run at ``ALPHA / 3`` each (Bonferroni), so an honest
@@ -53,6 +64,7 @@ tested and the power against noise halved and against zero noise.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -60,7 +72,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["ALPHA", "PIT_SEED", "NoiseCheck", "check_noise", "NoiseRecordError",
-           "laplace_pit", "top_choice_probability"]
+           "laplace_pit", "gaussian_pit", "top_choice_probability"]
 
 ALPHA = 1e-6                     # false-alarm rate of the whole noise check, per audit
 TESTS = 3                        # shape (KS), scale (Gamma), report-noisy-max (Poisson-binomial)
@@ -69,6 +81,8 @@ ALPHA_EACH = ALPHA / TESTS       # Bonferroni
 PIT_SEED = int.from_bytes(hashlib.sha256(b"dpbundle-noise-check/1").digest(), "big")
 CONTINUOUS, DISCRETE = "opendp.make_laplace", "opendp.make_laplace/integer"
 NOISY_MAX = "opendp.make_noisy_max"
+GAUSS, GAUSS_DISCRETE = "opendp.make_gaussian", "opendp.make_gaussian/integer"
+DISCRETE_EXACT_UPTO = 1_000.0    # discrete Gaussian: exact CDF table up to this sigma
 MAX_POISSON_BINOMIAL = 100_000   # choices for the exact Poisson-binomial tail (normal beyond)
 CONTINUOUS_ABOVE = 1_000.0       # discrete scales above this are treated as continuous for power
 
@@ -124,6 +138,55 @@ def laplace_pit(z: np.ndarray, b: float, discrete: bool, v: np.ndarray | None = 
     return u, np.maximum(e, 0.0)
 
 
+@functools.lru_cache(maxsize=64)
+def _dgauss_table(sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(P(Z = -k), P(Z < -k)) for k = 0..M of the discrete Gaussian of parameter ``sigma``,
+    M = ceil(40 sigma) + 2 (the mass beyond is below e^-800); the weights are normalised over
+    -M..M. Both arrays are computed from the left tail, so small tail probabilities keep their
+    relative precision."""
+    m = int(math.ceil(40.0 * sigma)) + 2
+    k = np.arange(m, -1, -1, dtype=np.float64)          # M, M-1, ..., 0 (left tail first)
+    w = np.exp(-k * k / (2.0 * sigma * sigma))
+    norm = 2.0 * math.fsum(w) - 1.0                       # w[-1] = exp(0) = 1 counted once
+    p = w / norm
+    below = np.concatenate([[0.0], np.cumsum(p)[:-1]])   # P(Z < -k)
+    return p[::-1].copy(), below[::-1].copy()
+
+
+def gaussian_pit(z: np.ndarray, sigma: float, discrete: bool, v: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(u, e) of noise values ``z`` under the (discrete, for ``discrete``) Gaussian of standard
+    deviation parameter ``sigma``, as :func:`laplace_pit`: ``u`` the (randomized) PIT, ``e =
+    -log(2 min(u, 1 - u))`` computed from the smaller tail without cancellation."""
+    from scipy import special
+
+    z = np.asarray(z, dtype=np.float64)
+    if discrete and sigma <= DISCRETE_EXACT_UPTO:
+        assert v is not None
+        p_k, below_k = _dgauss_table(float(sigma))
+        az = np.abs(z)
+        inside = az < p_k.size
+        k = np.where(inside, az, 0).astype(np.int64)
+        pz = np.where(inside, p_k[k], 0.0)
+        lower = np.where(inside, below_k[k], 0.0)          # P(Z < -|z|) = P(Z > |z|)
+        # z <= 0: u = P(Z < z) + V P(z); z > 0: 1 - u = P(Z > z) + (1 - V) P(z)
+        small = np.where(z > 0, lower + (1.0 - v) * pz, lower + v * pz)
+        big = 1.0 - small
+        tail = np.minimum(small, big)
+        u = np.where(z > 0, big, small)
+        with np.errstate(divide="ignore"):
+            e = -math.log(2.0) - np.log(tail)
+        return u, np.maximum(e, 0.0)
+    if discrete:
+        assert v is not None
+        z = z + v - 0.5
+    x = z / sigma if sigma > 0 else np.where(z == 0, 0.0, np.sign(z) * np.inf)
+    log_tail = special.log_ndtr(-np.abs(x))
+    tail = np.exp(log_tail)
+    u = np.where(x < 0, tail, 1.0 - tail)
+    return u, np.maximum(-math.log(2.0) - log_tail, 0.0)
+
+
 def top_choice_probability(scores: np.ndarray, b: float) -> tuple[float, np.ndarray]:
     """(P, top) for report-noisy-max with Exponential(b) noise: the probability that a
     top-scoring candidate is chosen, and the boolean mask of the top candidates."""
@@ -163,12 +226,12 @@ def _where(i: int, rec: dict) -> str:
     return f"transcript record {i}{what}"
 
 
-def _numbers(x, integer: bool, where: str, name: str) -> np.ndarray:
+def _numbers(x, integer: bool, where: str, name: str, what: str = "discrete Laplace") -> np.ndarray:
     vals = x if isinstance(x, list) else [x]
     if not vals or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
         raise NoiseRecordError(f"{where}: field {name!r} is not a number or a list of numbers")
     if integer and not all(isinstance(v, int) for v in vals):
-        raise NoiseRecordError(f"{where}: field {name!r} of a discrete Laplace record is not integers")
+        raise NoiseRecordError(f"{where}: field {name!r} of a {what} record is not integers")
     arr = np.asarray(vals, dtype=np.float64)
     if not np.all(np.isfinite(arr)):
         raise NoiseRecordError(f"{where}: field {name!r} has a non-finite number")
@@ -178,26 +241,41 @@ def _numbers(x, integer: bool, where: str, name: str) -> np.ndarray:
 def _declared_scale(rec: dict, where: str, kind: str) -> float:
     """The record's scale, after checking it is OpenDP's calibration for its sensitivity and
     epsilon (NoiseRecordError otherwise)."""
-    from dpbundle.mechanisms.noise import calibrated_exponential_scale, calibrated_laplace_scale
+    from dpbundle.mechanisms.noise import (calibrated_exponential_scale, calibrated_gaussian_scale,
+                                           calibrated_laplace_scale)
 
-    b, s, e = rec.get("scale"), rec.get("sensitivity"), rec.get("epsilon")
-    for name, v in (("scale", b), ("sensitivity", s), ("epsilon", e)):
+    budget = "rho" if kind in (GAUSS, GAUSS_DISCRETE) else "epsilon"
+    b, s, e = rec.get("scale"), rec.get("sensitivity"), rec.get(budget)
+    for name, v in (("scale", b), ("sensitivity", s), (budget, e)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise NoiseRecordError(f"{where}: field {name!r} is not a finite number")
     try:
         if kind == NOISY_MAX:
             want = calibrated_exponential_scale(s, e)
+        elif budget == "rho":
+            want = calibrated_gaussian_scale(s, e, integer=kind == GAUSS_DISCRETE)
         else:
             want = calibrated_laplace_scale(s, e, vector=isinstance(rec.get("true"), list),
                                             integer=kind == DISCRETE)
     except (ValueError, RuntimeError):
-        raise NoiseRecordError(f"{where}: its sensitivity and epsilon have no OpenDP calibration") from None
+        raise NoiseRecordError(f"{where}: its sensitivity and {budget} have no OpenDP calibration") from None
     if b != want:
         raise NoiseRecordError(f"{where}: the recorded noise scale is not OpenDP's calibration for "
-                               "the record's sensitivity and epsilon")
+                               f"the record's sensitivity and {budget}")
     if not b > 0:
         raise NoiseRecordError(f"{where}: the noise scale is not positive")
     return float(b)
+
+
+def _noise(rec: dict, integer: bool, where: str) -> np.ndarray:
+    """``noisy - true`` of an additive-noise record (NoiseRecordError if malformed)."""
+    what = "discrete Gaussian" if rec.get("kind") == "gaussian" else "discrete Laplace"
+    true = _numbers(rec.get("true"), integer, where, "true", what)
+    noisy = _numbers(rec.get("noisy"), integer, where, "noisy", what)
+    if isinstance(rec.get("true"), list) != isinstance(rec.get("noisy"), list) \
+            or true.shape != noisy.shape:
+        raise NoiseRecordError(f"{where}: 'true' and 'noisy' have different shapes")
+    return noisy - true
 
 
 @dataclass
@@ -206,6 +284,8 @@ class _Pooled:
     e: list = field(default_factory=list)
     groups: dict = field(default_factory=dict)     # (discrete, scale) -> coordinates
     records: int = 0
+    gauss_groups: dict = field(default_factory=dict)  # Gaussian: (discrete, sigma) -> coordinates
+    gauss_records: int = 0
     noisy_max: list = field(default_factory=list)  # P(top) per report-noisy-max draw
     not_top: int = 0
     opaque: int = 0
@@ -221,21 +301,29 @@ def _pool(records: list[dict]) -> _Pooled:
             out.opaque += rec.get("mark") == "opaque_release"
             out.stop_draws += rec.get("mark") == "stop draw"
             continue
-        if kind not in ("laplace", "exponential"):
+        if kind not in ("laplace", "exponential", "gaussian"):
             continue
         where = _where(i, rec)
         mech = rec.get("mechanism")
-        if kind == "laplace":
+        if kind == "gaussian":
+            if mech not in (GAUSS, GAUSS_DISCRETE):
+                raise NoiseRecordError(f"{where}: unknown Gaussian mechanism")
+            discrete = mech == GAUSS_DISCRETE
+            sigma = _declared_scale(rec, where, mech)
+            z = _noise(rec, discrete, where)
+            v = rng.random(z.size) if discrete else None
+            u, e = gaussian_pit(z, sigma, discrete, v)
+            out.u.append(u)
+            out.e.append(e)
+            key = (discrete, sigma)
+            out.gauss_groups[key] = out.gauss_groups.get(key, 0) + z.size
+            out.gauss_records += 1
+        elif kind == "laplace":
             if mech not in (CONTINUOUS, DISCRETE):
                 raise NoiseRecordError(f"{where}: unknown Laplace mechanism")
             discrete = mech == DISCRETE
             b = _declared_scale(rec, where, mech)
-            true = _numbers(rec.get("true"), discrete, where, "true")
-            noisy = _numbers(rec.get("noisy"), discrete, where, "noisy")
-            if isinstance(rec.get("true"), list) != isinstance(rec.get("noisy"), list) \
-                    or true.shape != noisy.shape:
-                raise NoiseRecordError(f"{where}: 'true' and 'noisy' have different shapes")
-            z = noisy - true
+            z = _noise(rec, discrete, where)
             v = rng.random(z.size) if discrete else None
             u, e = laplace_pit(z, b, discrete, v)
             out.u.append(u)
@@ -323,15 +411,43 @@ def _dlap_e_moments(b: float, c: float) -> tuple[float, float]:
     return e1, e2
 
 
-def _scale_power(groups: dict, n: int, c: float) -> float:
+@functools.lru_cache(maxsize=256)
+def _gauss_e_moments(sigma: float, discrete: bool, c: float) -> tuple[float, float]:
+    """(E e, E e^2) of the scale statistic's e for Gaussian noise of standard deviation
+    ``c sigma`` (c = 0: no noise) tested against ``sigma``. For c > 0 the noise is taken as
+    continuous (Gauss-Hermite quadrature over ``z = c sigma N``; the discrete Gaussian is close
+    to it for the power estimate); for c = 0 a discrete record's e is ``-log w``, ``w``
+    uniform on ``[2 P(Z < 0), 1]`` (z = 0, randomized PIT), a continuous record's is 0."""
+    from scipy import special
+
+    if c == 0:
+        if not discrete or sigma > DISCRETE_EXACT_UPTO:
+            return 0.0, 0.0   # (smoothed discrete: e = -log(2 ndtr(-|V - 1/2| / sigma)) ~ 0)
+        _, below = _dgauss_table(float(sigma))
+        a0 = 2.0 * float(below[0])
+        la0 = math.log(a0)
+        return ((1 - a0 + a0 * la0) / (1 - a0),
+                (2 - a0 * la0 * la0 + 2 * a0 * la0 - 2 * a0) / (1 - a0))
+    x, w = np.polynomial.hermite_e.hermegauss(80)        # weight exp(-x^2 / 2)
+    w = w / w.sum()
+    e = np.maximum(-math.log(2.0) - special.log_ndtr(-np.abs(c * x)), 0.0)
+    return float(np.sum(w * e)), float(np.sum(w * e * e))
+
+
+def _scale_power(groups: dict, n: int, c: float, gauss_groups: dict | None = None) -> float:
     """Power of the scale test (its lower tail, normal approximation of S) against noise
-    scaled by ``c`` (0: no noise) on coordinates grouped by (discrete, scale)."""
+    scaled by ``c`` (0: no noise) on coordinates grouped by (discrete, scale) (Laplace) and
+    ``gauss_groups`` by (discrete, sigma) (Gaussian)."""
     from scipy import special, stats
 
     if n == 0:
         return 0.0
     q_lo = float(special.gammaincinv(n, ALPHA_EACH / 2))
     mean = var = 0.0
+    for (discrete, sigma), k in (gauss_groups or {}).items():
+        e1, e2 = _gauss_e_moments(float(sigma), bool(discrete), float(c))
+        mean += k * e1
+        var += k * (e2 - e1 * e1)
     for (discrete, b), k in groups.items():
         if discrete and b <= CONTINUOUS_ABOVE:
             e1, e2 = _dlap_e_moments(b, c)
@@ -355,11 +471,17 @@ def check_noise(records: list[dict]) -> NoiseCheck:
     u = np.concatenate(pooled.u) if pooled.u else np.zeros(0)
     e = np.concatenate(pooled.e) if pooled.e else np.zeros(0)
     n = int(u.size)
-    facts: dict = {"alpha": ALPHA, "laplace_records": pooled.records, "laplace_coordinates": n,
+    n_gauss = sum(pooled.gauss_groups.values())
+    facts: dict = {"alpha": ALPHA, "laplace_records": pooled.records, "laplace_coordinates": n - n_gauss,
                    "discrete_coordinates": sum(k for (d, _), k in pooled.groups.items() if d),
                    "noisy_max_draws": len(pooled.noisy_max),
                    "opaque_releases_not_tested": pooled.opaque,
                    "stop_draws_not_tested": pooled.stop_draws}
+    if pooled.gauss_records:
+        facts.update(gaussian_records=pooled.gauss_records, gaussian_coordinates=n_gauss,
+                     discrete_gaussian_coordinates=sum(k for (d, _), k in pooled.gauss_groups.items() if d))
+    noun = ("Laplace" if not pooled.gauss_records else
+            "Gaussian" if n == n_gauss else "Laplace and Gaussian")
     level = f"below the false-alarm level {ALPHA_EACH:.2g} of this test"
     if n:
         d, p_ks = _ks_p(u)
@@ -367,17 +489,17 @@ def check_noise(records: list[dict]) -> NoiseCheck:
         lo, hi = _gamma_p(total, n)
         p_scale = min(1.0, 2 * min(lo, hi))
         facts.update(ks_statistic=d, ks_p=p_ks, scale_ratio=total / n, scale_p=p_scale,
-                     power_noise_halved=_scale_power(pooled.groups, n, 0.5),
-                     power_no_noise=_scale_power(pooled.groups, n, 0.0))
+                     power_noise_halved=_scale_power(pooled.groups, n, 0.5, pooled.gauss_groups),
+                     power_no_noise=_scale_power(pooled.groups, n, 0.0, pooled.gauss_groups))
         if p_ks < ALPHA_EACH:
             out.problems.append(
-                f"the Laplace noise of the transcript does not have the declared distribution: its "
+                f"the {noun} noise of the transcript does not have the declared distribution: its "
                 f"probability-integral transforms are not uniform (Kolmogorov-Smirnov D = {d:.3g} "
                 f"over {n:,} coordinates, p = {p_ks:.2g}, {level})")
         if p_scale < ALPHA_EACH:
             how = "smaller" if lo < hi else "larger"
             out.problems.append(
-                f"the Laplace noise of the transcript is {how} than its declared scales (mean of "
+                f"the {noun} noise of the transcript is {how} than its declared scales (mean of "
                 f"|noise| / scale-equivalent {total / n:.3g}, 1 expected, over {n:,} coordinates, "
                 f"p = {p_scale:.2g}, {level})" + (": no noise at all" if total == 0 else ""))
     if pooled.noisy_max:
@@ -393,7 +515,9 @@ def check_noise(records: list[dict]) -> NoiseCheck:
                 f"{pooled.not_top:,} of {len(probs):,} choices were not a top-scoring candidate, "
                 f"{expected:.3g} expected (p = {p_max:.2g}, {level})")
     out.facts = facts
-    parts = [f"{n:,} Laplace coordinates in {pooled.records:,} records"]
+    parts = [f"{n - n_gauss:,} Laplace coordinates in {pooled.records:,} records"]
+    if pooled.gauss_records:
+        parts.append(f"{n_gauss:,} Gaussian coordinates in {pooled.gauss_records:,} records")
     if n:
         parts.append(f"KS p = {facts['ks_p']:.2g}, scale p = {facts['scale_p']:.2g} (mean |noise|/scale "
                      f"{facts['scale_ratio']:.3f}); power against noise halved "

@@ -11,6 +11,8 @@ generator D's seed), and compare the two runs call by call.
       Laplace (scalar, absolute distance)          d_i = |t_i(D) - t_i(D')|
       Laplace (vector, L1; discrete Laplace too)   d_i = sum_k |t_ik(D) - t_ik(D')|
       report-noisy-max (non-monotonic L-infinity)  d_i = max_k |u_ik(D) - u_ik(D')|
+      Gaussian (vector, L2; discrete Gaussian too)  d_i = sqrt(sum_k (t_ik(D) - t_ik(D'))^2)
+      Gaussian (scalar, absolute distance)          d_i = |t_i(D) - t_i(D')|
 
   must satisfy ``d_i <= max(s_i(D), s_i(D')) + tol_i`` (see :func:`tolerance`). With every DP
   output frozen, the public inputs of a sensitivity (n, the candidate C, the spec, earlier DP
@@ -19,7 +21,7 @@ generator D's seed), and compare the two runs call by call.
   scale itself data dependent (not covered by the Laplace or report-noisy-max guarantee). That
   is reported as its own finding ("varying sensitivity"), and the distance is compared with the
   larger of the two so that one root cause is not also reported as a distance violation.
-* Control flow. The sequence of calls (kind, purpose, mechanism, epsilon, output shape) may
+* Control flow. The sequence of calls (kind, purpose, mechanism, epsilon or rho, output shape) may
   depend on the data only through DP outputs; with those frozen it must be identical. The
   number of sample rounds, PrivBayes' candidate parent sets, PrivSyn's budget split, the
   marginals MST measures and aim_pure's rounds (the marginal each chooses, each round's budget,
@@ -115,13 +117,15 @@ def tolerance(declared: float, size: float) -> float:
 
 def distance(kind: str, a: Any, b: Any) -> tuple[str, float, float]:
     """(metric, distance, size) of two recorded true values of one call: L1 for a vector
-    Laplace, absolute for a scalar, non-monotonic L-infinity for report-noisy-max scores.
-    ``size`` is the larger norm of the two, for :func:`tolerance`."""
+    Laplace, L2 for a vector Gaussian, absolute for a scalar, non-monotonic L-infinity for
+    report-noisy-max scores. ``size`` is the larger norm of the two, for :func:`tolerance`."""
     x = np.asarray(a, dtype=np.float64).reshape(-1)
     y = np.asarray(b, dtype=np.float64).reshape(-1)
     diff = np.abs(x - y)
     if kind == "exponential":
         return "Linf", float(diff.max()), float(max(np.abs(x).max(), np.abs(y).max()))
+    if kind == "gaussian" and isinstance(a, list):
+        return "L2", float(np.linalg.norm(diff)), float(max(np.linalg.norm(x), np.linalg.norm(y)))
     if isinstance(a, list):
         return "L1", float(diff.sum()), float(max(np.abs(x).sum(), np.abs(y).sum()))
     return "abs", float(diff[0]), float(max(abs(x[0]), abs(y[0])))
@@ -140,6 +144,8 @@ def call_family(purpose: str) -> str:
 def _mechanism_name(rec: dict) -> str:
     if rec["kind"] == "exponential":
         return "report-noisy-max"
+    if rec["kind"] == "gaussian":
+        return "discrete Gaussian" if str(rec.get("mechanism", "")).endswith("/integer") else "Gaussian"
     return "discrete Laplace" if str(rec.get("mechanism", "")).endswith("/integer") else "Laplace"
 
 
@@ -175,12 +181,14 @@ class Observation:
     purpose: str
     mechanism: str
     metric: str
-    epsilon: float
+    epsilon: float | None
     sensitivity: float
     sensitivity_other: float
     distance: float
     tolerance: float
     change: str
+    #: the zCDP budget of a Gaussian call (``epsilon`` is then None); None for pure-DP calls
+    rho: float | None = None
 
     @property
     def bound(self) -> float:
@@ -272,8 +280,18 @@ class Report:
             "configurations": self.configs, "neighbours": self.neighbours, "calls": calls,
             "couplings": COUPLINGS, "findings": [vars(f) for f in self.findings],
             "not_covered": self.not_covered,
-            "observations": [vars(o) | {"ratio": num(o.ratio)} for o in self.observations],
+            "observations": [_observation_json(o) | {"ratio": num(o.ratio)}
+                             for o in self.observations],
         }
+
+
+def _observation_json(o: Observation) -> dict:
+    """An observation's fields; ``rho`` only for a Gaussian (zCDP) call, so a pure-DP
+    observation has the fields it always had."""
+    out = dict(vars(o))
+    if out.get("rho") is None:
+        out.pop("rho", None)
+    return out
 
 
 # --------------------------------------------------------------------------- pairing
@@ -288,15 +306,18 @@ def pair_records(base: list[dict], other: list[dict], config_id: str, pair: int,
     observations: list[Observation] = []
     findings: list[Finding] = []
     for i, (a, b) in enumerate(zip(base, other)):
-        if a["kind"] not in ("laplace", "exponential"):
+        if a["kind"] not in ("laplace", "exponential", "gaussian"):
             if "true" in a:
                 findings.append(Finding("error", config_id, pair, f"record {i}: kind {a['kind']!r} "
                                         "has a true value but no known metric", a.get("purpose"), i))
             continue
         metric, d, size = distance(a["kind"], a["true"], b["true"])
         s_a, s_b = float(a["sensitivity"]), float(b["sensitivity"])
+        gauss = a["kind"] == "gaussian"
         o = Observation(config_id, pair, i, a["kind"], a["purpose"], _mechanism_name(a), metric,
-                        float(a["epsilon"]), s_a, s_b, d, tolerance(max(s_a, s_b), size), change)
+                        None if gauss else float(a["epsilon"]), s_a, s_b, d,
+                        tolerance(max(s_a, s_b), size), change,
+                        rho=float(a["rho"]) if gauss else None)
         observations.append(o)
         findings.extend(_judge(o))
     return observations, findings
@@ -887,7 +908,7 @@ def _follow_pair(report: Report, spec: Spec, other: Prepared, change: Change, k:
 
 def _config_entry(cid: str, config: dict, base: _Run) -> dict:
     status = "error" if base.error else (f"failed ({base.failure})" if base.failure else "completed")
-    calls = sum(1 for r in base.records if r["kind"] in ("laplace", "exponential"))
+    calls = sum(1 for r in base.records if r["kind"] in ("laplace", "exponential", "gaussian"))
     return {"config_id": cid, "config": config, "recorded_attempt": status, "dp_calls": calls}
 
 

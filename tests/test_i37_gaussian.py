@@ -274,3 +274,119 @@ def test_calibrated_scale_refuses_bad_arguments():
         calibrated_gaussian_scale(SQRT2, 0.0)
     with pytest.raises(ValueError, match="sensitivity must be"):
         calibrated_gaussian_scale(-1.0, 0.5)
+
+
+# --------------------------------------------------------------------------- audit noise test
+
+
+def _gaussian_transcript(rhos=(2.0, 0.5, 0.02, 1e-4, 1e-8), size=3000, integer=True):
+    """Honest Gaussian records over a range of sigmas (0.5 .. 14,000: the exact discrete CDF
+    and the smoothed normal one), with one Laplace record beside them."""
+    rand = Randomness()
+    for k, rho in enumerate(rhos):
+        true = (np.arange(size) % 11) if integer else np.linspace(-3, 3, size)
+        rand.gaussian(true, sensitivity=SQRT2, rho=rho, purpose=f"g{k}", integer=integer)
+    rand.laplace(np.zeros(500, dtype=np.int64), sensitivity=2, epsilon=0.5, purpose="l", integer=True)
+    return [dict(r) for r in rand.transcript.records]
+
+
+def _shrink(recs, factor):
+    for r in recs:
+        if r["kind"] == "gaussian":
+            noisy = [t + (n - t) * factor for t, n in zip(r["true"], r["noisy"])]
+            r["noisy"] = [int(round(v)) for v in noisy] if r["mechanism"].endswith("/integer") else noisy
+    return recs
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_honest_gaussian_noise_passes_the_audit(integer):
+    from dpbundle.audit.noise_check import check_noise
+
+    res = check_noise(_gaussian_transcript(integer=integer))
+    assert res.ok, res.problems
+    assert res.facts["gaussian_records"] == 5 and res.facts["gaussian_coordinates"] == 15_000
+    assert res.facts["laplace_coordinates"] == 500
+    assert res.facts["power_no_noise"] > 0.99 and res.facts["power_noise_halved"] > 0.99
+
+
+def test_gaussian_pit_is_uniform_under_honest_noise():
+    """The PIT of honest discrete Gaussian noise is uniform (small sigma, where the randomization
+    matters most) and its e is Exponential(1); a wrong sigma is caught by the same test."""
+    from dpbundle.audit.noise_check import gaussian_pit
+
+    rand = Randomness()
+    rand.gaussian(np.zeros(20_000, dtype=np.int64), sensitivity=SQRT2, rho=4.0, purpose="small")
+    rec = rand.transcript.records[0]
+    sigma, z = rec["scale"], np.asarray(rec["noisy"], dtype=float)
+    assert sigma < 1
+    v = np.random.default_rng(3).random(z.size)
+    u, e = gaussian_pit(z, sigma, True, v)
+    assert stats.kstest(u, "uniform").pvalue > ALPHA
+    assert stats.kstest(e, "expon").pvalue > ALPHA
+    u_bad, _ = gaussian_pit(z, 1.3 * sigma, True, v)
+    assert stats.kstest(u_bad, "uniform").pvalue < ALPHA
+
+
+@pytest.mark.parametrize("factor", [0.0, 0.5, 0.8])
+def test_gaussian_noise_too_small_or_zero_fails_the_audit(factor):
+    from dpbundle.audit.noise_check import check_noise
+
+    res = check_noise(_shrink(_gaussian_transcript(), factor))
+    assert not res.ok
+    assert any("Gaussian noise of the transcript is smaller" in p for p in res.problems), res.problems
+
+
+def test_gaussian_record_with_a_made_up_scale_is_refused():
+    from dpbundle.audit.noise_check import check_noise
+
+    recs = _gaussian_transcript()
+    recs[0]["scale"] *= 2
+    res = check_noise(recs)
+    assert not res.ok and "not OpenDP's calibration for the record's sensitivity and rho" in res.problems[0]
+    recs = _gaussian_transcript()
+    recs[1]["mechanism"] = "opendp.make_gaussian/other"
+    assert "unknown Gaussian mechanism" in check_noise(recs).problems[0]
+
+
+# --------------------------------------------------------------------------- self-test distance
+
+
+def test_selftest_distance_of_gaussian_calls_is_l2():
+    from dpbundle.release.selftest import distance, pair_records
+
+    metric, d, _ = distance("gaussian", [3, 4, 5], [4, 3, 5])
+    assert metric == "L2" and d == pytest.approx(SQRT2)
+    assert distance("laplace", [3, 4, 5], [4, 3, 5])[:2] == ("L1", 2.0)
+    assert distance("gaussian", 7, 9)[:2] == ("abs", 2.0)
+
+    base = Randomness()
+    base.gaussian(np.array([3, 4, 5]), sensitivity=SQRT2, rho=0.1, purpose="table")
+    fr = Randomness.frozen(base.transcript.records)
+    fr.gaussian(np.array([4, 3, 5]), sensitivity=SQRT2, rho=0.1, purpose="table")   # moved: ok
+    obs, findings = pair_records(base.transcript.records, fr.transcript.records, "c", 0, "change")
+    assert not findings and obs[0].mechanism == "discrete Gaussian" and obs[0].metric == "L2"
+    assert obs[0].rho == 0.1 and obs[0].epsilon is None
+    fr = Randomness.frozen(base.transcript.records)
+    fr.gaussian(np.array([5, 3, 4]), sensitivity=SQRT2, rho=0.1, purpose="table")   # L2 = sqrt 6
+    obs, findings = pair_records(base.transcript.records, fr.transcript.records, "c", 0, "change")
+    assert [f.kind for f in findings] == ["sensitivity"]
+    assert obs[0].distance == pytest.approx(math.sqrt(6))
+
+
+def test_selftest_json_of_pure_observations_is_unchanged():
+    """A pure-DP observation's JSON has exactly its former fields (no rho)."""
+    from dpbundle.release.selftest import Report
+
+    base = Randomness()
+    base.laplace(np.array([3, 4]), sensitivity=2, epsilon=0.5, purpose="t", integer=True)
+    base.gaussian(np.array([3, 4]), sensitivity=SQRT2, rho=0.5, purpose="g")
+    fr = Randomness.frozen(base.transcript.records)
+    fr.laplace(np.array([4, 3]), sensitivity=2, epsilon=0.5, purpose="t", integer=True)
+    fr.gaussian(np.array([4, 3]), sensitivity=SQRT2, rho=0.5, purpose="g")
+    from dpbundle.release.selftest import pair_records
+
+    obs, _ = pair_records(base.transcript.records, fr.transcript.records, "c", 0, "change")
+    rep = Report(policy="p", pairs=1, seed=0, observations=obs)
+    j = rep.to_json()["observations"]
+    assert "rho" not in j[0] and j[0]["epsilon"] == 0.5 and j[0]["metric"] == "L1"
+    assert j[1]["rho"] == 0.5 and j[1]["epsilon"] is None and j[1]["mechanism"] == "discrete Gaussian"
