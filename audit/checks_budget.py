@@ -408,6 +408,9 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     dec = exact.dec
     priv = spec.get("privacy") if isinstance(spec.get("privacy"), dict) else {}
     eps_eval = _evaluation_epsilon(budget, rows, spec, r)
+    if _definition(budget, priv, r) == "zcdp":
+        _zcdp_arithmetic(budget, spec, priv, eps_eval, n, r)
+        return
     eps_gen = _generation_epsilon(budget, priv, r)
     eps_pre = _pre_selection_epsilon(budget, priv, r)
     # records, per iteration, selection, total, cap
@@ -437,6 +440,71 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     r.facts.update({"epsilon_generation": float(eps_gen), "epsilon_evaluation": float(eps_eval),
                     "epsilon_pre_selection": float(eps_pre), "epsilon_count": float(eps_count),
                     "total_epsilon": float(total), "epsilon_cap": float(cap)})
+
+
+def _definition(budget: dict, priv: dict, r: CheckResult) -> str:
+    """The privacy definition: budget.json's ``definition`` ("zcdp" or absent: pure), which must
+    be the spec's privacy.definition."""
+    theirs = budget.get("definition", "pure")
+    ours = priv.get("definition", "pure")
+    if theirs != ours:
+        r.fail(f"budget.json: definition {theirs!r} differs from the spec's privacy.definition {ours!r}")
+    return "zcdp" if ours == "zcdp" and theirs == "zcdp" else "pure"
+
+
+def _zcdp_arithmetic(budget: dict, spec: dict, priv: dict, eps_eval: Fraction, n: int | None,
+                     r: CheckResult) -> None:
+    """A zCDP bundle (``dpbundle.mechanisms.zcdp``): the generator's rho is the spec's and its
+    parts add up to it; every rho part (count, generation, selection, pre-selection) and the
+    total are recomputed exactly; total_epsilon is OpenDP's epsilon at the spec's delta for that
+    total and within the cap; the selection refits nothing (retries: resample)."""
+    from dpbundle.mechanisms import zcdp
+
+    W = "budget.json"
+    dec = exact.dec
+    gen = budget.get("generation") if isinstance(budget.get("generation"), dict) else {}
+    rho_gen = dec(need_number(budget, "generation", "rho", where=W))
+    if not _num(priv.get("rho_generation")) or rho_gen != dec(priv["rho_generation"]):
+        r.fail(f"{W}: generation rho {exact.show(rho_gen)} differs from the spec's {priv.get('rho_generation')!r}")
+    parts = gen.get("parts")
+    if isinstance(parts, list) and parts and any("rho_opendp" in p for p in parts if isinstance(p, dict)):
+        if exact.total(p.get("rho", 0) for p in parts if isinstance(p, dict)) != rho_gen:
+            r.fail(f"{W}: generation parts' rho shares do not add up to the generation rho {exact.show(rho_gen)}")
+    if _retries(budget, priv, r) != "resample":
+        r.fail(f"{W}: a zCDP release must fit its generator once (selection.retries: resample)")
+    eps_pre = [dec(p["epsilon"]) for p in priv.get("pre_selection", []) or []
+               if isinstance(p, dict) and _num(p.get("epsilon"))]
+    _pre_selection_epsilon(budget, priv, r)
+    eps_count = _records(budget, spec, n, r)
+    if dec(need_number(budget, "per_iteration_epsilon", where=W)) != eps_eval:
+        r.fail(f"{W}: per-iteration epsilon is not the criteria's {exact.show(eps_eval)} (fitted once)")
+    if need_number(budget, "selection", "factor", where=W) != 2:
+        r.fail(f"{W}: the private selection with a known threshold costs a factor 2")
+    _check_stop(budget, priv, r)
+    want = zcdp.release_rho(eps_count, rho_gen, eps_eval, eps_pre)
+    block = budget.get("zcdp") if isinstance(budget.get("zcdp"), dict) else {}
+    for name, part in (("rho_count", "count"), ("rho_generation", "generation"), ("rho_selection", "selection"),
+                       ("rho_pre_selection", "pre_selection"), ("total_rho", "total")):
+        got = block.get(name)
+        if not _num(got) or dec(got) != want[part]:
+            r.fail(f"{W}: zcdp.{name} {got!r} is not {exact.show(want[part])}")
+    delta = priv.get("delta")
+    if block.get("delta") != delta or not _num(delta):
+        r.fail(f"{W}: zcdp.delta {block.get('delta')!r} differs from the spec's privacy.delta {delta!r}")
+        return
+    if block.get("conversion") != zcdp.CONVERSION:
+        r.fail(f"{W}: zcdp.conversion is not the stated conversion")
+    epsilon = zcdp.epsilon_at_delta(want["total"], float(delta))
+    total = need_number(budget, "total_epsilon", where=W)
+    if total != epsilon:
+        r.fail(f"{W}: total epsilon {_fmt(total)} is not {epsilon!r}, the epsilon at delta {delta:g} of "
+               f"rho {exact.show(want['total'])}")
+    cap_f, cap = _check_cap(budget, priv, Fraction(epsilon), r)
+    _check_opendp_total(budget, Fraction(epsilon), cap_f, cap, r)
+    _check_neighbours(budget, spec, r)
+    r.facts.update({"definition": "zcdp", "rho_generation": float(rho_gen), "total_rho": float(want["total"]),
+                    "delta": float(delta), "epsilon_evaluation": float(eps_eval),
+                    "epsilon_count": float(eps_count), "total_epsilon": float(epsilon), "epsilon_cap": float(cap)})
 
 
 def _retries(budget: dict, priv: dict, r: CheckResult) -> str:

@@ -96,8 +96,12 @@ def _generation(ctx: AuditContext, spec: dict, configuration: Any, r: CheckResul
     _same("budget.json: generation.type", gen.get("type"), want_type, r, "the configuration's generator")
     try:
         names = [c.get("name") for c in spec.get("columns") or []]
-        generator = config_generator(configuration, float(gen["epsilon"]), spec, names)
-        want = generation_parts(generator.budget_parts(), gen["epsilon"])
+        if budget.get("definition") == "zcdp":     # a zCDP generator's parts are in rho
+            generator = config_generator(configuration, None, spec, names, rho=float(gen["rho"]))
+            want = generation_parts(generator.budget_parts(), gen["rho"], key="rho")
+        else:
+            generator = config_generator(configuration, float(gen["epsilon"]), spec, names)
+            want = generation_parts(generator.budget_parts(), gen["epsilon"])
     except Exception as e:  # noqa: BLE001 - hostile input or a generator this audit cannot build
         r.fail(f"budget.json: generation.parts cannot be re-derived from the configuration's generator "
                f"({type(e).__name__}: {e})")

@@ -42,8 +42,8 @@ MAX_STRUCTURE_COLUMNS = 1_000     # the spec's column bound (audit/bounds.py MAX
 SUM_TOLERANCE = 1e-9              # |sum - 1| of a published distribution, per value
 
 
-def config_generator(config: dict, epsilon: float, spec: dict | None = None,
-                     names: list[str] | None = None):
+def config_generator(config: dict, epsilon: float | None, spec: dict | None = None,
+                     names: list[str] | None = None, rho: float | None = None):
     """The configuration's generator, built as the release builds it
     (``release/scheme/iteration.py`` ``make_config_generator``, read, not imported): its
     hyperparameters, and for ``aim_pure`` the ``workload`` the spec's criteria give
@@ -60,6 +60,8 @@ def config_generator(config: dict, epsilon: float, spec: dict | None = None,
             params["workload"] = criteria_workload(spec, list(names or []))
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             raise ValueError(f"aim_pure: the spec's criteria give no workload ({e})") from None
+    if rho is not None:      # a zCDP bundle: the generator's rho (budget.json generation.rho)
+        return make_generator(gen["type"], rho=float(rho), **params)
     return make_generator(gen["type"], float(epsilon), **params)
 
 

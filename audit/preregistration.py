@@ -294,7 +294,9 @@ def _num(x: Any) -> bool:
 
 
 def _total(spec: dict) -> Any:
-    """count + 2 x (generation + evaluation) + pre-selection, exactly; _ABSENT if not computable."""
+    """count + 2 x (generation + evaluation) + pre-selection, exactly (``retries: resample``:
+    count + generation + 2 x evaluation + pre-selection; ``definition: zcdp``: the total rho);
+    _ABSENT if not computable."""
     from dpbundle.mechanisms import exact
     from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON
 
@@ -306,8 +308,19 @@ def _total(spec: dict) -> Any:
     pre = priv.get("pre_selection") or []
     pres = [p.get("epsilon") if isinstance(p, dict) else None for p in pre] if isinstance(pre, list) else [None]
     count = 0 if rec.get("policy", "dp_count") == "declared_public" else rec.get("epsilon", DEFAULT_COUNT_EPSILON)
+    sel = priv.get("selection") if isinstance(priv.get("selection"), dict) else {}
+    if priv.get("definition") == "zcdp":
+        from dpbundle.mechanisms import zcdp
+
+        rho = priv.get("rho_generation")
+        if not all(_num(x) for x in [rho, count, *evals, *pres]):
+            return _ABSENT
+        return zcdp.release_rho(exact.dec(count), exact.dec(rho), exact.total(evals),
+                                [exact.dec(p) for p in pres])["total"]
     if not all(_num(x) for x in [gen, count, *evals, *pres]):
         return _ABSENT
+    if sel.get("retries") == "resample":      # the generator fitted once
+        return exact.dec(count) + exact.dec(gen) + 2 * exact.total(evals) + exact.total(pres)
     return exact.dec(count) + 2 * (exact.dec(gen) + exact.total(evals)) + exact.total(pres)
 
 
@@ -319,6 +332,10 @@ def key_fields(spec: dict) -> dict[str, Any]:
         "privacy.records.policy": _get(spec, "privacy", "records", "policy"),
         "privacy.records.epsilon": _get(spec, "privacy", "records", "epsilon"),
         "privacy.selection.stop_probability": _get(spec, "privacy", "selection", "stop_probability"),
+        "privacy.selection.retries": _get(spec, "privacy", "selection", "retries"),
+        "privacy.definition": _get(spec, "privacy", "definition"),
+        "privacy.rho_generation": _get(spec, "privacy", "rho_generation"),
+        "privacy.delta": _get(spec, "privacy", "delta"),
     }
     pre = _get(spec, "privacy", "pre_selection")
     for i, p in enumerate(pre if isinstance(pre, list) else []):
@@ -333,7 +350,7 @@ def key_fields(spec: dict) -> dict[str, Any]:
             out.update({f"{name}.threshold.{k}": v for k, v in threshold.items()})
         else:
             out[f"{name}.threshold"] = threshold
-    out["total epsilon (count + 2 x (generation + evaluation) + pre-selection)"] = _total(spec)
+    out["total (epsilon; resample: generation once; zcdp: rho)"] = _total(spec)
     return out
 
 

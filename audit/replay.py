@@ -416,8 +416,11 @@ def _fit(config: dict, view, real, rand):
     from .model_check import config_generator
 
     spec = view.spec
-    generator = config_generator(config, float(spec["privacy"]["epsilon_generation"]), spec,
-                                 list(view.names))
+    priv = spec["privacy"]
+    if priv.get("definition") == "zcdp":
+        generator = config_generator(config, None, spec, list(view.names), rho=float(priv["rho_generation"]))
+    else:
+        generator = config_generator(config, float(priv["epsilon_generation"]), spec, list(view.names))
     return fit_on_types(generator, real, rand)
 
 

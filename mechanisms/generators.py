@@ -133,15 +133,34 @@ def generator_types() -> dict[str, dict]:
     return out
 
 
-def make_generator(type: str, epsilon: float, **hyperparameters: Any) -> Generator:
-    """Construct a registered generator; ValueError naming the valid choices otherwise."""
+#: generator types that measure under zCDP (a ``rho`` keyword: Gaussian measurements)
+ZCDP_TYPES = frozenset({"privsyn"})
+
+
+def supports_zcdp(type: Any) -> bool:
+    """Whether a generator type can be fitted under zCDP (``make_generator(type, rho=...)``)."""
+    return type in ZCDP_TYPES
+
+
+def make_generator(type: str, epsilon: float | None = None, *, rho: float | None = None,
+                   **hyperparameters: Any) -> Generator:
+    """Construct a registered generator with its budget: ``epsilon`` (pure DP) or ``rho``
+    (zCDP, types in :data:`ZCDP_TYPES`); ValueError naming the valid choices otherwise."""
     if type not in _REGISTRY:
         raise ValueError(
             f"unknown generator type {type!r}; valid types are {sorted(_REGISTRY)}"
         )
-    if not (isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool)
-            and math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"generator {type!r}: epsilon must be a finite number > 0, got {epsilon!r}")
+    if rho is not None:
+        if epsilon is not None:
+            raise ValueError(f"generator {type!r}: give epsilon or rho, not both")
+        if not supports_zcdp(type):
+            raise ValueError(f"generator {type!r} measures under pure DP only (zCDP: {sorted(ZCDP_TYPES)})")
+        budget, name = rho, "rho"
+    else:
+        budget, name = epsilon, "epsilon"
+    if not (isinstance(budget, (int, float)) and not isinstance(budget, bool)
+            and math.isfinite(budget) and budget > 0):
+        raise ValueError(f"generator {type!r}: {name} must be a finite number > 0, got {budget!r}")
     cls, reason = _resolve(type)
     if cls is None:
         raise ValueError(f"generator type {type!r} is not available: {reason}")
@@ -152,6 +171,8 @@ def make_generator(type: str, epsilon: float, **hyperparameters: Any) -> Generat
             f"generator {type!r}: unknown hyperparameter(s) {unknown}; valid ones are {valid}"
         )
     try:
+        if rho is not None:
+            return cls(None, rho=float(rho), **hyperparameters)
         return cls(float(epsilon), **hyperparameters)
     except TypeError as e:
         raise ValueError(f"generator {type!r}: bad hyperparameters {hyperparameters}: {e}") from None

@@ -648,12 +648,17 @@ def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
     # The arithmetic must hold before anything is signed.
     problems = []
     dec = exact.dec
-    gen, ev = dec(b["generation"]["epsilon"]), dec(b["evaluation"]["epsilon"])
+    zcdp = b.get("definition") == "zcdp"
+    key = "rho" if zcdp else "epsilon"
+    gen, ev = dec(b["generation"][key]), dec(b["evaluation"]["epsilon"])
     if exact.total(c["epsilon"] for c in b["evaluation"]["criteria"]) != ev:
         problems.append("evaluation.epsilon is not the sum of the criteria's epsilons")
     parts = b["generation"].get("parts") or []
-    if any("epsilon_opendp" in p for p in parts) and exact.total(p["epsilon"] for p in parts) != gen:
-        problems.append("generation.parts' decimal shares do not add up to generation.epsilon")
+    if any(f"{key}_opendp" in p for p in parts) and exact.total(p[key] for p in parts) != gen:
+        problems.append(f"generation.parts' decimal shares do not add up to generation.{key}")
+    if zcdp:
+        problems += _zcdp_problems(b, gen, ev)
+        gen = 0      # the generator's rho is in the zcdp block's total, not in the epsilon sum below
     once = gen if b["selection"].get("retries") == "resample" else 0   # fitted once
     if gen - once + ev != dec(b["per_iteration_epsilon"]):
         problems.append("per_iteration_epsilon is not the candidate's epsilon (generation.epsilon, unless "
@@ -661,7 +666,7 @@ def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
     rec = b.get("records") or {"policy": "declared_public", "epsilon": 0}
     expected = (dec(rec["epsilon"]) + once + dec(b["selection"]["factor"]) * dec(b["per_iteration_epsilon"])
                 + exact.total(p["epsilon"] for p in b["pre_selection"]))
-    if expected != dec(b["total_epsilon"]):
+    if not zcdp and expected != dec(b["total_epsilon"]):
         problems.append(f"total_epsilon {b['total_epsilon']!r} is not records (+ generation fitted once) "
                         f"+ factor x per-iteration + pre-selection = {exact.show(expected)}")
     if dec(b["total_epsilon"]) > dec(b["epsilon_cap"]):
@@ -1018,3 +1023,20 @@ def _write_manifest(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any
         raise BundleError("the manifest signature does not verify")
     _write_bytes(tmp / "manifest.json", manifest_bytes)
     _write_bytes(tmp / "manifest.sig", signature)
+
+
+def _zcdp_problems(b: dict, rho_gen, eps_eval) -> list[str]:
+    """A zCDP budget's rho parts, their total and the epsilon it implies at delta."""
+    from dpbundle.mechanisms import zcdp
+
+    dec, z = exact.dec, b["zcdp"]
+    rec = b.get("records") or {"epsilon": 0}
+    want = zcdp.release_rho(dec(rec["epsilon"]), rho_gen, eps_eval,
+                            [dec(p["epsilon"]) for p in b["pre_selection"]])
+    problems = [f"zcdp.{name} is not {exact.show(want[part])}"
+                for name, part in (("rho_count", "count"), ("rho_generation", "generation"),
+                                   ("rho_selection", "selection"), ("rho_pre_selection", "pre_selection"),
+                                   ("total_rho", "total")) if dec(z[name]) != want[part]]
+    if b["total_epsilon"] != zcdp.epsilon_at_delta(want["total"], z["delta"]):
+        problems.append("total_epsilon is not the epsilon at zcdp.delta of the total rho")
+    return problems

@@ -60,16 +60,23 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
     acceptance = spec.model.acceptance
     criteria = [{"id": c.id, "epsilon": float(c.epsilon)} for c in acceptance]
     eps_eval = exact.total(c.epsilon for c in acceptance)
-    eps_gen = exact.dec(generator.epsilon)
-    per_iteration = float(eps_eval if spec.retries == "resample" else eps_gen + eps_eval)
+    if spec.definition == "zcdp":
+        rho_gen = exact.dec(spec.rho_generation)
+        generation = {"type": generator.type, "rho": float(rho_gen),
+                      "parts": generation_parts(generator.budget_parts(), rho_gen, key="rho")}
+        per_iteration = float(eps_eval)
+    else:
+        eps_gen = exact.dec(generator.epsilon)
+        generation = {"type": generator.type, "epsilon": float(eps_gen),
+                      "parts": generation_parts(generator.budget_parts(), eps_gen)}
+        per_iteration = float(eps_eval if spec.retries == "resample" else eps_gen + eps_eval)
     words = _words(spec)
-    return {
+    return ({"definition": "zcdp", "zcdp": zcdp_block(spec)} if spec.definition == "zcdp" else {}) | {
         "unit_of_privacy": words["unit_of_privacy"],
         "neighbouring": words["neighbouring"],
         "input_metric": words["input_metric"],
         "records": records_block(spec, released_n),
-        "generation": {"type": generator.type, "epsilon": float(eps_gen),
-                       "parts": generation_parts(generator.budget_parts(), eps_gen)},
+        "generation": generation,
         "evaluation": {"epsilon": float(eps_eval), "criteria": criteria},
         "pre_selection": [{"purpose": p.purpose, "epsilon": float(exact.dec(p.epsilon))}
                           for p in spec.model.privacy.pre_selection_items],
@@ -86,3 +93,16 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
         "epsilon_cap": spec.epsilon_cap,
         "opendp_version": opendp_version(),
     } | ({"published_model": words["published_model"]} if spec.publish_model else {})
+
+
+def zcdp_block(spec: Spec) -> dict:
+    """budget.json's ``zcdp`` block: the delta, every rho part and the total (exact decimals of
+    :func:`dpbundle.release.spec.model.zcdp_parts`, written as floats) and the conversion."""
+    from dpbundle.mechanisms import zcdp
+
+    from dpbundle.release.spec.model import zcdp_parts
+
+    parts = zcdp_parts(spec.raw)
+    return {"delta": spec.delta, "rho_count": float(parts["count"]), "rho_generation": float(parts["generation"]),
+            "rho_selection": float(parts["selection"]), "rho_pre_selection": float(parts["pre_selection"]),
+            "total_rho": float(parts["total"]), "conversion": zcdp.CONVERSION}

@@ -80,13 +80,14 @@ class IterationResult:
 
 
 def make_config_generator(spec: Spec, config: dict) -> Generator:
-    """The generator of a configuration, spending the spec's eps_gen."""
+    """The generator of a configuration, spending the spec's eps_gen (or rho_generation under
+    ``privacy.definition: zcdp``)."""
     params = {k: v for k, v in config["generator"].items() if k not in ("type", "flavour")}
     if config["generator"]["type"] == "aim_pure" and "workload" not in params:
         from dpbundle.mechanisms.aim import criteria_workload
 
         params["workload"] = criteria_workload(spec.public_dict(), spec.column_names)
-    return make_generator(config["generator"]["type"], spec.epsilon_generation, **params)
+    return make_generator(config["generator"]["type"], **spec.generation_budget(), **params)
 
 
 def _sample_rounds(model, n: int, rand: Randomness, keep: Callable[[np.ndarray], np.ndarray],

@@ -20,6 +20,7 @@ this module except into the private transcript.
 from __future__ import annotations
 
 import copy
+from fractions import Fraction
 
 import math
 import traceback
@@ -82,9 +83,24 @@ def opendp_total_epsilon(spec: Spec, stop_probability: float | None = None) -> f
     per_candidate = spec.epsilon_per_candidate
     gamma = spec.stop_probability if stop_probability is None else stop_probability
     selection = opendp_selection_map(per_candidate, gamma, THRESHOLD)
+    if spec.definition == "zcdp":
+        return _opendp_zcdp_total(spec, selection)
     once = exact.dec(spec.epsilon_generation) if spec.retries == "resample" else 0
     pre = exact.total(p.epsilon for p in spec.model.privacy.pre_selection_items)
     return exact.float_up(exact.binary(count_epsilon_opendp(spec)) + once + exact.binary(selection) + pre)
+
+
+def _opendp_zcdp_total(spec: Spec, selection: float) -> float:
+    """A zCDP release's epsilon at its delta from OpenDP's maps: the count's and the selection's
+    pure maps as rho (eps^2/2), the generator's rho and the pre-selection's, summed, then
+    OpenDP's zCDP -> (epsilon, delta) conversion."""
+    from dpbundle.mechanisms import zcdp
+
+    rho = (zcdp.pure_to_rho(exact.binary(count_epsilon_opendp(spec))) + exact.dec(spec.rho_generation)
+           + zcdp.pure_to_rho(exact.binary(selection))
+           + sum((zcdp.pure_to_rho(exact.dec(p.epsilon)) for p in spec.model.privacy.pre_selection_items),
+                 Fraction(0)))
+    return zcdp.epsilon_at_delta(rho, spec.delta)
 
 
 def check_accounting(spec: Spec, stop_probability: float | None = None) -> tuple[float, float]:

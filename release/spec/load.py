@@ -825,6 +825,29 @@ def _aim_pure_grid_problems(i: int, grid: dict) -> list[str]:
     return problems
 
 
+def _definition_problems(doc: dict) -> list[str]:
+    """``definition: zcdp`` needs ``retries: resample`` (the selection over candidates that
+    refit a zCDP generator would need a Renyi-DP private selection, which dpbundle does not
+    implement), a generator that measures under zCDP, and no published model yet."""
+    priv = doc["privacy"]
+    if priv.get("definition") != "zcdp":
+        return []
+    problems = []
+    if (priv.get("selection") or {}).get("retries") != "resample":
+        problems.append("privacy.definition: zcdp needs privacy.selection.retries: resample (the generator "
+                        "fitted once; a selection that refits a zCDP generator at every attempt is not "
+                        "implemented)")
+    from dpbundle.mechanisms.generators import supports_zcdp
+
+    for i, g in enumerate(doc.get("generators") or []):
+        if isinstance(g, dict) and not supports_zcdp(g.get("type")):
+            problems.append(f"generators[{i}].type: {g.get('type')!r} measures under pure DP only; "
+                            "privacy.definition: zcdp needs a generator with Gaussian measurements (privsyn)")
+    if "model" in _publish_items(doc):
+        problems.append("publish: model is not available with privacy.definition: zcdp yet")
+    return problems
+
+
 def _retries_problems(doc: dict) -> list[str]:
     """``retries: resample`` needs a stop probability above 0: a model that no sample of which
     passes would otherwise be sampled for ever (every run must end)."""
@@ -890,8 +913,8 @@ def space_problems(doc: dict) -> list[str]:
 def _epsilon_paths(doc: dict) -> list[tuple[str, Any]]:
     """Every epsilon the spec declares: (JSON path, value)."""
     priv = doc["privacy"]
-    out = [("privacy.epsilon_generation", priv["epsilon_generation"]),
-           ("privacy.epsilon_cap", priv["epsilon_cap"])]
+    out = [(f"privacy.{k}", priv[k]) for k in ("epsilon_generation", "rho_generation") if k in priv]
+    out.append(("privacy.epsilon_cap", priv["epsilon_cap"]))
     if "epsilon" in (priv.get("records") or {}):
         out.append(("privacy.records.epsilon", priv["records"]["epsilon"]))
     out += [(f"privacy.pre_selection[{i}].epsilon", m["epsilon"])
@@ -926,7 +949,9 @@ def semantic_problems(doc: dict) -> list[str]:
     problems += _face_privacy_problems(doc, released)
     problems += _generator_problems(doc)
     problems += _retries_problems(doc)
-    problems += _cap_problems(doc)
+    problems += _definition_problems(doc)
+    if not [p for p in problems if p.startswith(("privacy.definition", "generators["))]:
+        problems += _cap_problems(doc)
     problems += space_problems(doc)
     return problems
 

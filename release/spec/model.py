@@ -75,7 +75,31 @@ class Spec:
 
     @property
     def epsilon_generation(self) -> float:
+        """The generator's epsilon (pure DP); a zCDP spec has none (``rho_generation``)."""
+        if self.definition == "zcdp":
+            raise ValueError("a zCDP spec gives privacy.rho_generation, not epsilon_generation")
         return float(self.raw["privacy"]["epsilon_generation"])
+
+    @property
+    def definition(self) -> str:
+        """``privacy.definition``: "pure" (default) or "zcdp"."""
+        return privacy_definition(self.raw)
+
+    @property
+    def rho_generation(self) -> float:
+        """The generator's rho (``privacy.definition: zcdp``)."""
+        return float(self.raw["privacy"]["rho_generation"])
+
+    @property
+    def delta(self) -> float:
+        """The delta of a zCDP spec's stated (epsilon, delta) guarantee."""
+        return float(self.raw["privacy"]["delta"])
+
+    def generation_budget(self) -> dict[str, float]:
+        """The generator's budget as a keyword: {"epsilon": eps} or {"rho": rho}."""
+        if self.definition == "zcdp":
+            return {"rho": self.rho_generation}
+        return {"epsilon": self.epsilon_generation}
 
     @property
     def epsilon_evaluation(self) -> float:
@@ -231,6 +255,21 @@ def selection_retries(doc: dict) -> str:
     return ((doc.get("privacy") or {}).get("selection") or {}).get("retries", "refit")
 
 
+def privacy_definition(doc: dict) -> str:
+    """``privacy.definition`` of a spec document: "pure" (default) or "zcdp"."""
+    return (doc.get("privacy") or {}).get("definition", "pure")
+
+
+def zcdp_parts(doc: dict) -> dict[str, Fraction]:
+    """A zCDP spec's rho parts and total (:func:`dpbundle.mechanisms.zcdp.release_rho`)."""
+    from dpbundle.mechanisms import zcdp
+
+    priv = doc["privacy"]
+    eps_eval = exact.total(c["epsilon"] for c in doc["acceptance"])
+    pre = [exact.dec(p["epsilon"]) for p in priv.get("pre_selection", [])]
+    return zcdp.release_rho(records_settings(doc)[1], exact.dec(priv["rho_generation"]), eps_eval, pre)
+
+
 def per_candidate_epsilon(doc: dict) -> Fraction:
     """One candidate's epsilon, exactly: eps_gen + eps_eval ("refit") or eps_eval ("resample")."""
     eps_eval = exact.total(c["epsilon"] for c in doc["acceptance"])
@@ -243,8 +282,14 @@ def budget_total(doc: dict) -> Fraction:
     """Exactly: eps_count + 2 x (eps_gen + eps_eval) + pre-selection ("refit"), or
     eps_count + eps_gen + 2 x eps_eval + pre-selection ("resample": the model is one
     eps_gen-DP release made before the selection, which is Liu & Talwar's loop over candidates
-    that only sample from it and evaluate the criteria; sequential composition)."""
+    that only sample from it and evaluate the criteria; sequential composition). A zCDP spec:
+    the epsilon at its delta that its total rho implies (OpenDP's conversion, the float as a
+    fraction; :func:`zcdp_parts`)."""
     priv = doc["privacy"]
+    if privacy_definition(doc) == "zcdp":
+        from dpbundle.mechanisms import zcdp
+
+        return Fraction(zcdp.epsilon_at_delta(zcdp_parts(doc)["total"], float(priv["delta"])))
     fitted_once = exact.dec(priv["epsilon_generation"]) if selection_retries(doc) == "resample" else 0
     pre = exact.total(p["epsilon"] for p in priv.get("pre_selection", []))
     return records_settings(doc)[1] + fitted_once + SELECTION_FACTOR * per_candidate_epsilon(doc) + pre
@@ -257,6 +302,8 @@ def budget_formula(doc: dict) -> str:
     policy, eps_count = records_settings(doc)
     eps_eval = exact.total(c["epsilon"] for c in doc["acceptance"])
     pre = exact.total(p["epsilon"] for p in priv.get("pre_selection", []))
+    if privacy_definition(doc) == "zcdp":
+        return zcdp_formula(doc)
     head = f"count {exact.show(eps_count)} + " if policy == "dp_count" else ""
     tail = f" + pre-selection {exact.show(pre)}" if pre else ""
     gen = exact.show(exact.dec(priv["epsilon_generation"]))
@@ -265,3 +312,21 @@ def budget_formula(doc: dict) -> str:
     else:
         body = f"{SELECTION_FACTOR} x (generation {gen} + criteria {exact.show(eps_eval)})"
     return f"{head}{body}{tail} = {exact.show(budget_total(doc))}"
+
+
+def zcdp_formula(doc: dict) -> str:
+    """A zCDP spec's total spelled out, e.g. 'rho = count 0.02^2/2 + generation 0.0139 (fitted
+    once) + (2 x criteria 0.02)^2/2 = 0.0149, epsilon 0.9975 at delta 1e-09'."""
+    from dpbundle.mechanisms import zcdp
+
+    priv = doc["privacy"]
+    policy, eps_count = records_settings(doc)
+    parts = zcdp_parts(doc)
+    eps_eval = exact.total(c["epsilon"] for c in doc["acceptance"])
+    pre = [exact.dec(p["epsilon"]) for p in priv.get("pre_selection", [])]
+    head = f"count {exact.show(eps_count)}^2/2 + " if policy == "dp_count" else ""
+    tail = "".join(f" + pre-selection {exact.show(e)}^2/2" for e in pre)
+    eps = zcdp.epsilon_at_delta(parts["total"], float(priv["delta"]))
+    return (f"rho = {head}generation {exact.show(exact.dec(priv['rho_generation']))} (fitted once) + "
+            f"(2 x criteria {exact.show(eps_eval)})^2/2{tail} = {exact.show(parts['total'])}, "
+            f"epsilon {zcdp.shown_epsilon(eps)} at delta {float(priv['delta']):g}")

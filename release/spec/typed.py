@@ -513,8 +513,11 @@ class Selection(Node):
 class Privacy(Node):
     """``privacy``: the epsilons, the records policy and the selection's stop probability."""
 
-    epsilon_generation: int | float = _req()
     epsilon_cap: int | float = _req()
+    epsilon_generation: int | float | None = _opt()
+    definition: str | None = _opt()
+    rho_generation: int | float | None = _opt()
+    delta: int | float | None = _opt()
     records: Records | None = _opt(**_one(Records))
     pre_selection: tuple[PreSelection, ...] | None = _opt(**_many(PreSelection))
     selection: Selection | None = _opt(**_one(Selection))

@@ -119,7 +119,7 @@ def _decimal_near(x: float) -> Fraction:
     return b  # pragma: no cover - 17 significant digits always round-trip
 
 
-def generation_parts(parts: list[dict], generation_epsilon) -> list[dict]:
+def generation_parts(parts: list[dict], generation_epsilon, key: str = "epsilon") -> list[dict]:
     """budget.json's ``generation.parts`` from the generator's ``budget_parts()`` (the floats
     handed to OpenDP, whose exact binary sum is at most the declared generation epsilon).
 
@@ -130,12 +130,12 @@ def generation_parts(parts: list[dict], generation_epsilon) -> list[dict]:
     those decimals add up exactly to the declared generation epsilon (which proves them the
     generator's decimal shares). Otherwise the floats are published as they are (``epsilon``
     only), which the audit checks the way it always has (binary sum at most the generation
-    epsilon)."""
+    epsilon). ``key``: "rho" for a zCDP generator's parts (``rho``, ``rho_opendp``)."""
     total = exact.dec(generation_epsilon)
-    floats = [float(p["epsilon"]) for p in parts]
+    floats = [float(p[key]) for p in parts]
     decimals = [_decimal_near(f) for f in floats]
     if (sum(decimals, Fraction(0)) == total and all(exact.dec(float(d)) == d for d in decimals)
             and sum((exact.binary(f) for f in floats), Fraction(0)) <= total):
-        return [{"purpose": p["purpose"], "epsilon": float(d), "epsilon_opendp": f}
+        return [{"purpose": p["purpose"], key: float(d), f"{key}_opendp": f}
                 for p, d, f in zip(parts, decimals, floats)]
-    return [{"purpose": p["purpose"], "epsilon": f} for p, f in zip(parts, floats)]
+    return [{"purpose": p["purpose"], key: f} for p, f in zip(parts, floats)]
