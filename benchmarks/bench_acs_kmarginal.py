@@ -1,8 +1,9 @@
 """Issue 37: a census table at total epsilon 1 (and 10), scored as NIST's CRC scores its peers.
 
 For each ACS excerpt (DATA_DIR/acs_excerpt_<state>2019.csv, NIST's data dictionary beside it)
-and each total epsilon, ``--reps`` full releases with examples/acs-excerpt-eps1.yaml (the
-generation epsilon set to total - count - 2 x criteria, the cap to the total): DP count,
+and each total epsilon, ``--reps`` full releases with examples/acs-excerpt-eps<TOTAL>.yaml (or
+the epsilon-1 spec; the generation epsilon set to total - count - 2 x criteria, the cap to the
+total): DP count,
 generator, criterion and private selection all included, through the Python API
 (``dpbundle.release.api.release``, a fresh key and ledger per release). Each bundle's data.csv
 is scored with SDNist's 2-way k-marginal (benchmarks/kmarginal.py) on the ten demographic-
@@ -67,6 +68,12 @@ def _spec_for(spec_path: Path, total: float) -> dict:
     spec["privacy"]["epsilon_generation"] = round(gen, 10)
     spec["privacy"]["epsilon_cap"] = total
     return spec
+
+
+def _default_spec(total: float) -> Path:
+    """examples/acs-excerpt-eps<total>.yaml when it exists, else the epsilon-1 spec."""
+    own = ROOT / "examples" / f"acs-excerpt-eps{total:g}.yaml"
+    return own if own.exists() else ROOT / "examples" / "acs-excerpt-eps1.yaml"
 
 
 def release_scores(spec: dict, data: Path, target, dictionary, reps: int) -> tuple[list[float], list[float], int]:
@@ -198,19 +205,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--states", default="ma,tx")
     ap.add_argument("--totals", default="1,10")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "acs-excerpt-eps1.yaml")
+    ap.add_argument("--spec", type=Path, default=None,
+                    help="the spec (default: examples/acs-excerpt-eps<TOTAL>.yaml when it exists, "
+                         "else examples/acs-excerpt-eps1.yaml)")
     ap.add_argument("--aim", action="store_true", help="OpenDP's AIM (pure DP) side by side")
     ap.add_argument("--aim-zcdp", action="store_true", help="OpenDP's AIM under zCDP side by side")
     a = ap.parse_args(argv)
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
-          f"Python {platform.python_version()}, spec {a.spec.name}")
+          f"Python {platform.python_version()}, spec {a.spec.name if a.spec else 'examples/acs-excerpt-eps<TOTAL>.yaml'}")
     print("| excerpt | total epsilon | what | runs | mean k-marginal | min | max | seconds each |")
     print("|---|---|---|---|---|---|---|---|")
     for state in a.states.split(","):
         target, dictionary = _load(a.data_dir, state)
         data = a.data_dir / f"acs_excerpt_{state}2019.csv"
         for total in (float(x) for x in a.totals.split(",")):
-            spec = _spec_for(a.spec, total)
+            spec = _spec_for(a.spec or _default_spec(total), total)
             gen = spec["privacy"]["epsilon_generation"]
             print(_row(state, total, f"dpbundle release (generation {gen:g})",
                        *release_scores(spec, data, target, dictionary, a.reps)), flush=True)
