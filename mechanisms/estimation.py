@@ -126,14 +126,17 @@ def project_simplex(y: np.ndarray, total: float) -> np.ndarray:
 
 class PairMeasurement:
     """A noisy 2-way count table over merged codes of columns ``(a, b)`` (merge factors
-    ``ga``, ``gb``), with per-cell noise variance ``variance`` (public)."""
+    ``ga``, ``gb``), with per-cell noise variance ``variance`` (public) and expected absolute
+    noise per cell ``mean_abs`` (public; None: the Laplace's, ``sqrt(variance / 2)``; the
+    Gaussian's is ``sigma sqrt(2 / pi)``)."""
 
     def __init__(self, cols: tuple[int, int], table: np.ndarray, factors: tuple[int, int],
-                 variance: float) -> None:
+                 variance: float, mean_abs: float | None = None) -> None:
         self.cols = (int(cols[0]), int(cols[1]))
         self.table = np.asarray(table, dtype=np.float64)
         self.factors = (int(factors[0]), int(factors[1]))
         self.variance = float(variance)
+        self.mean_abs = math.sqrt(self.variance / 2.0) if mean_abs is None else float(mean_abs)
 
 
 def estimate_oneways(domain: Sequence[int], oneways: dict[int, np.ndarray],
@@ -196,11 +199,12 @@ def estimate_pair(m: PairMeasurement, merged_a: np.ndarray, merged_b: np.ndarray
     simplex of total ``n``, mixed with ``mix`` of the independence table, raked to the merged
     1-ways ``merged_a``, ``merged_b`` (each summing to ``n``). ``mix`` None: a share that grows
     with the public noise level, ``min(INDEPENDENCE_MIX, MIX_PER_NOISE cells b / n)`` (``b =
-    sqrt(variance / 2)``, the Laplace scale; cells x b is the expected L1 of the noise), at
-    least 1e-6: every cell the 1-ways allow stays possible, and a nearly exact table is not
-    biased toward independence."""
+    m.mean_abs``, the expected absolute noise per cell: the Laplace scale ``sqrt(variance /
+    2)``, or ``sigma sqrt(2 / pi)`` for Gaussian noise; cells x b is the expected L1 of the
+    noise), at least 1e-6: every cell the 1-ways allow stays possible, and a nearly exact table
+    is not biased toward independence."""
     if mix is None:
-        noise = m.table.size * math.sqrt(m.variance / 2.0) / max(float(n), 1.0)
+        noise = m.table.size * m.mean_abs / max(float(n), 1.0)
         mix = max(min(INDEPENDENCE_MIX, MIX_PER_NOISE * noise), 1e-6)
     ind = np.outer(merged_a, merged_b) / float(n) if n > 0 else np.zeros(m.table.shape)
     base = project_simplex(m.table, n)

@@ -40,6 +40,29 @@ count out of one cell and into one (L1 sensitivity 2) and InDif's derivation (an
 table) is unchanged. The noisy tables are then estimated by :func:`estimation.hierarchical_estimate`
 (post-processing: the noisy tables, their public scales, the domain and n).
 
+**zCDP mode** (``PrivSyn(rho=...)``, ``definition = "zcdp"``; not yet exposed in specs). The
+budget is a zCDP rho, split in two exactly:
+
+* selection: the same Laplace draw of the K InDif scores (L1 sensitivity ``6 K``) at the pure
+  epsilon ``eps_sel``, the largest float with ``binary(eps_sel)^2 / 2 <= dec(split_select)
+  dec(rho)``. An eps-DP release is ``eps^2 / 2``-zCDP (Bun & Steinke 2016, Prop. 1.4); the part
+  charged is ``rho_sel = float_up(binary(eps_sel)^2 / 2)`` (OpenDP's Laplace calibration keeps
+  the real epsilon within ``binary(eps_sel)``);
+* measurements: ``rho_meas = float_down(dec(rho) - binary(rho_sel))``, split over the 1-way and
+  selected 2-way count tables by :func:`allocate_rho` (``rho_i ∝ cells^(2/3)``, the L1-optimal
+  split for Gaussian noise, derivation there); each table is one ``rand.gaussian`` draw
+  (OpenDP's discrete Gaussian) of **L2 sensitivity sqrt(2)**: one changed record leaves one
+  cell and enters one, ``||dT||_2 = sqrt(1 + 1)`` (0 if it stays in its cell); merged codes
+  (hierarchical) change nothing in this (a count table of a function of each record).
+
+zCDP composes by adding rhos (Bun & Steinke, Lemma 2.3, adaptively), so the binary values of the
+floats handed to OpenDP sum to at most ``dec(rho)`` and ``fit`` is rho-zCDP for change-one
+neighbours; group privacy for zCDP gives ``privacy_map(d_in) = rho d_in^2`` (Bun & Steinke,
+Prop. 1.9: a ``k``-record change is ``k^2 rho``-zCDP). The post-processing is the same with the
+Gaussian's noise in place of the Laplace's: inverse-variance weights ``sigma^2`` per cell (the
+Laplace's ``2 b^2``), DenseMarg's noise error and the hierarchical estimator's noise level from
+the Gaussian's expected absolute error ``sigma sqrt(2 / pi)`` per cell.
+
 Everything after the noisy tables reads only them and public values (``n``, the domain, the
 noise scales): consistency (:func:`consistent_tables`: ``marginals.make_consistent`` with
 inverse-variance weights and ``norm_sub.norm_sub``), and synthesis by GUM (:func:`gum`), which
@@ -57,7 +80,7 @@ import numpy as np
 from . import estimation, exact
 from .generators import check_codes, constructor_grid_problems, record_weights
 from .marginals import COUNT_SENSITIVITY, make_consistent
-from .noise import Randomness
+from .noise import Randomness, calibrated_gaussian_scale
 from .norm_sub import norm_sub
 
 __all__ = [
@@ -72,7 +95,10 @@ __all__ = [
     "candidate_pairs",
     "pair_table",
     "allocate",
+    "allocate_rho",
     "expected_l1_error",
+    "expected_l1_error_gaussian",
+    "GAUSSIAN_COUNT_SENSITIVITY",
     "select_pairs",
     "consistent_tables",
     "gum",
@@ -89,6 +115,12 @@ MAX_PAIR_CELLS = 1 << 22
 MAX_ROWS = (1 << 31) - 1
 
 SELECT_RULES = ("densemarg", "top")
+
+#: L2 sensitivity of a count table under change-one: one record leaves one cell, enters one.
+GAUSSIAN_COUNT_SENSITIVITY = math.sqrt(2.0)
+
+#: Definitions of privacy a PrivSyn can be built for (``epsilon=`` pure DP, ``rho=`` zCDP).
+DEFINITIONS = ("pure", "zcdp")
 
 #: ``estimator`` values: ``consistency`` (the default; every table on its codes, PrivSyn's
 #: consistency and norm-sub) and ``hierarchical`` (pairs measured on merged codes, estimated by
@@ -241,9 +273,40 @@ def expected_l1_error(cells: Sequence[int], epsilon: float) -> float:
     return 2.0 * s * s / float(epsilon)
 
 
+def allocate_rho(rho: float, cells: Sequence[int]) -> list[float]:
+    """Split the float zCDP part ``rho`` over tables of ``cells`` cells, ``rho_i ∝ c_i^(2/3)``.
+
+    Derivation (the L1-optimal split for Gaussian noise): a table of ``c`` cells measured with
+    the Gaussian of L2 sensitivity ``D`` at ``rho_i`` has ``sigma_i = D / sqrt(2 rho_i)`` and
+    expected L1 error ``c sigma_i sqrt(2 / pi)``, proportional to ``c_i rho_i^(-1/2)``.
+    Minimise ``sum_i c_i rho_i^(-1/2)`` subject to ``sum_i rho_i = rho``: the Lagrange
+    condition ``c_i rho_i^(-3/2) / 2 = lambda`` gives ``rho_i = rho c_i^(2/3) / sum_j
+    c_j^(2/3)``, and the minimum error is ``sqrt(2 / pi) D W^(3/2) / sqrt(2 rho)`` with
+    ``W = sum_j c_j^(2/3)`` (:func:`expected_l1_error_gaussian`). (Minimising the total
+    variance ``sum c_i sigma_i^2`` instead gives ``rho_i ∝ sqrt(c_i)``, the pure path's split.)
+
+    Exactly: the weights ``c_i^(2/3)`` are floats (public), read as rationals; share ``i`` is
+    ``float_down(binary(rho) w_i / sum_j w_j)``: the shares sum to at most ``binary(rho)``."""
+    if not cells:
+        return []
+    w = [Fraction(float(int(c)) ** (2.0 / 3.0)) for c in cells]
+    tot = sum(w, Fraction(0))
+    r = exact.binary(rho)
+    return [exact.float_down(r * wi / tot) for wi in w]
+
+
+def expected_l1_error_gaussian(cells: Sequence[int], rho: float) -> float:
+    """Expected total L1 error (counts) of measuring tables of ``cells`` cells with the Gaussian
+    (L2 sensitivity sqrt(2)) at :func:`allocate_rho` shares of ``rho``:
+    ``sqrt(2 / pi) sqrt(2) W^(3/2) / sqrt(2 rho) = W^(3/2) sqrt(2 / (pi rho))``,
+    ``W = sum c_i^(2/3)``."""
+    w = math.fsum(float(int(c)) ** (2.0 / 3.0) for c in cells)
+    return w ** 1.5 * math.sqrt(2.0 / (math.pi * float(rho)))
+
+
 def select_pairs(noisy_scores: Sequence[float], pair_cells: Sequence[int],
-                 oneway_cells: Sequence[int], eps_meas: float, *, max_pairs: int | None,
-                 rule: str = "densemarg") -> list[int]:
+                 oneway_cells: Sequence[int], eps_meas: float | None, *, max_pairs: int | None,
+                 rule: str = "densemarg", rho_meas: float | None = None) -> list[int]:
     """Indices of the selected pairs, in the order chosen. Post-processing: reads only the noisy
     scores and public values (cells, ``eps_meas``, the hyperparameters).
 
@@ -255,18 +318,28 @@ def select_pairs(noisy_scores: Sequence[float], pair_cells: Sequence[int],
     take the pair with the largest net gain while it is positive and fewer than ``max_pairs``
     (None: no cap) are chosen. ``top``: the ``max_pairs`` largest noisy scores (all pairs if
     ``max_pairs`` is None). Ties go to the lower index (deterministic).
+
+    ``rho_meas`` (zCDP mode; ``eps_meas`` is then not used): the noise error is the Gaussian's,
+    ``K W^(3/2)`` with ``W = sum cells^(2/3)`` and ``K = sqrt(2 / (pi rho_meas))``
+    (:func:`expected_l1_error_gaussian`), so adding pair ``p`` raises it by
+    ``K ((W + c_p^(2/3))^(3/2) - W^(3/2))``.
     """
     if rule not in SELECT_RULES:
         raise ValueError(f"privsyn: select_rule must be one of {SELECT_RULES}, got {rule!r}")
     scores = np.asarray(noisy_scores, dtype=np.float64)
     k = scores.shape[0]
     cap = k if max_pairs is None else min(int(max_pairs), k)
-    sqrt_c = np.sqrt(np.asarray(pair_cells, dtype=np.float64))
-    s = math.fsum(math.sqrt(int(c)) for c in oneway_cells)
+    gauss = rho_meas is not None
+    pc = np.asarray(pair_cells, dtype=np.float64)
+    sqrt_c = pc ** (2.0 / 3.0) if gauss else np.sqrt(pc)
+    s = math.fsum((float(int(c)) ** (2.0 / 3.0) if gauss else math.sqrt(int(c))) for c in oneway_cells)
+    k_gauss = math.sqrt(2.0 / (math.pi * float(rho_meas))) if gauss else 0.0
     chosen: list[int] = []
     free = np.ones(k, dtype=bool)
     while len(chosen) < cap:
-        if rule == "densemarg":
+        if rule == "densemarg" and gauss:
+            gain = scores - k_gauss * ((s + sqrt_c) ** 1.5 - s ** 1.5)
+        elif rule == "densemarg":
             gain = scores - 2.0 * (2.0 * s * sqrt_c + sqrt_c * sqrt_c) / float(eps_meas)
         else:
             gain = scores.copy()
@@ -285,7 +358,8 @@ def select_pairs(noisy_scores: Sequence[float], pair_cells: Sequence[int],
 # --------------------------------------------------------------------------------------------
 
 def consistent_tables(noisy: Sequence[np.ndarray], attrs: Sequence[tuple[int, ...]],
-                      scales: Sequence[float], total: float, rounds: int) -> list[np.ndarray]:
+                      scales: Sequence[float], total: float, rounds: int,
+                      variances: Sequence[float] | None = None) -> list[np.ndarray]:
     """Noisy tables -> non-negative tables that agree on shared columns and sum to ``total``.
 
     ``marginals.make_consistent`` (PriView/PrivSyn consistency: for the empty set and every
@@ -293,13 +367,14 @@ def consistent_tables(noisy: Sequence[np.ndarray], attrs: Sequence[tuple[int, ..
     difference spread evenly over the summed cells) with per-cell variances ``2 b_i^2`` from
     the public Laplace scales ``b_i``, and ``norm_sub.norm_sub`` (PrivSyn's norm-sub) for
     non-negativity, alternated ``rounds`` times. Post-processing: reads only the noisy tables,
-    their (public) noise scales and the public total ``n``.
+    their (public) noise scales and the public total ``n``. ``variances``: the per-cell noise
+    variances themselves (e.g. ``sigma^2`` of Gaussian noise), in place of ``2 b^2``.
     """
     if not noisy:
         return []
+    var = [2.0 * float(b) ** 2 for b in scales] if variances is None else [float(v) for v in variances]
     return make_consistent([np.asarray(t, dtype=np.float64) for t in noisy], list(attrs),
-                           total=float(total), rounds=int(rounds),
-                           cell_variances=[2.0 * float(b) ** 2 for b in scales],
+                           total=float(total), rounds=int(rounds), cell_variances=var,
                            nonnegative=norm_sub)
 
 
@@ -485,6 +560,17 @@ class PrivSynModel:
 # generator
 # --------------------------------------------------------------------------------------------
 
+def _largest_eps_within(rho_part: Fraction) -> float:
+    """The largest float ``e`` with ``binary(e)^2 / 2 <= rho_part`` (a pure epsilon whose zCDP
+    charge ``e^2 / 2`` fits the rational part), decided on rationals."""
+    e = math.sqrt(2.0 * float(rho_part))
+    while e > 0 and exact.binary(e) ** 2 / 2 > rho_part:
+        e = math.nextafter(e, 0.0)
+    while exact.binary(math.nextafter(e, math.inf)) ** 2 / 2 <= rho_part:
+        e = math.nextafter(e, math.inf)
+    return e
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -508,6 +594,10 @@ class PrivSyn:
     ``ceil(k / pair_values)`` consecutive codes, and :mod:`.estimation` makes all tables
     consistent; ``consistency_rounds`` is then not used) and ``pair_values`` (used by the
     ``hierarchical`` estimator only).
+
+    The budget: exactly one of ``epsilon`` (pure DP, ``definition = "pure"``; positional as
+    always) and ``rho`` (zCDP, ``definition = "zcdp"``: Gaussian count tables; see the module
+    doc). ``rho`` is not a hyperparameter.
     """
 
     type = "privsyn"
@@ -516,14 +606,27 @@ class PrivSyn:
     HYPERPARAMETERS = ("split_select", "max_pairs", "select_rule", "gum_rounds", "gum_alpha",
                        "consistency_rounds", "estimator", "pair_values")
 
-    def __init__(self, epsilon: float, split_select: float = 0.1, max_pairs: int | None = None,
-                 select_rule: str = "densemarg", gum_rounds: int = 6, gum_alpha: float = 1.0,
-                 consistency_rounds: int = 10, estimator: str = "consistency",
-                 pair_values: int = 20) -> None:  # = DEFAULT_PAIR_VALUES
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) \
+    def __init__(self, epsilon: float | None = None, split_select: float = 0.1,
+                 max_pairs: int | None = None, select_rule: str = "densemarg", gum_rounds: int = 6,
+                 gum_alpha: float = 1.0, consistency_rounds: int = 10,
+                 estimator: str = "consistency", pair_values: int = 20,  # = DEFAULT_PAIR_VALUES
+                 rho: float | None = None) -> None:
+        if (epsilon is None) == (rho is None):
+            raise ValueError("privsyn: give exactly one of epsilon (pure DP) and rho (zCDP), got "
+                             f"epsilon={epsilon!r}, rho={rho!r}")
+        if rho is not None:
+            if isinstance(rho, bool) or not isinstance(rho, (int, float)) \
+                    or not math.isfinite(rho) or rho <= 0:
+                raise ValueError(f"privsyn: rho must be a finite number > 0, got {rho!r}")
+        elif isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) \
                 or not math.isfinite(epsilon) or epsilon <= 0:
             raise ValueError(f"privsyn: epsilon must be a finite number > 0, got {epsilon!r}")
-        self.epsilon = float(epsilon)
+        #: the pure-DP budget (None in zCDP mode)
+        self.epsilon: float | None = None if epsilon is None else float(epsilon)
+        #: the zCDP budget (None in pure mode)
+        self.rho: float | None = None if rho is None else float(rho)
+        #: ``"pure"`` (epsilon) or ``"zcdp"`` (rho)
+        self.definition = "pure" if rho is None else "zcdp"
         self.split_select = _check_split(split_select)
         if max_pairs is not None and (not _is_int(max_pairs) or max_pairs < 0):
             raise ValueError(f"privsyn: max_pairs must be an integer >= 0 or null, got {max_pairs!r}")
@@ -554,13 +657,36 @@ class PrivSyn:
     # -- protocol -------------------------------------------------------------------------
     @property
     def epsilon_select(self) -> float:
-        """Selection budget, exactly: the largest float <= dec(split_select) x dec(epsilon)."""
+        """Selection budget (a pure epsilon, the InDif Laplace draw), exactly: the largest float
+        <= dec(split_select) x dec(epsilon); in zCDP mode the largest float ``e`` with
+        ``binary(e)^2 / 2 <= dec(split_select) x dec(rho)``."""
+        if self.rho is not None:
+            return _largest_eps_within(exact.dec(self.split_select) * exact.dec(self.rho))
         return exact.float_down(exact.dec(self.split_select) * exact.dec(self.epsilon))
 
     @property
     def epsilon_measure(self) -> float:
-        """Measurement budget: the largest float <= dec(epsilon) - binary(epsilon_select)."""
+        """Measurement budget: the largest float <= dec(epsilon) - binary(epsilon_select)
+        (pure mode only: zCDP mode measures at :attr:`rho_measure`)."""
+        if self.rho is not None:
+            raise ValueError("privsyn: a zCDP generator measures in rho (rho_measure), not epsilon")
         return exact.float_down(exact.dec(self.epsilon) - exact.binary(self.epsilon_select))
+
+    @property
+    def rho_select(self) -> float:
+        """zCDP mode: the rho charged for the selection, ``float_up(binary(eps_sel)^2 / 2)`` (an
+        eps-DP release is eps^2/2-zCDP, Bun & Steinke 2016, Prop. 1.4)."""
+        if self.rho is None:
+            raise ValueError("privsyn: a pure-DP generator has no rho")
+        return exact.float_up(exact.binary(self.epsilon_select) ** 2 / 2)
+
+    @property
+    def rho_measure(self) -> float:
+        """zCDP mode: the rho of the count tables, the largest float <= dec(rho) -
+        binary(rho_select); split over the tables by :func:`allocate_rho`."""
+        if self.rho is None:
+            raise ValueError("privsyn: a pure-DP generator has no rho")
+        return exact.float_down(exact.dec(self.rho) - exact.binary(self.rho_select))
 
     def hyperparameters(self) -> dict[str, Any]:
         """Constructor keyword arguments (round-trip: ``PrivSyn(eps, **hyperparameters())``).
@@ -577,13 +703,24 @@ class PrivSyn:
         return hp
 
     def privacy_map(self, d_in: int) -> float:
-        """Change-one distance -> epsilon: d_in * epsilon (pure DP, group privacy)."""
+        """Change-one distance -> epsilon: d_in * epsilon (pure DP, group privacy); in zCDP
+        mode -> rho: rho * d_in^2 (zCDP group privacy, Bun & Steinke 2016, Prop. 1.9)."""
         if d_in < 0:
             raise ValueError(f"d_in must be >= 0, got {d_in}")
+        if self.rho is not None:
+            return self.rho * float(d_in) ** 2
         return float(d_in) * self.epsilon
 
     def budget_parts(self) -> list[dict[str, Any]]:
-        """The two parts (floats handed to OpenDP, binary sum <= the declared epsilon)."""
+        """The two parts (floats handed to OpenDP, binary sum <= the declared epsilon); in
+        zCDP mode with key ``rho`` (binary sum <= the declared rho)."""
+        if self.rho is not None:
+            return [{"purpose": "marginal selection (noisy InDif scores: Laplace at a pure epsilon "
+                                "e, charged e^2/2)",
+                     "rho": self.rho_select},
+                    {"purpose": "1-way and selected 2-way marginals (Gaussian, split by "
+                                "cells^(2/3))",
+                     "rho": self.rho_measure}]
         return [{"purpose": "marginal selection (noisy InDif scores)",
                  "epsilon": self.epsilon_select},
                 {"purpose": "1-way and selected 2-way marginals (split by sqrt(cells))",
@@ -623,17 +760,19 @@ class PrivSyn:
                 true, sensitivity=INDIF_SENSITIVITY * len(pairs), epsilon=self.epsilon_select,
                 purpose="privsyn: InDif scores of all candidate pairs"), dtype=np.float64)
         ones = [(j,) for j in range(d) if dom[j] >= 2]
-        eps_meas = self.epsilon_measure
+        zcdp = self.rho is not None
+        eps_meas = None if zcdp else self.epsilon_measure
+        rho_meas = self.rho_measure if zcdp else None
         chosen = select_pairs(noisy_scores, [pdom[a] * pdom[b] for a, b in pairs],
                               [dom[j] for (j,) in ones], eps_meas,
-                              max_pairs=self.max_pairs, rule=self.select_rule)
+                              max_pairs=self.max_pairs, rule=self.select_rule, rho_meas=rho_meas)
         selected = [pairs[i] for i in chosen]
 
-        # ---- measurements (eps_meas): 1-ways, then the selected pairs ----
+        # ---- measurements (eps_meas or rho_meas): 1-ways, then the selected pairs ----
         attrs: list[tuple[int, ...]] = ones + selected
         cells = [dom[a[0]] if len(a) == 1 else pdom[a[0]] * pdom[a[1]] for a in attrs]
-        shares = allocate(eps_meas, cells)
-        noisy, scales = [], []
+        shares = allocate_rho(rho_meas, cells) if zcdp else allocate(eps_meas, cells)
+        noisy, scales, variances, mean_abs = [], [], [], []
         for a, e in zip(attrs, shares):
             if len(a) == 1:
                 true_t = np.bincount(codes[:, a[0]], weights=weights, minlength=dom[a[0]]).astype(np.int64)
@@ -644,17 +783,29 @@ class PrivSyn:
                 what = f"privsyn: 2-way marginal of columns {list(a)}"
                 if factors[a[0]] > 1 or factors[a[1]] > 1:
                     what += f" (codes merged {factors[a[0]]} and {factors[a[1]]} at a time)"
-            out = rand.laplace(true_t, sensitivity=COUNT_SENSITIVITY, epsilon=e, purpose=what,
-                               integer=True)
+            if zcdp:
+                out = rand.gaussian(true_t, sensitivity=GAUSSIAN_COUNT_SENSITIVITY, rho=e,
+                                    purpose=what, integer=True)
+                sigma = calibrated_gaussian_scale(GAUSSIAN_COUNT_SENSITIVITY, e)
+                variances.append(sigma * sigma)
+                mean_abs.append(sigma * math.sqrt(2.0 / math.pi))
+            else:
+                out = rand.laplace(true_t, sensitivity=COUNT_SENSITIVITY, epsilon=e, purpose=what,
+                                   integer=True)
+                b = COUNT_SENSITIVITY / e
+                scales.append(b)
+                variances.append(2.0 * b * b)
+                mean_abs.append(None)   # the Laplace's: sqrt(variance / 2) = b
             shape = [dom[a[0]]] if len(a) == 1 else [pdom[j] for j in a]
             noisy.append(np.asarray(out, dtype=np.float64).reshape(shape))
-            scales.append(COUNT_SENSITIVITY / e)
         if hier:
             self.selected = list(selected)
-            return self._hierarchical_model(dom, factors, attrs, noisy, scales, n, selected)
+            return self._hierarchical_model(dom, factors, attrs, noisy, variances, n, selected,
+                                            mean_abs)
 
         # ---- post-processing: consistency, distributions ----
-        tabs = consistent_tables(noisy, attrs, scales, float(n), self.consistency_rounds)
+        tabs = consistent_tables(noisy, attrs, scales, float(n), self.consistency_rounds,
+                                 variances=variances if zcdp else None)
         oneways = [np.ones(1)] * d
         margs: list[tuple[tuple[int, ...], np.ndarray]] = []
         for a, t in zip(attrs, tabs):
@@ -672,16 +823,19 @@ class PrivSyn:
 
     def _hierarchical_model(self, dom: tuple[int, ...], factors: list[int],
                                attrs: list[tuple[int, ...]], noisy: list[np.ndarray],
-                               scales: list[float], n: int,
-                               selected: list[tuple[int, int]]) -> PrivSynModel:
+                               variances: list[float], n: int,
+                               selected: list[tuple[int, int]],
+                               mean_abs: list[float | None]) -> PrivSynModel:
         """The ``hierarchical`` estimator's model (post-processing of the noisy tables, their
-        public scales, the domain and n): :func:`estimation.hierarchical_estimate`."""
+        public per-cell noise variances and expected absolute noise (None: the Laplace's), the
+        domain and n): :func:`estimation.hierarchical_estimate`."""
         ones, ones_var, pairs = {}, {}, []
-        for a, t, b in zip(attrs, noisy, scales):
+        for a, t, v, m in zip(attrs, noisy, variances, mean_abs):
             if len(a) == 1:
-                ones[a[0]], ones_var[a[0]] = t, 2.0 * b * b
+                ones[a[0]], ones_var[a[0]] = t, v
             else:
-                pairs.append(estimation.PairMeasurement(a, t, (factors[a[0]], factors[a[1]]), 2.0 * b * b))
+                pairs.append(estimation.PairMeasurement(a, t, (factors[a[0]], factors[a[1]]), v,
+                                                        mean_abs=m))
         fine1, fine2 = estimation.hierarchical_estimate(dom, ones, ones_var, pairs, factors, float(n))
         oneways = [_distribution(t) if k >= 2 else np.ones(1) for t, k in zip(fine1, dom)]
         margs = [(m.cols, _distribution(t)) for m, t in zip(pairs, fine2)]
