@@ -236,7 +236,10 @@ def _issue_now(message: str) -> None:
         if frame.f_code is release.__code__:
             caller = level + 1
         frame, level = frame.f_back, level + 1
-    _warnings.warn(DpbundleWarning(message), stacklevel=caller)
+    from dpbundle.release.pipeline.output import unrouted
+
+    with unrouted():     # the warning's display goes to the real stderr, not back into the run's
+        _warnings.warn(DpbundleWarning(message), stacklevel=caller)
 
 
 def _request_options(spec: Any, data: Any, options: dict, request: Any) -> tuple[Any, Any, dict]:

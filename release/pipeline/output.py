@@ -124,6 +124,17 @@ class _StderrSwitch:
         return getattr(self.original, name)
 
 
+@contextlib.contextmanager
+def unrouted() -> Iterator[None]:
+    """Inside, this thread writes to the real ``sys.stderr`` again (Python's warning display,
+    when the API issues a release's warning, must not come back as one more warning)."""
+    token = _ROUTE.set(None)
+    try:
+        yield
+    finally:
+        _ROUTE.reset(token)
+
+
 _switch_lock = threading.Lock()
 _switch_users = 0
 
