@@ -31,8 +31,6 @@ def _resample_spec(path, gamma=0.05):
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37 review: --stop-probability 0 with retries: resample is "
-                   "refused only inside select(), after the budget is reserved and the DP count drawn")
 def test_stop_probability_option_0_with_resample_is_refused_before_the_spend(tmp_path):
     from dpbundle.release.api import release
     from dpbundle.release.bundle import keys
@@ -49,23 +47,18 @@ def test_stop_probability_option_0_with_resample_is_refused_before_the_spend(tmp
     assert not ledger.exists() or '"spend"' not in ledger.read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37 review: with pre-registered seeds every resample attempt "
-                   "draws the same candidate (same model, same bound seeds); the public text says each "
-                   "attempt is a new sample")
-def test_preregistered_resample_attempts_draw_new_samples(tmp_path):
-    from dpbundle.mechanisms.noise import Randomness, Transcript
-    from dpbundle.mechanisms.seeds import SeedBinding
-    from dpbundle.release.data.prepare import prepare
-    from dpbundle.release.scheme.iteration import fit_once, run_resampled
-    from dpbundle.release.scheme.space import draw_config
-    from dpbundle.release.spec.load import load_spec
+def test_a_resample_spec_cannot_be_preregistered(tmp_path):
+    """The review's finding 2 (every pre-registered resample attempt would redraw the same
+    sample) is closed by refusing the combination, before anything is written or spent."""
+    from typer.testing import CliRunner
 
-    spec = load_spec(_resample_spec(tmp_path / "spec.yaml"))
-    data = fx.example_registry(tmp_path / "births.csv", 1500, 7)
-    seeds = SeedBinding("cd" * 32, "review beacon")
-    transcript = Transcript()
-    fitted = fit_once(prepare(data, spec), spec, draw_config(spec, None), Randomness(transcript, seeds=seeds))
-    # as selection.select does: a new Randomness with the run's seeds for each attempt
-    first = run_resampled(fitted, spec, Randomness(transcript, seeds=seeds))
-    second = run_resampled(fitted, spec, Randomness(transcript, seeds=seeds))
-    assert not np.array_equal(np.asarray(first.candidate.codes), np.asarray(second.candidate.codes))
+    from dpbundle.release.bundle import keys
+    from dpbundle.release.cli.main import app
+
+    keys.write_keypair(tmp_path / "k")
+    spec = _resample_spec(tmp_path / "spec.yaml")
+    res = CliRunner().invoke(app, ["preregister", str(spec), "--key", str(tmp_path / "k.key"),
+                                   "--out", str(tmp_path / "rec.json"), "--beacon-source",
+                                   "NIST beacon, pulse of 2026-12-01 00:00 UTC"])
+    assert res.exit_code == 2, res.output
+    assert "cannot be pre-registered" in res.output and not (tmp_path / "rec.json").exists()

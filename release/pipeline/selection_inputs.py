@@ -70,6 +70,10 @@ def choose_stop(spec, option: Optional[str], estimates):
         plan = plan_stop(option, spec.stop_probability, acc, lows)
     except ValueError as exc:
         unusable(str(exc))
+    if spec.retries == "resample" and plan.gamma == 0:
+        unusable("privacy.selection.retries: resample fits the generator once and samples from it until "
+                 "a candidate passes: the stop probability must be above 0 so that every run ends (this "
+                 "run's is 0, from " + plan.source.split(":", 1)[0] + "); nothing was read or spent")
     for line in plan.lines():
         say(line)
     if plan.gamma == 0:
@@ -95,6 +99,10 @@ def bind_preregistration(request: ReleaseRequest, spec, private_key):
     rec_path, beacon = request.preregistration, request.beacon
     if rec_path is None:
         return None, {}
+    if spec.retries == "resample":
+        from dpbundle.release.cli.preregister import RESAMPLE_NOT_PREREGISTERED
+
+        unusable(f"{rec_path}: {RESAMPLE_NOT_PREREGISTERED}; nothing was read or spent")
     from dpbundle.mechanisms.seeds import SeedBinding
 
     from dpbundle.release.preregistration import (PreregistrationError, check_against, default_secret_path,
