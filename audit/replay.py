@@ -680,6 +680,7 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         noise_detail = _check_noise(r, records)
         _check_bound_seeds(ctx, r, records)
         index, start, end, mark = _selected_iteration(ctx, r, records, view)
+        _check_every_attempt(ctx, r, records)
         if mark.get("config") != view.configuration:
             return r    # nothing is fitted or sampled with a configuration the manifest does not sign
         fit_records = _fit_records(ctx, records, mark)
@@ -803,6 +804,89 @@ def _records_plan(ctx: AuditContext, head: list[dict], n_plausible: int, view, n
     if plan.m != n:
         raise StopCheck("the replayed DP count of records differs from the public n")
     return plan
+
+
+#: marks an attempt may hold besides its own 'iteration' and 'iteration end'
+_ATTEMPT_MARKS = ("sampler", "arithmetic", "opaque_release")
+
+
+def attempt_spending_problems(records: list[dict], per_candidate, retries: str) -> list[str]:
+    """What the transcript spends outside the replayed parts, checked record by record (the
+    replay itself reproduces only the head, the one fit and the selected attempt):
+
+    * every draw lies in the head (before the first mark: the DP count), in the one fit of a
+      resample selection, or inside an attempt ('iteration' .. 'iteration end');
+    * each attempt's recorded epsilons (Laplace and report-noisy-max draws, opaque releases) add
+      up, in exact binary arithmetic, to at most the per-candidate epsilon budget.json declares
+      (``per_candidate``, a Fraction), and an attempt holds no zCDP (Gaussian) draw: with
+      resample the generator's draws are all in the fit, so a refit inside an attempt exceeds it;
+    * with resample every attempt carries the one fit's configuration.
+    Returns the problems (none for a transcript the release wrote)."""
+    from fractions import Fraction
+
+    from dpbundle.mechanisms import exact
+
+    problems: list[str] = []
+    first = next((i for i, rec in enumerate(records) if rec.get("kind") == "mark"), len(records))
+    fit_config = next((rec.get("config") for rec in records if rec.get("kind") == "mark"
+                       and rec.get("mark") == "fit"), None)
+    where, spent, index = "between", Fraction(0), None
+    for i, rec in enumerate(records[first:], start=first):
+        kind, name = rec.get("kind"), rec.get("mark")
+        if kind == "mark":
+            if name == "fit":
+                where = "fit"
+            elif name == "fit end":
+                where = "between"
+            elif name == "iteration":
+                where, spent, index = "attempt", Fraction(0), rec.get("index")
+                if retries == "resample" and rec.get("config") != fit_config:
+                    problems.append(f"attempt {index!r} has another configuration than the one fit")
+            elif name == "iteration end":
+                where = "between"
+            elif name == "opaque_release" and where == "attempt":
+                spent += _recorded_epsilon(rec)
+            elif where == "between" and name not in ("selection", "stop draw", "selected", "attempt error"):
+                problems.append(f"transcript record {i}: a {name!r} mark outside any attempt")
+            continue
+        if where == "fit":
+            continue                    # replayed record by record (the fit block)
+        if where != "attempt":
+            problems.append(f"transcript record {i} ({kind} {rec.get('purpose')!r}) lies outside the DP "
+                            "count, the fit and every attempt")
+            continue
+        if kind == "gaussian":
+            problems.append(f"attempt {index!r} makes a zCDP draw ({rec.get('purpose')!r}): an attempt "
+                            "spends only pure-DP epsilon")
+        elif kind in ("laplace", "exponential"):
+            spent += _recorded_epsilon(rec)
+            if spent > per_candidate:
+                problems.append(f"attempt {index!r} spends more than the per-candidate epsilon "
+                                f"{exact.show(per_candidate)} (at {rec.get('purpose')!r})")
+                where = "reported"      # one problem per attempt
+    return problems
+
+
+def _recorded_epsilon(rec: dict):
+    """A record's epsilon as its exact binary value (0 if it has none)."""
+    from fractions import Fraction
+
+    from dpbundle.mechanisms import exact
+
+    e = rec.get("epsilon")
+    return exact.binary(float(e)) if isinstance(e, (int, float)) and not isinstance(e, bool) else Fraction(0)
+
+
+def _check_every_attempt(ctx: AuditContext, r: CheckResult, records: list[dict]) -> None:
+    """:func:`attempt_spending_problems` against budget.json's per-candidate epsilon."""
+    from dpbundle.mechanisms import exact
+
+    try:
+        per = exact.dec(ctx.json("budget.json")["per_iteration_epsilon"])
+    except (Missing, KeyError, TypeError, ValueError, AttributeError):
+        raise StopCheck("budget.json: no per_iteration_epsilon to check the attempts against") from None
+    for problem in attempt_spending_problems(records, per, transcript_retries(records))[:10]:
+        r.fail(problem)
 
 
 def _fit_records(ctx: AuditContext, records: list[dict], mark: dict) -> list[dict] | None:

@@ -156,10 +156,6 @@ def test_a_forged_fit_block_fails_the_replay(made, tmp_path, edit):
     assert rep.get("replay").failed, [(c.check, c.problems) for c in rep.checks if c.failed]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37 review: the enclave replay reads only the fit block and "
-                   "the selected attempt, so a resample transcript that records a refit (or another "
-                   "configuration, or a second fit) outside them is verified although budget.json counts "
-                   "eps_gen once")
 @pytest.mark.parametrize("edit", [_refit_in_failed_attempt, _failed_attempt_other_configuration,
                                   _second_fit_after_the_block],
                          ids=lambda f: f.__name__.strip("_"))
