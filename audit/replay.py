@@ -810,22 +810,28 @@ def _records_plan(ctx: AuditContext, head: list[dict], n_plausible: int, view, n
 _ATTEMPT_MARKS = ("sampler", "arithmetic", "opaque_release")
 
 
-def attempt_spending_problems(records: list[dict], per_candidate, retries: str) -> list[str]:
+def attempt_spending_problems(records: list[dict], budget: dict, retries: str) -> list[str]:
     """What the transcript spends outside the replayed parts, checked record by record (the
     replay itself reproduces only the head, the one fit and the selected attempt):
 
     * every draw lies in the head (before the first mark: the DP count), in the one fit of a
       resample selection, or inside an attempt ('iteration' .. 'iteration end');
-    * each attempt's recorded epsilons (Laplace and report-noisy-max draws, opaque releases) add
-      up, in exact binary arithmetic, to at most the per-candidate epsilon budget.json declares
-      (``per_candidate``, a Fraction), and an attempt holds no zCDP (Gaussian) draw: with
-      resample the generator's draws are all in the fit, so a refit inside an attempt exceeds it;
-    * with resample every attempt carries the one fit's configuration.
+    * in an attempt, a criterion's draw ('criterion ID ...') spends at most that criterion's
+      epsilon (the declared decimal or the float handed to OpenDP; a criterion's draws over
+      disjoint groups each spend it: parallel composition), and
+      no zCDP (Gaussian) draw is made; with refit the other draws (the generator's) add up, in
+      exact binary arithmetic, to at most the generation epsilon; with resample an attempt makes
+      no draw but the criteria's (the generator's are all in the fit, so a refit hidden in an
+      attempt fails) and carries the one fit's configuration.
     Returns the problems (none for a transcript the release wrote)."""
     from fractions import Fraction
 
     from dpbundle.mechanisms import exact
 
+    crit = {c.get("id"): exact.dec(c.get("epsilon")) for c in (budget.get("evaluation") or {}).get("criteria") or []
+            if isinstance(c, dict) and _is_number(c.get("epsilon"))}
+    gen = (budget.get("generation") or {}).get("epsilon")
+    eps_gen = exact.dec(gen) if _is_number(gen) else Fraction(0)
     problems: list[str] = []
     first = next((i for i, rec in enumerate(records) if rec.get("kind") == "mark"), len(records))
     fit_config = next((rec.get("config") for rec in records if rec.get("kind") == "mark"
@@ -834,37 +840,44 @@ def attempt_spending_problems(records: list[dict], per_candidate, retries: str) 
     for i, rec in enumerate(records[first:], start=first):
         kind, name = rec.get("kind"), rec.get("mark")
         if kind == "mark":
-            if name == "fit":
-                where = "fit"
-            elif name == "fit end":
-                where = "between"
-            elif name == "iteration":
-                where, spent, index = "attempt", Fraction(0), rec.get("index")
-                if retries == "resample" and rec.get("config") != fit_config:
-                    problems.append(f"attempt {index!r} has another configuration than the one fit")
-            elif name == "iteration end":
-                where = "between"
+            if name in ("fit", "fit end", "iteration", "iteration end"):
+                where = {"fit": "fit", "iteration": "attempt"}.get(name, "between")
+                if name == "iteration":
+                    spent, index = Fraction(0), rec.get("index")
+                    if retries == "resample" and rec.get("config") != fit_config:
+                        problems.append(f"attempt {index!r} has another configuration than the one fit")
             elif name == "opaque_release" and where == "attempt":
                 spent += _recorded_epsilon(rec)
             elif where == "between" and name not in ("selection", "stop draw", "selected", "attempt error"):
                 problems.append(f"transcript record {i}: a {name!r} mark outside any attempt")
             continue
-        if where == "fit":
-            continue                    # replayed record by record (the fit block)
+        if where == "fit" or kind == "seed" and where == "attempt":
+            continue                    # the fit is replayed record by record; seeds spend nothing
+        purpose = str(rec.get("purpose"))
         if where != "attempt":
-            problems.append(f"transcript record {i} ({kind} {rec.get('purpose')!r}) lies outside the DP "
-                            "count, the fit and every attempt")
-            continue
-        if kind == "gaussian":
-            problems.append(f"attempt {index!r} makes a zCDP draw ({rec.get('purpose')!r}): an attempt "
-                            "spends only pure-DP epsilon")
-        elif kind in ("laplace", "exponential"):
+            problems.append(f"transcript record {i} ({kind} {purpose!r}) lies outside the DP count, "
+                            "the fit and every attempt")
+        elif kind == "gaussian":
+            problems.append(f"attempt {index!r} makes a zCDP draw ({purpose!r}): an attempt spends only "
+                            "pure-DP epsilon")
+        elif purpose.startswith("criterion "):
+            cid = purpose.split(" ", 2)[1] if len(purpose.split(" ")) > 1 else ""
+            if cid not in crit or _recorded_epsilon(rec) > max(crit[cid], exact.binary(float(crit[cid]))):
+                problems.append(f"attempt {index!r}: draw {purpose!r} spends more than its criterion's epsilon")
+        elif retries == "resample":
+            problems.append(f"attempt {index!r} draws for {purpose!r}: a resample attempt draws only for "
+                            "the criteria (the generator was fitted once)")
+        else:
             spent += _recorded_epsilon(rec)
-            if spent > per_candidate:
-                problems.append(f"attempt {index!r} spends more than the per-candidate epsilon "
-                                f"{exact.show(per_candidate)} (at {rec.get('purpose')!r})")
-                where = "reported"      # one problem per attempt
+            if spent > eps_gen:
+                problems.append(f"attempt {index!r}: its generator draws spend more than the generation "
+                                f"epsilon {exact.show(eps_gen)} (at {purpose!r})")
+                spent = Fraction(-10**9)        # one problem per attempt
     return problems
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _recorded_epsilon(rec: dict):
@@ -878,14 +891,14 @@ def _recorded_epsilon(rec: dict):
 
 
 def _check_every_attempt(ctx: AuditContext, r: CheckResult, records: list[dict]) -> None:
-    """:func:`attempt_spending_problems` against budget.json's per-candidate epsilon."""
-    from dpbundle.mechanisms import exact
-
+    """:func:`attempt_spending_problems` against budget.json's epsilons."""
     try:
-        per = exact.dec(ctx.json("budget.json")["per_iteration_epsilon"])
-    except (Missing, KeyError, TypeError, ValueError, AttributeError):
-        raise StopCheck("budget.json: no per_iteration_epsilon to check the attempts against") from None
-    for problem in attempt_spending_problems(records, per, transcript_retries(records))[:10]:
+        budget = ctx.json("budget.json")
+    except (Missing, AttributeError):
+        raise StopCheck("budget.json: cannot be read to check the attempts against") from None
+    if not isinstance(budget, dict):
+        raise StopCheck("budget.json: not an object")
+    for problem in attempt_spending_problems(records, budget, transcript_retries(records))[:10]:
         r.fail(problem)
 
 
