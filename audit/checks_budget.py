@@ -466,10 +466,12 @@ def _zcdp_arithmetic(budget: dict, spec: dict, priv: dict, eps_eval: Fraction, n
     rho_gen = dec(need_number(budget, "generation", "rho", where=W))
     if not _num(priv.get("rho_generation")) or rho_gen != dec(priv["rho_generation"]):
         r.fail(f"{W}: generation rho {exact.show(rho_gen)} differs from the spec's {priv.get('rho_generation')!r}")
-    parts = gen.get("parts")
-    if isinstance(parts, list) and parts and any("rho_opendp" in p for p in parts if isinstance(p, dict)):
-        if exact.total(p.get("rho", 0) for p in parts if isinstance(p, dict)) != rho_gen:
+    parts = [p for p in gen.get("parts") or [] if isinstance(p, dict)]
+    if any("rho_opendp" in p for p in parts):
+        if exact.total(p.get("rho", 0) for p in parts) != rho_gen:
             r.fail(f"{W}: generation parts' rho shares do not add up to the generation rho {exact.show(rho_gen)}")
+    elif sum((exact.binary(float(p["rho"])) for p in parts if _num(p.get("rho"))), Fraction(0)) > rho_gen:
+        r.fail(f"{W}: the generation parts' rho floats add up to more than the generation rho {exact.show(rho_gen)}")
     if _retries(budget, priv, r) != "resample":
         r.fail(f"{W}: a zCDP release must fit its generator once (selection.retries: resample)")
     eps_pre = [dec(p["epsilon"]) for p in priv.get("pre_selection", []) or []

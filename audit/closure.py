@@ -144,6 +144,13 @@ RULES: tuple[Rule, ...] = (
     _r("budget.json", "records.noise_scale", REDERIVED, "budget: 1 / epsilon"),
     _r("budget.json", "generation.type", REDERIVED, "schema: the configuration's generator"),
     _r("budget.json", "generation.epsilon", REDERIVED, _BUDGET),
+    _r("budget.json", "generation.rho", REDERIVED, "budget: the spec's rho_generation (zCDP)"),
+    _r("budget.json", "definition", REDERIVED, "budget: the spec's privacy.definition (zCDP)"),
+    _r("budget.json", "zcdp.delta", REDERIVED, "budget: the spec's privacy.delta"),
+    _r("budget.json", "zcdp.rho_*", REDERIVED, "budget: each rho part recomputed exactly (pure parts as "
+       "epsilon^2/2; dpbundle.mechanisms.zcdp)"),
+    _r("budget.json", "zcdp.total_rho", REDERIVED, "budget: the sum of the rho parts"),
+    _r("budget.json", "zcdp.conversion", REDERIVED, "budget: the stated conversion (a constant)"),
     _r("budget.json", "generation.parts[].*", REDERIVED, "schema: the generator's budget parts "
        "(dpbundle.mechanisms), their decimal shares and the floats handed to OpenDP"),
     _r("budget.json", "evaluation.epsilon", REDERIVED, _BUDGET),

@@ -831,8 +831,12 @@ def _definition_problems(doc: dict) -> list[str]:
     implement), a generator that measures under zCDP, and no published model yet."""
     priv = doc["privacy"]
     if priv.get("definition") != "zcdp":
-        return []
+        return [f"privacy.{k}: only a spec with privacy.definition: zcdp gives it (pure DP: "
+                "epsilon_generation)" for k in ("rho_generation", "delta") if k in priv]
     problems = []
+    if "epsilon_generation" in priv:
+        problems.append("privacy.epsilon_generation: a zCDP spec gives the generator's budget as "
+                        "privacy.rho_generation, not epsilon_generation")
     if (priv.get("selection") or {}).get("retries") != "resample":
         problems.append("privacy.definition: zcdp needs privacy.selection.retries: resample (the generator "
                         "fitted once; a selection that refits a zCDP generator at every attempt is not "

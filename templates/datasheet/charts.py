@@ -412,26 +412,31 @@ def glance_chart(rows: Sequence[dict], *, width: int = 640, xmax_cap: float = 5.
     return "".join(out)
 
 
-def budget_chart(segments: Sequence[dict], *, total: float, cap: float, weak: float | None = None,
-                 width: int = 640, edition: int = 1) -> str:
+def budget_chart(segments: Sequence[dict], *, total: float, cap: float | None, weak: float | None = None,
+                 width: int = 640, edition: int = 1, unit: str = "\u03b5") -> str:
     """The privacy budget as one stacked horizontal bar (``segments``: {label, value}, in the
-    order they add up), on an epsilon axis that shows the cap; a legend row per segment."""
+    order they add up), on an epsilon axis that shows the cap; a legend row per segment.
+    ``unit``: the axis's unit (\u03c1 for a zCDP release, whose cap, on epsilon, is not drawn:
+    ``cap=None``)."""
     segs = [(str(s["label"]), float(s["value"])) for s in segments if float(s["value"]) > 0]
     top, bar_h, left, right = 8, 22, 12, 12
     legend_h = 13 * len(segs)
     height = top + bar_h + 30 + legend_h + 6
     pw = width - left - right
-    xmax = max(float(total), float(cap)) * 1.04 or 1.0
+    xmax = max(float(total), float(cap if cap is not None else 0)) * 1.04 or 1.0
 
     def X(val: float) -> float:
         return left + pw * val / xmax
 
     alt = None
     if edition >= 2:
-        alt = (f"How the total \u03b5 of {_plain(total)} is made up, against the cap of {_plain(cap)}: "
-               + "; ".join(f"{label}: \u03b5 = {_plain(val)} ({100 * val / total if total > 0 else 0:.0f}%)"
+        against = f", against the cap of {_plain(cap)}" if cap is not None else ""
+        alt = (f"How the total {unit} of {_plain(total)} is made up{against}: "
+               + "; ".join(f"{label}: {unit} = {_plain(val)} ({100 * val / total if total > 0 else 0:.0f}%)"
                            for label, val in segs) + ".")
-    out = [_svg_open("chart budget", width, height, "How the total epsilon is made up, step by step", "8.5", alt)]
+    title = "How the total epsilon is made up, step by step" if unit == "\u03b5" else \
+        "How the total rho is made up, step by step"
+    out = [_svg_open("chart budget", width, height, title, "8.5", alt)]
     step = _nice_step(xmax, 8)
     v = 0.0
     while v <= xmax + 1e-9:
@@ -445,18 +450,19 @@ def budget_chart(segments: Sequence[dict], *, total: float, cap: float, weak: fl
         out.append(f'<rect x="{_n(X(acc))}" y="{top}" width="{_n(max(X(acc + val) - X(acc), 0.4))}" height="{bar_h}" '
                    f'fill="{colour}" stroke="#fff" stroke-width="0.6"><title>{escape(label)}</title></rect>')
         acc += val
-    xc = X(float(cap))
-    out.append(f'<line x1="{_n(xc)}" y1="{top - 4}" x2="{_n(xc)}" y2="{top + bar_h + 4}" stroke="{_FAIL}" '
-               f'stroke-width="1.2" stroke-dasharray="4 2"/>')
-    out.append(f'<text x="{_n(xc - 3)}" y="{top + bar_h + 24}" text-anchor="end" fill="{_FAIL}">'
-               f'cap {_plain(cap)}</text>')
-    out.append(f'<text x="{left}" y="{top + bar_h + 24}" fill="{_TEXT}">total \u03b5 = {_plain(total)}</text>')
+    if cap is not None:
+        xc = X(float(cap))
+        out.append(f'<line x1="{_n(xc)}" y1="{top - 4}" x2="{_n(xc)}" y2="{top + bar_h + 4}" stroke="{_FAIL}" '
+                   f'stroke-width="1.2" stroke-dasharray="4 2"/>')
+        out.append(f'<text x="{_n(xc - 3)}" y="{top + bar_h + 24}" text-anchor="end" fill="{_FAIL}">'
+                   f'cap {_plain(cap)}</text>')
+    out.append(f'<text x="{left}" y="{top + bar_h + 24}" fill="{_TEXT}">total {unit} = {_plain(total)}</text>')
     y = top + bar_h + 38
     for i, (label, val) in enumerate(segs):
         colour = _PALETTE[i % len(_PALETTE)]
         share = 100 * val / total if total > 0 else 0.0
         out.append(f'<rect x="{left}" y="{_n(y - 7)}" width="9" height="8" fill="{colour}"/>')
-        out.append(f'<text x="{left + 14}" y="{_n(y)}" fill="{_TEXT}">{escape(label)}: \u03b5 = {_plain(val)} '
+        out.append(f'<text x="{left + 14}" y="{_n(y)}" fill="{_TEXT}">{escape(label)}: {unit} = {_plain(val)} '
                    f'({share:.0f}%)</text>')
         y += 13
     out.append("</svg>")

@@ -235,14 +235,17 @@ def _posterior_text(eps: float, prior: float = PRIOR_SUSPICION) -> str:
     return f"{pct:.3g}%"
 
 
-def epsilon_scale(total: float, composed: float | None = None, runs: int | None = None) -> dict:
+def epsilon_scale(total: float, composed: float | None = None, runs: int | None = None,
+                  delta: float | None = None) -> dict:
     """Part 1's reading aid: e^epsilon, the 1-in-100 example, and the published releases (with
     this release among them, sorted by epsilon), all computed from ``total``; ``composed``
     (edition 2, more than one recorded run on the registry): a row for the ``runs`` recorded runs
     together."""
     rows = [{"name": "This release", "short": "This release", "epsilon": plain(total),
              "factor": approx_number(_exp(total)), "posterior": _posterior_text(total),
-             "kind": "pure differential privacy", "source": "", "this": True, "value": float(total)}]
+             "kind": ("pure differential privacy" if delta is None else
+                      f"(\u03b5, \u03b4)-differential privacy from zCDP, \u03b4 = {delta:g}"),
+             "source": "", "this": True, "value": float(total)}]
     if composed is not None:
         every = "Both" if runs == 2 else f"All {runs}"
         rows.append({"name": f"{every} recorded runs on these people", "short": f"{every} recorded runs",
@@ -651,6 +654,8 @@ def _budget_rows(budget: dict, spec: dict, edition: int = 1) -> tuple[list[dict]
         gen = dict(gen, type=statements.generator_name(gen["type"]))
     factor = float(sel["factor"])
     rows = []
+    if budget.get("definition") == "zcdp":
+        return _zcdp_budget_rows(budget, gen)
     for p in gen.get("parts") or []:
         rows.append({"step": f"Generator ({gen['type']}): {p['purpose']}", "epsilon": plain(p["epsilon"]), "kind": "part"})
     rows.append({"step": f"Generator ({gen['type']}) total", "epsilon": plain(gen["epsilon"]), "kind": "subtotal"})
@@ -679,6 +684,42 @@ def _budget_rows(budget: dict, spec: dict, edition: int = 1) -> tuple[list[dict]
                      "epsilon": plain(records["epsilon"]), "kind": "part"})
         segments.append({"label": "number of records (once)", "value": float(records["epsilon"])})
     rows.append({"step": "Total", "epsilon": plain(budget["total_epsilon"]), "kind": "total"})
+    return rows, segments
+
+
+def _zcdp_budget_rows(budget: dict, gen: dict) -> tuple[list[dict], list[dict]]:
+    """A zCDP release's budget table (the column holds rho, or epsilon where a row says so) and
+    its bar's segments, in rho: each pure-DP part (count, the selection over the criteria) as
+    epsilon^2/2, the generator's rho, the total, and the epsilon at delta it implies."""
+    z, sel = budget["zcdp"], budget["selection"]
+    rows = [{"step": f"Generator ({gen['type']}): {p['purpose']} (rho)", "epsilon": plain(p["rho"]), "kind": "part"}
+            for p in gen.get("parts") or []]
+    rows.append({"step": f"Generator ({gen['type']}), fitted once (rho)", "epsilon": plain(gen["rho"]),
+                 "kind": "subtotal"})
+    for c in budget["evaluation"]["criteria"]:
+        rows.append({"step": f"Acceptance criterion {c['id']} (epsilon, pure DP)", "epsilon": plain(c["epsilon"]),
+                     "kind": "part"})
+    rows.append({"step": f"Private selection over the criteria: ({plain(sel['factor'])} \u00d7 "
+                         f"{plain(budget['evaluation']['epsilon'])})\u00b2/2 (rho)",
+                 "epsilon": plain(z["rho_selection"]), "kind": "subtotal"})
+    segments = [{"label": f"generator ({gen['type']}), fitted once, rho {plain(gen['rho'])}",
+                 "value": float(gen["rho"])},
+                {"label": f"acceptance criteria and selection, rho {plain(z['rho_selection'])}",
+                 "value": float(z["rho_selection"])}]
+    for p in budget.get("pre_selection") or []:
+        rows.append({"step": f"Measured once before selection: {p['purpose']} (epsilon)", "epsilon": plain(p["epsilon"]),
+                     "kind": "part"})
+    if z["rho_pre_selection"]:
+        segments.append({"label": f"pre-selection, rho {plain(z['rho_pre_selection'])}",
+                         "value": float(z["rho_pre_selection"])})
+    records = budget.get("records") or {}
+    if records.get("policy") == "dp_count":
+        rows.append({"step": f"Number of records (DP count, epsilon {plain(records['epsilon'])}): epsilon\u00b2/2 (rho)",
+                     "epsilon": plain(z["rho_count"]), "kind": "part"})
+        segments.append({"label": f"number of records, rho {plain(z['rho_count'])}", "value": float(z["rho_count"])})
+    rows.append({"step": "Total rho (zero-concentrated DP)", "epsilon": plain(z["total_rho"]), "kind": "total"})
+    rows.append({"step": f"Epsilon at delta {z['delta']:g} that the total rho implies",
+                 "epsilon": plain(budget["total_epsilon"]), "kind": "total"})
     return rows, segments
 
 
@@ -986,9 +1027,12 @@ def _section_budget(f: _Facts) -> dict:
     budget_rows, budget_segments = _budget_rows(budget, spec, f.edition)
     total = float(budget["total_epsilon"])
     cap = float(budget["epsilon_cap"])
+    zcdp = budget.get("definition") == "zcdp"
     ledger = f.ledger if f.edition >= 2 else {"known": False, "composed": None}
     several = bool(ledger.get("known")) and ledger["k"] > 1 and ledger.get("composed") is not None
-    scale = epsilon_scale(total, ledger["composed"], ledger.get("k")) if several else epsilon_scale(total)
+    delta = float(budget["zcdp"]["delta"]) if zcdp else None
+    scale = (epsilon_scale(total, ledger["composed"], ledger.get("k"), delta=delta) if several
+             else epsilon_scale(total, delta=delta))
     if f.edition >= 2:
         bands = statements.suspicion_bands(PRIOR_SUSPICION)
         epsilon_chart = charts.epsilon_chart([(r["short"], r["value"], r["this"]) for r in scale["rows"]],
@@ -998,8 +1042,11 @@ def _section_budget(f: _Facts) -> dict:
                                              weak=float(WEAK_GUARANTEE_EPSILON))
     return {
         "budget_rows": budget_rows,
-        "budget_chart": charts.budget_chart(budget_segments, total=total, cap=cap,
-                                            weak=float(WEAK_GUARANTEE_EPSILON), edition=f.edition),
+        "budget_chart": (charts.budget_chart(budget_segments, total=float(budget["zcdp"]["total_rho"]), cap=None,
+                                             edition=f.edition, unit="\u03c1") if zcdp else
+                         charts.budget_chart(budget_segments, total=total, cap=cap,
+                                             weak=float(WEAK_GUARANTEE_EPSILON), edition=f.edition)),
+        "zcdp": _zcdp_words(budget) if zcdp else None,
         "epsilon_chart": epsilon_chart,
         # edition 2: the runs the publisher's budget ledger recorded on these people (manifest.json)
         "ledger": _ledger_words(ledger, total),
@@ -1015,6 +1062,17 @@ def _section_budget(f: _Facts) -> dict:
         "input_metric": budget["input_metric"],
         "opendp_version": budget["opendp_version"],
     }
+
+
+def _zcdp_words(budget: dict) -> dict:
+    """A zCDP release's numbers for the budget section's sentences (budget.json's zcdp block)."""
+    from dpbundle.mechanisms import zcdp
+    from dpbundle.templates.metadata.registry_entry import ZCDP_PLAIN
+
+    z = budget["zcdp"]
+    return {"total_rho": plain(z["total_rho"]), "delta": f"{z['delta']:g}",
+            "epsilon": zcdp.shown_epsilon(budget["total_epsilon"]), "conversion": z["conversion"],
+            "plain": ZCDP_PLAIN}
 
 
 def _ledger_words(ledger: dict, total: float) -> dict:
@@ -1065,7 +1123,7 @@ def _section_process(f: _Facts) -> dict:
         "stop_probability": plain(sel["stop_probability"]),
         "generator_type": gen["type"],
         "generator_name": statements.generator_name(gen["type"]),
-        "generator_epsilon": plain(gen["epsilon"]),
+        "generator_epsilon": plain(gen["epsilon"]) if "epsilon" in gen else f"rho {plain(gen['rho'])}",
         "generator_hyperparameters": _flatten(hyper) if hyper else [],
         "evaluation_epsilon": plain(budget["evaluation"]["epsilon"]),
         "per_iteration_epsilon": plain(budget["per_iteration_epsilon"]),

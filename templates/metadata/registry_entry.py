@@ -69,6 +69,8 @@ def composition_formula(budget: dict) -> str:
     of budget.json's (the audit computes the same sentence from budget.json and looks for it in
     the entry's composition and privacy parameter details)."""
     rec = budget.get("records") or {"policy": "declared_public", "epsilon": 0}
+    if _zcdp(budget):
+        return zcdp_composition_formula(budget)
     head = f"records count {_show(rec['epsilon'])} + " if rec.get("policy") == "dp_count" else ""
     pre = budget.get("pre_selection") or []
     tail = f" + pre-selection {exact.show(exact.total(p['epsilon'] for p in pre))}" if pre else ""
@@ -81,6 +83,40 @@ def composition_formula(budget: dict) -> str:
                 f"{_show(budget['generation']['epsilon'])} + acceptance criteria "
                 f"{_show(budget['evaluation']['epsilon'])})")
     return f"total epsilon = {head}{body}{tail} = {_show(budget['total_epsilon'])}"
+
+
+def _zcdp(budget: dict) -> bool:
+    """budget.json is a zCDP release's (``definition: zcdp``)."""
+    return budget.get("definition") == "zcdp"
+
+
+def zcdp_composition_formula(budget: dict) -> str:
+    """A zCDP release's total spelled out from budget.json, e.g. ``total rho = records count
+    0.02^2/2 + generation 0.0139 (fitted once) + (2 x acceptance criteria 0.02)^2/2 = 0.0149,
+    which implies (epsilon, delta)-DP with epsilon 0.997449894615702 at delta 1e-09``."""
+    from dpbundle.mechanisms import zcdp
+
+    rec = budget.get("records") or {"policy": "declared_public", "epsilon": 0}
+    z = budget["zcdp"]
+    head = f"records count {_show(rec['epsilon'])}^2/2 + " if rec.get("policy") == "dp_count" else ""
+    tail = "".join(f" + pre-selection {_show(p['epsilon'])}^2/2" for p in budget.get("pre_selection") or [])
+    return (f"total rho = {head}generation {_show(budget['generation']['rho'])} (fitted once) + "
+            f"({_show(budget['selection']['factor'])} x acceptance criteria "
+            f"{_show(budget['evaluation']['epsilon'])})^2/2{tail} = {_show(z['total_rho'])}, which implies "
+            f"(epsilon, delta)-DP with epsilon {zcdp.shown_epsilon(budget['total_epsilon'])} at delta "
+            f"{z['delta']:g}")
+
+
+#: what zCDP gives up against pure DP, in plain words (the datasheet and the registry entry)
+ZCDP_PLAIN = ("Zero-concentrated DP bounds the privacy loss on average over the noise rather than in "
+              "every outcome: it allows a tiny probability (delta) that a person's privacy loss exceeds "
+              "epsilon, which pure DP never allows, in exchange for Gaussian noise, whose cost adds up "
+              "more slowly over many measurements.")
+
+
+def _gen_budget(gen: dict) -> str:
+    """The generator's budget: 'rho 0.0139' (zCDP) or the epsilon, e.g. '0.94'."""
+    return f"rho {_show(gen['rho'])}" if "rho" in gen else _show(gen["epsilon"])
 
 
 def _resample(budget: dict) -> bool:
@@ -289,7 +325,7 @@ def _dp_variant(f: RegistryFacts, c: _Common) -> dict:
         domain_size *= int(k)
     records = c.records
     return {
-        "variant_name": "Pure DP",
+        "variant_name": "Zero-concentrated DP" if _zcdp(f.budget) else "Pure DP",
         "data_domain": (f"Tables of records (unit of privacy: {c.release['unit_of_privacy']}) with the input "
                         "columns "
                         + "; ".join(_input_column(col) for col in in_cols)
@@ -308,7 +344,8 @@ def _dp_variant(f: RegistryFacts, c: _Common) -> dict:
 
 
 def _generation_parts(gen: dict) -> str:
-    return "; ".join(f"{p['purpose']} {_show(p['epsilon'])}" for p in gen.get("parts") or [])
+    return "; ".join(f"{p['purpose']} " + (f"rho {_show(p['rho'])}" if "rho" in p else _show(p["epsilon"]))
+                     for p in gen.get("parts") or [])
 
 
 def _privacy_loss(f: RegistryFacts, c: _Common) -> dict:
@@ -320,10 +357,17 @@ def _privacy_loss(f: RegistryFacts, c: _Common) -> dict:
         "privacy_unit_details": (
             f"Neighbouring registries: {_sentence(budget['neighbouring'])} Input metric: change-one "
             "distance (OpenDP change_one_distance; one record replaced by another), at distance 1. "
-            "Someone with several records is protected by group privacy (k records: k times the epsilon)."),
-        "privacy_parameters": {"epsilon": float(budget["total_epsilon"])},
+            + ("Someone with several records is protected by group privacy (k records: k^2 times the rho)."
+               if _zcdp(budget) else
+               "Someone with several records is protected by group privacy (k records: k times the epsilon).")),
+        "privacy_parameters": ({"rho": float(budget["zcdp"]["total_rho"]), "epsilon": float(budget["total_epsilon"]),
+                                "delta": float(budget["zcdp"]["delta"])} if _zcdp(budget)
+                               else {"epsilon": float(budget["total_epsilon"])}),
         "privacy_parameters_details": (
-            f"Pure DP (delta = 0); {c.formula}. Generation ({c.gen_name}): {_show(gen['epsilon'])}"
+            (f"Zero-concentrated DP (zCDP); {c.formula} (conversion: {budget['zcdp']['conversion']}). "
+             + ZCDP_PLAIN + " The count of records and the acceptance criteria are pure-DP (Laplace) "
+             "measurements, counted as epsilon^2/2. " if _zcdp(budget) else f"Pure DP (delta = 0); {c.formula}. ")
+            + f"Generation ({c.gen_name}): {_gen_budget(gen)}"
             + (f" ({parts})" if parts else "")
             + f". Acceptance criteria: {_show(budget['evaluation']['epsilon'])} "
             f"({crit_eps}). "
@@ -415,7 +459,7 @@ def _post_processing(f: RegistryFacts, c: _Common) -> str:
 def _composition(f: RegistryFacts, c: _Common) -> str:
     budget, gen = f.budget, c.gen
     if _resample(budget):
-        opening = (f"The generator ({c.gen_name}, epsilon {_show(gen['epsilon'])}) is fitted once, "
+        opening = (f"The generator ({c.gen_name}, {'' if 'rho' in gen else 'epsilon '}{_gen_budget(gen)}) is fitted once, "
                    "before the selection. The private selection with a known threshold (Liu and "
                    "Talwar 2019) draws new samples of its model, each evaluated by the acceptance "
                    f"criteria (epsilon {_show(budget['evaluation']['epsilon'])}), until one passes every "
@@ -491,7 +535,7 @@ def _mechanisms(f: RegistryFacts, c: _Common) -> str:
     return (
         f"Generator {c.gen_name}"
         + (f" ({_params(gen_cfg)})" if _params(gen_cfg) or c.edition == 1 else "")
-        + f", parts: {_generation_parts(gen) or _show(gen['epsilon'])}. "
+        + f", parts: {_generation_parts(gen) or _gen_budget(gen)}. "
         f"Acceptance criteria: {crit_words}. Selection: {budget['selection']['method']}.{rec_words} "
         f"Implementation: dpbundle {f.dpbundle_version} on OpenDP {budget.get('opendp_version')}. Every noise draw "
         "comes from OpenDP's samplers (exact arithmetic, the operating system's CSPRNG), not from "
@@ -511,7 +555,9 @@ def _justification(c: _Common) -> str:
     return (
         "The data users' needs are the acceptance criteria of the spec, each with the largest error the "
         "stakeholders accept and the epsilon its DP check may spend: " + "; ".join(just) + ". "
-        f"The generator's epsilon ({_show(privacy['epsilon_generation'])}) and the cap "
+        + (f"The generator's rho ({_show(privacy['rho_generation'])}), the delta ({privacy['delta']:g}) "
+           if "rho_generation" in privacy else f"The generator's epsilon ({_show(privacy['epsilon_generation'])}) ")
+        + f"and the cap "
         f"({_show(privacy['epsilon_cap'])}) are the spec's"
         + ("; the spec acknowledges a total above 20 as a weak guarantee"
            if privacy.get("acknowledge_weak_guarantee") else "")
