@@ -9,14 +9,17 @@ generator, criterion and private selection all included, through the Python API
 is scored with SDNist's 2-way k-marginal (benchmarks/kmarginal.py) on the ten demographic-
 focused features against the whole excerpt.
 
-Side by side (``--aim``, needs the ``mbi`` extra): OpenDP's AIM (``opendp.extras.mbi``, pure
-DP, dpbundle's ``aim`` generator) at epsilon = the total, generator only (no count, criteria or
-selection: the peers' figures are the generator's), fitted on the same integer codes and
-sampled with the excerpt's number of rows. ``--aim-zcdp`` adds OpenDP's AIM under zCDP at the
-rho whose (epsilon, delta = 1e-9) conversion (Canonne, Kamath & Steinke 2020) is the total.
+``--what release-zcdp``: the same under zero-concentrated DP with examples/acs-excerpt-zcdp.yaml,
+its generation rho set so that the total rho is that of (epsilon = the total, delta = 1e-9) by
+the conversion AIM and OpenDP use (Canonne, Kamath & Steinke 2020).
+
+Side by side (``--what aim,aim-zcdp``, needs the ``mbi`` extra): OpenDP's AIM
+(``opendp.extras.mbi``) at epsilon = the total under pure DP (dpbundle's ``aim`` generator), and
+under zCDP at that rho; generator only (no count, criteria or selection: the peers' figures are
+the generator's), fitted on the same integer codes and sampled with the excerpt's number of rows.
 
     python benchmarks/bench_acs_kmarginal.py DATA_DIR [--states ma,tx] [--totals 1,10]
-        [--reps 3] [--aim] [--aim-zcdp] [--spec examples/acs-excerpt-eps1.yaml]
+        [--reps 3] [--what release,release-zcdp,aim,aim-zcdp] [--spec FILE]
 
 Prints one markdown table (mean, min and max of the reps, seconds per release; a run that
 released nothing is counted beside the releases and replaced, at most --reps such runs) and the
@@ -66,6 +69,20 @@ def _spec_for(spec_path: Path, total: float) -> dict:
     resample = spec["privacy"].get("selection", {}).get("retries") == "resample"
     gen = (total - count - 2 * criteria) if resample else (total - count) / 2 - criteria
     spec["privacy"]["epsilon_generation"] = round(gen, 10)
+    spec["privacy"]["epsilon_cap"] = total
+    return spec
+
+
+def _zcdp_spec_for(spec_path: Path, total: float, rho: float) -> dict:
+    """The zCDP example with its generation rho set so that the total rho is at most ``rho``
+    (the rho whose (epsilon, 1e-9) is ``total``), rounded down to 6 decimals, the cap the total."""
+    import yaml
+
+    spec = yaml.safe_load(spec_path.read_text())
+    criteria = sum(float(c["epsilon"]) for c in spec["acceptance"])
+    count = float(spec["privacy"]["records"]["epsilon"])
+    gen = rho - count ** 2 / 2 - (2 * criteria) ** 2 / 2
+    spec["privacy"]["rho_generation"] = math.floor(gen * 1e6) / 1e6
     spec["privacy"]["epsilon_cap"] = total
     return spec
 
@@ -208,8 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", type=Path, default=None,
                     help="the spec (default: examples/acs-excerpt-eps<TOTAL>.yaml when it exists, "
                          "else examples/acs-excerpt-eps1.yaml)")
-    ap.add_argument("--aim", action="store_true", help="OpenDP's AIM (pure DP) side by side")
-    ap.add_argument("--aim-zcdp", action="store_true", help="OpenDP's AIM under zCDP side by side")
+    ap.add_argument("--what", default="release",
+                    help="comma-separated: release (pure DP, the example spec of each total), "
+                         "release-zcdp (examples/acs-excerpt-zcdp.yaml at the rho of (total, 1e-9)), "
+                         "aim (OpenDP's AIM, pure DP), aim-zcdp (OpenDP's AIM at that rho)")
     a = ap.parse_args(argv)
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}, spec {a.spec.name if a.spec else 'examples/acs-excerpt-eps<TOTAL>.yaml'}")
@@ -219,15 +238,22 @@ def main(argv: list[str] | None = None) -> int:
         target, dictionary = _load(a.data_dir, state)
         data = a.data_dir / f"acs_excerpt_{state}2019.csv"
         for total in (float(x) for x in a.totals.split(",")):
-            spec = _spec_for(a.spec or _default_spec(total), total)
-            gen = spec["privacy"]["epsilon_generation"]
-            print(_row(state, total, f"dpbundle release (generation {gen:g})",
-                       *release_scores(spec, data, target, dictionary, a.reps)), flush=True)
-            if a.aim:
+            what = set(a.what.split(","))
+            rho = cks_rho(total, 1e-9)
+            if "release" in what:
+                spec = _spec_for(a.spec or _default_spec(total), total)
+                gen = spec["privacy"]["epsilon_generation"]
+                print(_row(state, total, f"dpbundle release, pure DP (generation {gen:g})",
+                           *release_scores(spec, data, target, dictionary, a.reps)), flush=True)
+            if "release-zcdp" in what:
+                spec = _zcdp_spec_for(ROOT / "examples" / "acs-excerpt-zcdp.yaml", total, rho)
+                print(_row(state, total, f"dpbundle release, zCDP total rho {rho:.4g} (generation rho "
+                                         f"{spec['privacy']['rho_generation']:g})",
+                           *release_scores(spec, data, target, dictionary, a.reps)), flush=True)
+            if "aim" in what:
                 print(_row(state, total, f"OpenDP AIM, pure DP, epsilon {total:g} (generator only)",
                            *aim_scores(target, dictionary, total, a.reps)), flush=True)
-            if a.aim_zcdp:
-                rho = cks_rho(total, 1e-9)
+            if "aim-zcdp" in what:
                 print(_row(state, total, f"OpenDP AIM, zCDP rho {rho:.4g} (= epsilon {total:g}, delta 1e-9; "
                                          "generator only)", *aim_zcdp_scores(target, dictionary, rho, a.reps)),
                       flush=True)

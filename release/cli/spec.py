@@ -39,7 +39,8 @@ def spec_validate(
         dpbundle spec validate examples/births.yaml --data registry.csv.gz
     """
     s = load_spec_or_exit(spec)
-    console.print(f"[green]ok[/] {spec}: valid release spec; total epsilon "
+    total = "total " if s.definition == "zcdp" else "total epsilon "     # zCDP: 'rho = ..., epsilon E at delta D'
+    console.print(f"[green]ok[/] {spec}: valid release spec; {total}"
                   f"{s.budget_formula()} <= cap {s.epsilon_cap:g}")
     policy_line = {"dp_count": f"n is released as a DP count (epsilon {s.epsilon_count:g})",
                    "declared_public": "n is declared public: the count of plausible records is "

@@ -760,7 +760,8 @@ def _privacy_section(spec, console: Console) -> None:
         else:
             cell = _value_cell(p, priv)
         rows.append((f"privacy.{p.name}", cell, p.meaning))
-    rows.append(("total epsilon", _t(f"{spec.budget_formula()} (cap {spec.epsilon_cap:g})", "bold"),
+    rows.append(("total rho" if spec.definition == "zcdp" else "total epsilon",
+                 _t(f"{spec.budget_formula()} (cap {spec.epsilon_cap:g})", "bold"),
                  "what the release spends (the DP count of records, if any, once; private "
                  "selection doubles one attempt's cost)"))
     console.print(_param_table("Projection, face privacy and privacy", rows))
