@@ -383,8 +383,17 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               "record appears at least min_count times", required=True),
     ),
     "privacy": (
-        Param("epsilon_generation", "epsilon of one generator fit", required=True),
-        Param("epsilon_cap", "the total epsilon may not exceed this", required=True),
+        Param("epsilon_generation", "epsilon of one generator fit (pure DP; a zcdp spec gives "
+              "rho_generation instead)", required=True),
+        Param("epsilon_cap", "the total epsilon may not exceed this (zcdp: the epsilon at delta "
+              "that the total rho implies)", required=True),
+        Param("definition", "pure (epsilon-DP) or zcdp (zero-concentrated DP in rho, stated as "
+              "(epsilon, delta); needs selection.retries: resample and a zCDP generator: privsyn)",
+              default="pure"),
+        Param("rho_generation", "zcdp: the generator's rho (Gaussian measurements), spent once",
+              default=None, default_text="required under zcdp"),
+        Param("delta", "zcdp: the delta at which the (epsilon, delta) guarantee is stated",
+              default=None, default_text="required under zcdp"),
         Param("records", "{policy, epsilon}: how the number of records is released: dp_count "
               "(a DP count of the plausible records at `epsilon`, default 0.1; the table is "
               "resized to it) or declared_public (published exactly; the guarantee covers "
@@ -392,8 +401,10 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               default={"policy": "dp_count", "epsilon": 0.1}),
         Param("pre_selection", "measurements made once before the selection loop "
               "([{purpose, epsilon}])", default=[]),
-        Param("selection", "{stop_probability}: chance of stopping after each failed attempt "
-              "(0 = run until a candidate passes)", default={"stop_probability": 0.0}),
+        Param("selection", "{stop_probability, retries}: chance of stopping after each failed "
+              "attempt (0 = run until a candidate passes); retries: refit (every attempt fits the "
+              "generator) or resample (fitted once, every attempt samples it again; total = count + "
+              "generation + 2 x criteria)", default={"stop_probability": 0.0, "retries": "refit"}),
         Param("private_data_sha256", "SHA-256 of confidential input files, which sweep refuses; "
               "removed from the bundle's public spec", default=[]),
         Param("acknowledge_weak_guarantee", "true: knowingly spend a total epsilon above the "
