@@ -350,7 +350,8 @@ def key_fields(spec: dict) -> dict[str, Any]:
             out.update({f"{name}.threshold.{k}": v for k, v in threshold.items()})
         else:
             out[f"{name}.threshold"] = threshold
-    out["total (epsilon; resample: generation once; zcdp: rho)"] = _total(spec)
+    out["total epsilon (count + 2 x (generation + evaluation) + pre-selection; resample: generation "
+        "once; zcdp: the total rho)"] = _total(spec)
     return out
 
 

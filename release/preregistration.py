@@ -28,6 +28,14 @@ from pathlib import Path
 from typing import Any
 
 
+#: why a ``retries: resample`` spec cannot be pre-registered (yet)
+RESAMPLE_NOT_PREREGISTERED = (
+    "privacy.selection.retries: resample cannot be pre-registered yet: the beacon-bound seeds are "
+    "the same at every attempt, so each attempt would redraw the same sample of the one model and "
+    "only the criteria's noise would change; pre-register a refit spec, or release without "
+    "pre-registration")
+
+
 from dpbundle.mechanisms.seeds import SeedBinding, commitment, new_secret
 
 from dpbundle.release.common import jsonschemas

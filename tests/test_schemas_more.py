@@ -90,7 +90,7 @@ def _laplace_vector(records):
     (lambda r: r.pop("noisy"), "$", "'noisy' is a required property"),
     (lambda r: r["noisy"].__setitem__(1234, "x"), "$.noisy[1234]", "is not of type 'number'"),
     (lambda r: r["true"].__setitem__(5, True), "$.true[5]", "is not of type 'number'"),
-    (lambda r: r.update(kind="gaussian"), "$.kind", "'gaussian' is not one of"),
+    (lambda r: r.update(kind="cauchy"), "$.kind", "'cauchy' is not one of"),
     (lambda r: r.update(epsilon=0), "$.epsilon", "less than or equal to the minimum"),
     (lambda r: r.update(extra=1), "$", "'extra' was unexpected"),
 ])

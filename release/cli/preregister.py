@@ -22,14 +22,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-#: why a ``retries: resample`` spec cannot be pre-registered (yet)
-RESAMPLE_NOT_PREREGISTERED = (
-    "privacy.selection.retries: resample cannot be pre-registered yet: the beacon-bound seeds are "
-    "the same at every attempt, so each attempt would redraw the same sample of the one model and "
-    "only the criteria's noise would change; pre-register a refit spec, or release without "
-    "pre-registration")
-
-
 def cli_preregister(
     spec: Annotated[Path, typer.Argument(help="The release spec to fix before the private run.")],
     key: Annotated[Path, typer.Option("--key", "-k", help="The Ed25519 private key that will sign the bundle (from `dpbundle keygen`).")],
@@ -66,6 +58,8 @@ def cli_preregister(
             fail_input(problem)
     s = load_spec_or_exit(spec)
     if s.retries == "resample":
+        from dpbundle.release.preregistration import RESAMPLE_NOT_PREREGISTERED
+
         fail_input(f"{spec}: {RESAMPLE_NOT_PREREGISTERED}")
     for path, what, limit in ((key, "signing key", KEY_BYTES), (passphrase_file, "passphrase file", PASSPHRASE_BYTES)):
         problem = regular_file_problem(path, what, limit) if path is not None and Path(path).exists() else None

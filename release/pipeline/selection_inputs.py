@@ -100,7 +100,7 @@ def bind_preregistration(request: ReleaseRequest, spec, private_key):
     if rec_path is None:
         return None, {}
     if spec.retries == "resample":
-        from dpbundle.release.cli.preregister import RESAMPLE_NOT_PREREGISTERED
+        from dpbundle.release.preregistration import RESAMPLE_NOT_PREREGISTERED
 
         unusable(f"{rec_path}: {RESAMPLE_NOT_PREREGISTERED}; nothing was read or spent")
     from dpbundle.mechanisms.seeds import SeedBinding

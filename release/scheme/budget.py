@@ -100,9 +100,7 @@ def zcdp_block(spec: Spec) -> dict:
     :func:`dpbundle.release.spec.model.zcdp_parts`, written as floats) and the conversion."""
     from dpbundle.mechanisms import zcdp
 
-    from dpbundle.release.spec.model import zcdp_parts
-
-    parts = zcdp_parts(spec.raw)
+    parts = spec.zcdp_parts()
     return {"delta": spec.delta, "rho_count": float(parts["count"]), "rho_generation": float(parts["generation"]),
             "rho_selection": float(parts["selection"]), "rho_pre_selection": float(parts["pre_selection"]),
             "total_rho": float(parts["total"]), "conversion": zcdp.CONVERSION}

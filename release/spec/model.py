@@ -95,6 +95,10 @@ class Spec:
         """The delta of a zCDP spec's stated (epsilon, delta) guarantee."""
         return float(self.raw["privacy"]["delta"])
 
+    def zcdp_parts(self) -> dict[str, Fraction]:
+        """A zCDP spec's rho parts and total (:func:`zcdp_parts`)."""
+        return zcdp_parts(self.raw)
+
     def generation_budget(self) -> dict[str, float]:
         """The generator's budget as a keyword: {"epsilon": eps} or {"rho": rho}."""
         if self.definition == "zcdp":

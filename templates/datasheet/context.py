@@ -1067,7 +1067,7 @@ def _section_budget(f: _Facts) -> dict:
 def _zcdp_words(budget: dict) -> dict:
     """A zCDP release's numbers for the budget section's sentences (budget.json's zcdp block)."""
     from dpbundle.mechanisms import zcdp
-    from dpbundle.templates.metadata.registry_entry import ZCDP_PLAIN
+    from dpbundle.templates.metadata.budget_words import ZCDP_PLAIN
 
     z = budget["zcdp"]
     return {"total_rho": plain(z["total_rho"]), "delta": f"{z['delta']:g}",

@@ -30,6 +30,11 @@ SELECTION_METHOD_RESAMPLE = (
     "that model again and evaluate the criteria (the criteria's epsilon counted twice): after each "
     "candidate that fails, stop with the stop probability (exact Bernoulli draws from OpenDP); the "
     "selection's part is checked against OpenDP make_select_private_candidate's privacy map")
+#: what zCDP gives up against pure DP, in plain words (the datasheet and the registry entry)
+ZCDP_PLAIN = ("Zero-concentrated DP bounds the privacy loss on average over the noise rather than in "
+              "every outcome: it allows a tiny probability (delta) that a person's privacy loss exceeds "
+              "epsilon, which pure DP never allows, in exchange for Gaussian noise, whose cost adds up "
+              "more slowly over many measurements.")
 RECORDS_MECHANISM = ("discrete Laplace (OpenDP make_laplace on i64) of the count of plausible records; "
                      "m = max(count + noise, 1)")
 RECORDS_RESIZE = ("uniform subsample of the plausible records, or all of them plus uniform pad records, "

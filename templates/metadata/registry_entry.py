@@ -35,6 +35,7 @@ import yaml
 from dpbundle.mechanisms import exact
 from dpbundle.templates.datasheet import statements
 from dpbundle.templates.datasheet.edition import edition_of
+from dpbundle.templates.metadata.budget_words import ZCDP_PLAIN
 
 __all__ = ["REGISTRY_ENTRY", "RegistryFacts", "registry_entry", "registry_entry_of", "entry_yaml",
            "composition_formula", "RegistryEntryError", "SCHEMA"]
@@ -107,11 +108,6 @@ def zcdp_composition_formula(budget: dict) -> str:
             f"{z['delta']:g}")
 
 
-#: what zCDP gives up against pure DP, in plain words (the datasheet and the registry entry)
-ZCDP_PLAIN = ("Zero-concentrated DP bounds the privacy loss on average over the noise rather than in "
-              "every outcome: it allows a tiny probability (delta) that a person's privacy loss exceeds "
-              "epsilon, which pure DP never allows, in exchange for Gaussian noise, whose cost adds up "
-              "more slowly over many measurements.")
 
 
 def _gen_budget(gen: dict) -> str:
