@@ -9,7 +9,8 @@ generator, criterion and private selection all included, through the Python API
 is scored with SDNist's 2-way k-marginal (benchmarks/kmarginal.py) on the ten demographic-
 focused features against the whole excerpt.
 
-``--what release-zcdp``: the same under zero-concentrated DP with examples/acs-excerpt-zcdp.yaml,
+``--what release-zcdp``: the same under zero-concentrated DP with
+examples/acs-excerpt-zcdp-eps<TOTAL>.yaml (or examples/acs-excerpt-zcdp.yaml),
 its generation rho set so that the total rho is that of (epsilon = the total, delta = 1e-9) by
 the conversion AIM and OpenDP use (Canonne, Kamath & Steinke 2020).
 
@@ -246,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(_row(state, total, f"dpbundle release, pure DP (generation {gen:g})",
                            *release_scores(spec, data, target, dictionary, a.reps)), flush=True)
             if "release-zcdp" in what:
-                spec = _zcdp_spec_for(ROOT / "examples" / "acs-excerpt-zcdp.yaml", total, rho)
+                own = ROOT / "examples" / f"acs-excerpt-zcdp-eps{total:g}.yaml"
+                spec = _zcdp_spec_for(own if own.exists() else ROOT / "examples" / "acs-excerpt-zcdp.yaml",
+                                      total, rho)
                 print(_row(state, total, f"dpbundle release, zCDP total rho {rho:.4g} (generation rho "
                                          f"{spec['privacy']['rho_generation']:g})",
                            *release_scores(spec, data, target, dictionary, a.reps)), flush=True)
