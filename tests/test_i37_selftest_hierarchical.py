@@ -45,3 +45,22 @@ def test_a_halved_indif_sensitivity_is_found(hierarchical, monkeypatch):
     report = run_selftest(spec, prepared, configs, pairs=8, seed=7)
     assert not report.passed
     assert any("InDif" in f.message for f in report.findings), [f.message for f in report.findings]
+
+
+def test_the_selftest_covers_a_zcdp_generator(tmp_path):
+    """Under privacy.definition: zcdp the self-test pairs privsyn's Gaussian tables by their L2
+    distance against the declared sqrt(2) and finds nothing."""
+    spec = every_type_spec()
+    spec["generators"] = [{"type": "privsyn", "grid": {"estimator": ["hierarchical"]}}]
+    priv = spec["privacy"]
+    priv.pop("epsilon_generation")
+    priv.update({"definition": "zcdp", "rho_generation": 0.5, "delta": 1e-9, "epsilon_cap": 50.0,
+                 "acknowledge_weak_guarantee": True,
+                 "selection": {"stop_probability": 0.05, "retries": "resample"}})
+    path, data = _write(tmp_path, spec, simulate(1200))
+    loaded = load_spec(path)
+    configs, _ = choose_configs(loaded, None, 0, True, np.random.default_rng(5))
+    report = run_selftest(loaded, prepare(data, loaded), configs, pairs=8, seed=7)
+    assert report.passed, [f.message for f in report.findings]
+    gaussian = [o for o in report.observations if "Gaussian" in o.mechanism]
+    assert gaussian and all(o.purpose.startswith("privsyn: ") for o in gaussian)
