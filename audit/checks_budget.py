@@ -470,6 +470,10 @@ def _zcdp_arithmetic(budget: dict, spec: dict, priv: dict, eps_eval: Fraction, n
     if any("rho_opendp" in p for p in parts):
         if exact.total(p.get("rho", 0) for p in parts) != rho_gen:
             r.fail(f"{W}: generation parts' rho shares do not add up to the generation rho {exact.show(rho_gen)}")
+        if sum((exact.binary(float(p["rho_opendp"])) for p in parts if _num(p.get("rho_opendp"))),
+               Fraction(0)) > rho_gen:
+            r.fail(f"{W}: the rho floats handed to OpenDP add up to more than the generation rho "
+                   f"{exact.show(rho_gen)}")
     elif sum((exact.binary(float(p["rho"])) for p in parts if _num(p.get("rho"))), Fraction(0)) > rho_gen:
         r.fail(f"{W}: the generation parts' rho floats add up to more than the generation rho {exact.show(rho_gen)}")
     if _retries(budget, priv, r) != "resample":

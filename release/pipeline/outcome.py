@@ -59,7 +59,9 @@ def summary(bundle: Path, result, budget: dict, transcript_path: Path, key_path:
         output.console.print("fit: the noise was added inside a model fit, not to the value (≈: its estimated "
                              "effect on the value); choice: added to the scores of a choice. See README.pdf, "
                              "section 6.", highlight=False)
-    say(f"n = {result.candidate.n:,} records; total epsilon {budget['total_epsilon']:.6g} "
+    at = (f" at delta {budget['zcdp']['delta']:g} (zero-concentrated DP, total rho "
+          f"{budget['zcdp']['total_rho']:.6g})" if budget.get("definition") == "zcdp" else "")
+    say(f"n = {result.candidate.n:,} records; total epsilon {budget['total_epsilon']:.6g}{at} "
         f"(OpenDP: {budget['total_epsilon_opendp']:.6g}; cap {budget['epsilon_cap']:g})")
     say(str(bundle), "bundle written: ", "bold green")
     say(f"{transcript_path} — keep it inside the enclave; only its salted commitment is in the bundle.",

@@ -250,12 +250,15 @@ def epsilon_scale(total: float, composed: float | None = None, runs: int | None 
         every = "Both" if runs == 2 else f"All {runs}"
         rows.append({"name": f"{every} recorded runs on these people", "short": f"{every} recorded runs",
                      "epsilon": plain(composed), "factor": approx_number(_exp(composed)),
-                     "posterior": _posterior_text(composed), "kind": "pure differential privacy, composed",
+                     "posterior": _posterior_text(composed),
+                     "kind": ("pure differential privacy, composed" if delta is None else
+                              "epsilons composed; each zCDP run's \u03b4 adds"),
                      "source": "", "this": True, "value": float(composed)})
     for p in PUBLISHED_EPSILONS:
+        kind = p["kind"].replace(", as here", "") if delta is not None else p["kind"]
         rows.append({"name": p["name"], "short": p["short"], "epsilon": plain(p["epsilon"]),
                      "factor": approx_number(_exp(p["epsilon"])), "posterior": _posterior_text(p["epsilon"]),
-                     "kind": p["kind"], "source": p["source"], "this": False, "value": p["epsilon"]})
+                     "kind": kind, "source": p["source"], "this": False, "value": p["epsilon"]})
     rows.sort(key=lambda r: (r["value"], not r["this"]))
     comparisons = []
     for p in PUBLISHED_EPSILONS:
@@ -1123,7 +1126,7 @@ def _section_process(f: _Facts) -> dict:
         "stop_probability": plain(sel["stop_probability"]),
         "generator_type": gen["type"],
         "generator_name": statements.generator_name(gen["type"]),
-        "generator_epsilon": plain(gen["epsilon"]) if "epsilon" in gen else f"rho {plain(gen['rho'])}",
+        "generator_epsilon": plain(gen["epsilon"]) if "epsilon" in gen else plain(gen["rho"]),
         "generator_hyperparameters": _flatten(hyper) if hyper else [],
         "evaluation_epsilon": plain(budget["evaluation"]["epsilon"]),
         "per_iteration_epsilon": plain(budget["per_iteration_epsilon"]),

@@ -372,8 +372,10 @@ def _privacy_loss(f: RegistryFacts, c: _Common) -> dict:
                "whatever the number of candidates tried. Cap " if _resample(budget) else
                f"The private selection doubles the per-candidate epsilon (factor "
                f"{_show(budget['selection']['factor'])}) whatever the number of candidates tried. Cap ")
-            + f"declared in the spec: {_show(budget['epsilon_cap'])}. OpenDP's privacy map of the selection "
-            f"gives {budget.get('total_epsilon_opendp')!r}." + _composed_words(budget, c)),
+            + f"declared in the spec: {_show(budget['epsilon_cap'])}. "
+            + ("OpenDP's conversion of the total rho from its maps gives epsilon "
+               if _zcdp(budget) else "OpenDP's privacy map of the selection gives ")
+            + f"{budget.get('total_epsilon_opendp')!r}." + _composed_words(budget, c)),
     }
 
 
@@ -383,9 +385,11 @@ def _composed_words(budget: dict, c: _Common) -> str:
     led = c.ledger
     if not led["known"]:
         return ""
+    delta = (f" (at delta {budget['zcdp']['delta']:g}; the ledger records the epsilons only, and each "
+             "zero-concentrated DP run's delta adds to the others')" if _zcdp(budget) else "")
     if led["only"]:
         return (" The curator's budget ledger records this run as the only one on the registry: the "
-                "privacy loss of its people is this epsilon.")
+                f"privacy loss of its people is this epsilon{delta}.")
     if led["composed"] is None:
         return (f" This is the {led['k_ordinal']} run on the registry recorded in the curator's budget ledger; "
                 "the earlier runs' epsilons are not stated and add to this one.")
@@ -395,7 +399,7 @@ def _composed_words(budget: dict, c: _Common) -> str:
             f"(runs that released nothing included); the earlier runs spent epsilon {earlier}. Composed over "
             f"every recorded run (sequential composition: the epsilons add up), the privacy loss of the "
             f"registry's people is epsilon {_show(budget['total_epsilon'])} + {_show(led['earlier_sum'])} = "
-            f"{_show(led['composed'])}; the cap bounds this release's total only.")
+            f"{_show(led['composed'])}{delta}; the cap bounds this release's total only.")
 
 
 # -- the deployment model
@@ -535,7 +539,8 @@ def _mechanisms(f: RegistryFacts, c: _Common) -> str:
         f"Acceptance criteria: {crit_words}. Selection: {budget['selection']['method']}.{rec_words} "
         f"Implementation: dpbundle {f.dpbundle_version} on OpenDP {budget.get('opendp_version')}. Every noise draw "
         "comes from OpenDP's samplers (exact arithmetic, the operating system's CSPRNG), not from "
-        "floating-point samplers; the epsilons handed to OpenDP as floats add up, in exact rational "
+        "floating-point samplers; the " + ("epsilons and rhos" if _zcdp(budget) else "epsilons")
+        + " handed to OpenDP as floats add up, in exact rational "
         "arithmetic, to at most the declared decimals, and noise scales are rounded up. Timing: the "
         "deployment is non-interactive, and the bundle gives only the day it was written, so neither "
         "the run time nor the number of candidates tried is disclosed. Access control: the registry and the private "
