@@ -292,6 +292,13 @@ class _Pooled:
     stop_draws: int = 0
 
 
+#: record kind -> (its mechanisms, the discrete one, its PIT, the _Pooled groups and counter
+#: attributes, its name in messages)
+_FAMILIES = {"laplace": ((CONTINUOUS, DISCRETE), DISCRETE, laplace_pit, "groups", "records", "Laplace"),
+             "gaussian": ((GAUSS, GAUSS_DISCRETE), GAUSS_DISCRETE, gaussian_pit, "gauss_groups",
+                          "gauss_records", "Gaussian")}
+
+
 def _pool(records: list[dict]) -> _Pooled:
     out = _Pooled()
     rng = np.random.Generator(np.random.PCG64(PIT_SEED))
@@ -305,32 +312,20 @@ def _pool(records: list[dict]) -> _Pooled:
             continue
         where = _where(i, rec)
         mech = rec.get("mechanism")
-        if kind == "gaussian":
-            if mech not in (GAUSS, GAUSS_DISCRETE):
-                raise NoiseRecordError(f"{where}: unknown Gaussian mechanism")
-            discrete = mech == GAUSS_DISCRETE
-            sigma = _declared_scale(rec, where, mech)
+        if kind in _FAMILIES:
+            mechs, discrete_mech, pit, groups, counter, name = _FAMILIES[kind]
+            if mech not in mechs:
+                raise NoiseRecordError(f"{where}: unknown {name} mechanism")
+            discrete = mech == discrete_mech
+            scale = _declared_scale(rec, where, mech)
             z = _noise(rec, discrete, where)
             v = rng.random(z.size) if discrete else None
-            u, e = gaussian_pit(z, sigma, discrete, v)
+            u, e = pit(z, scale, discrete, v)
             out.u.append(u)
             out.e.append(e)
-            key = (discrete, sigma)
-            out.gauss_groups[key] = out.gauss_groups.get(key, 0) + z.size
-            out.gauss_records += 1
-        elif kind == "laplace":
-            if mech not in (CONTINUOUS, DISCRETE):
-                raise NoiseRecordError(f"{where}: unknown Laplace mechanism")
-            discrete = mech == DISCRETE
-            b = _declared_scale(rec, where, mech)
-            z = _noise(rec, discrete, where)
-            v = rng.random(z.size) if discrete else None
-            u, e = laplace_pit(z, b, discrete, v)
-            out.u.append(u)
-            out.e.append(e)
-            key = (discrete, b)
-            out.groups[key] = out.groups.get(key, 0) + z.size
-            out.records += 1
+            table = getattr(out, groups)
+            table[(discrete, scale)] = table.get((discrete, scale), 0) + z.size
+            setattr(out, counter, getattr(out, counter) + 1)
         else:
             if mech != NOISY_MAX:
                 raise NoiseRecordError(f"{where}: unknown report-noisy-max mechanism")

@@ -27,13 +27,10 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 
 def _data(n: int = 3000, seed: int = 5):
-    g = np.random.default_rng(seed)
-    a = g.integers(0, 30, n)
-    b = (a // 6 + g.integers(0, 2, n)) % 5
-    c = (b + g.integers(0, 3, n)) % 4
-    d = g.integers(0, 2, n)
-    e = (c * d + g.integers(0, 2, n)) % 3
-    return np.stack([a, b, c, d, e], 1), (30, 5, 4, 2, 3)
+    """The block-structured table of tests/test_estimation.py."""
+    from test_estimation import _golden_data
+
+    return _golden_data(n, seed)
 
 
 # ----------------------------------------------------------------------------- construction

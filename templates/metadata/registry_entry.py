@@ -108,8 +108,6 @@ def zcdp_composition_formula(budget: dict) -> str:
             f"{z['delta']:g}")
 
 
-
-
 def _gen_budget(gen: dict) -> str:
     """The generator's budget: 'rho 0.0139' (zCDP) or the epsilon, e.g. '0.94'."""
     return f"rho {_show(gen['rho'])}" if "rho" in gen else _show(gen["epsilon"])
