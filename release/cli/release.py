@@ -41,8 +41,9 @@ def cli_release(
 
     Runs the universal scheme inside the enclave: validates and prepares DATA with SPEC, records
     the privacy spend in the ledger, runs private selection (each attempt: transform, DP generator,
-    synthetic constraints, face-privacy projection, DP acceptance criteria) until a candidate
-    passes, and writes the bundle atomically: data.csv, metrics, budget, spec, datapackage.json,
+    synthetic constraints, face-privacy projection, DP acceptance criteria; with the spec's
+    `selection.retries: resample` the generator is fitted once and each attempt samples it
+    again) until a candidate passes, and writes the bundle atomically: data.csv, metrics, budget, spec, datapackage.json,
     README.html/.pdf, manifest.json and its Ed25519 signature. The private transcript is written
     outside the bundle. Nothing about failed attempts is shown or stored in the bundle.
 
