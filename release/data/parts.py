@@ -4,6 +4,10 @@ the workers of a Dask cluster, and gathered into one prepared table on the stewa
 ``DATA`` may be a directory: its ``*.csv`` and ``*.csv.gz`` files, in name order, are the parts
 of one registry (each with its header row; errors name the part, line, column and rule).
 
+Without ``--scheduler`` the parts are read by parallel processes on this machine, one per usable
+core (``$DPBUNDLE_READ_WORKERS`` caps them), when they hold at least :data:`PARALLEL_BYTES` in
+all; the result is the same as reading them one after the other.
+
 What runs where (``--scheduler ADDRESS``): each worker reads and validates one part with the
 spec's input columns and reduces it to its distinct typed records and their counts
 (:func:`count_part`: the same reader and checks as a single file). Only that crosses the network
@@ -34,7 +38,8 @@ from dpbundle.release.data.distinct import distinct_rows, index_dtype
 from dpbundle.release.data.prepare import InputError, Prepared, _constrained, read_distinct
 from dpbundle.release.spec.model import Spec
 
-__all__ = ["PART_PATTERNS", "ClusterError", "PartCounts", "count_part", "prepare_parts", "registry_parts"]
+__all__ = ["PART_PATTERNS", "PARALLEL_BYTES", "ClusterError", "PartCounts", "count_part", "local_workers",
+           "prepare_parts", "registry_parts"]
 
 PART_PATTERNS = ("*.csv", "*.csv.gz")
 
@@ -82,10 +87,45 @@ def count_part(path: str, spec: Spec, show_values: bool = True, keep_order: bool
     return PartCounts(str(path), distinct, counts, index if keep_order else None, rows, file_sha256(Path(path)))
 
 
-def _counted(paths: list[Path], spec: Spec, show_values: bool, keep_order: bool,
-             scheduler: str | None) -> list[PartCounts]:
-    if scheduler is None:
+#: parts are read in parallel on this machine when they hold at least this many bytes in all
+#: (below it, starting worker processes costs more than it saves)
+PARALLEL_BYTES = 32 << 20
+
+
+def local_workers(paths: list[Path], workers: int | None = None) -> int:
+    """How many local processes read the parts: ``workers`` (default: the usable cores, at most
+    ``$DPBUNDLE_READ_WORKERS`` when set), at most one per part; 1 for one part or small parts."""
+    import os
+
+    if workers is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cap = os.environ.get("DPBUNDLE_READ_WORKERS", "")
+        workers = min(cores, int(cap)) if cap.isdigit() and int(cap) > 0 else cores
+        if sum(p.stat().st_size for p in paths) < PARALLEL_BYTES:
+            return 1
+    return max(1, min(int(workers), len(paths)))
+
+
+def _counted_locally(paths: list[Path], spec: Spec, show_values: bool, keep_order: bool,
+                     workers: int) -> list[PartCounts]:
+    """The parts read and counted here, by ``workers`` processes (each part in one process, the
+    results in the parts' order: the same as reading them one after the other; at most
+    ``workers`` parts in memory at once besides the counts). An InputError of a part (naming its
+    line, column and rule, never a value under ``show_values=False``) is raised whole."""
+    if workers <= 1:
         return [count_part(str(p), spec, show_values, keep_order) for p in paths]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(count_part, str(p), spec, show_values, keep_order) for p in paths]
+        return [f.result() for f in futures]
+
+
+def _counted(paths: list[Path], spec: Spec, show_values: bool, keep_order: bool,
+             scheduler: str | None, workers: int | None = None) -> list[PartCounts]:
+    if scheduler is None:
+        return _counted_locally(paths, spec, show_values, keep_order, local_workers(paths, workers))
     try:
         from distributed import Client
     except ImportError as exc:  # pragma: no cover - optional dependency
@@ -124,12 +164,13 @@ def registry_sha256(parts: list[PartCounts]) -> str:
 
 
 def prepare_parts(path: Path | str, spec: Spec, show_values: bool = True,
-                  scheduler: str | None = None) -> Prepared:
+                  scheduler: str | None = None, workers: int | None = None) -> Prepared:
     """:func:`~dpbundle.release.data.prepare.prepare` of a registry given as one file or a
-    directory of parts, each part read and counted here or (``scheduler``) on a Dask worker."""
+    directory of parts, each part read and counted here (by :func:`local_workers` processes in
+    parallel; ``workers`` overrides) or (``scheduler``) on a Dask worker."""
     paths = registry_parts(path)
     keep_order = spec.records_policy != "declared_public"
-    parts = _counted(paths, spec, show_values, keep_order, scheduler)
+    parts = _counted(paths, spec, show_values, keep_order, scheduler, workers)
     merged = {k: np.concatenate([p.distinct[k] for p in parts]) for k in parts[0].distinct}
     distinct, global_of = distinct_rows(merged)
     size = len(next(iter(distinct.values()))) if distinct else 0
