@@ -53,9 +53,19 @@ def test_a_bad_part_fails_with_its_line_and_no_value(tmp_path):
     assert "part-1.csv" in message and "line 6" in message and "SECRET-777" not in message
 
 
-def test_small_or_single_parts_are_read_in_this_process(tmp_path):
+def test_small_or_single_parts_are_read_in_this_process(tmp_path, monkeypatch):
+    import dpbundle.release.data.parts as parts_module
+
     parts = _parts(tmp_path, k=2, rows=100)
     paths = sorted(parts.iterdir())
+    monkeypatch.setenv("DPBUNDLE_READ_WORKERS", "2")
     assert local_workers(paths) == 1                       # below PARALLEL_BYTES
+    monkeypatch.setattr(parts_module, "PARALLEL_BYTES", 0)
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert local_workers(paths) == min(2, cores)           # as many as asked, at most the cores
+    monkeypatch.delenv("DPBUNDLE_READ_WORKERS")
+    assert local_workers(paths) == 1                       # one process unless the steward asks
     assert local_workers(paths[:1], workers=4) == 1        # one part
     assert local_workers(paths, workers=4) == 2            # at most one process per part

@@ -4,9 +4,10 @@ the workers of a Dask cluster, and gathered into one prepared table on the stewa
 ``DATA`` may be a directory: its ``*.csv`` and ``*.csv.gz`` files, in name order, are the parts
 of one registry (each with its header row; errors name the part, line, column and rule).
 
-Without ``--scheduler`` the parts are read by parallel processes on this machine, one per usable
-core (``$DPBUNDLE_READ_WORKERS`` caps them), when they hold at least :data:`PARALLEL_BYTES` in
-all; the result is the same as reading them one after the other.
+Without ``--scheduler`` the parts are read on this machine, by ``$DPBUNDLE_READ_WORKERS``
+parallel processes when it is set above 1 (at most one per usable core and per part, for parts of
+at least :data:`PARALLEL_BYTES` in all; each holds one part while reading it); the result is the
+same as reading them one after the other.
 
 What runs where (``--scheduler ADDRESS``): each worker reads and validates one part with the
 spec's input columns and reduces it to its distinct typed records and their counts
@@ -93,14 +94,16 @@ PARALLEL_BYTES = 32 << 20
 
 
 def local_workers(paths: list[Path], workers: int | None = None) -> int:
-    """How many local processes read the parts: ``workers`` (default: the usable cores, at most
-    ``$DPBUNDLE_READ_WORKERS`` when set), at most one per part; 1 for one part or small parts."""
+    """How many local processes read the parts: ``workers``, or ``$DPBUNDLE_READ_WORKERS``
+    (default 1: each worker holds a part while it reads it, so parallel reading multiplies the
+    reading's peak memory, and it is the steward's choice), never more than the usable cores
+    (without ``workers``) nor one per part; 1 for parts below :data:`PARALLEL_BYTES` in all."""
     import os
 
     if workers is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        cap = os.environ.get("DPBUNDLE_READ_WORKERS", "")
-        workers = min(cores, int(cap)) if cap.isdigit() and int(cap) > 0 else cores
+        asked = os.environ.get("DPBUNDLE_READ_WORKERS", "")
+        workers = min(cores, int(asked)) if asked.isdigit() and int(asked) > 0 else 1
         if sum(p.stat().st_size for p in paths) < PARALLEL_BYTES:
             return 1
     return max(1, min(int(workers), len(paths)))
