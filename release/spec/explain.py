@@ -765,16 +765,20 @@ def _privacy_section(spec, console: Console) -> None:
         rows.append(("face_privacy.quasi_identifiers", _t(format_value(qi)),
                      "column sets checked for k-anonymity (k = min_count) by the audit"))
     priv = model.privacy.to_document()
+    unused = ("epsilon_generation",) if spec.definition == "zcdp" else ("rho_generation", "delta")
     for p in SECTIONS["privacy"]:
         if p.name == "private_data_sha256":
             cell = _t(f"{len(priv.get(p.name, []))} fingerprint(s)")
+        elif p.name in unused and p.name not in priv:
+            cell = _t("not used (privacy.definition: " + spec.definition + ")", "dim")
         else:
             cell = _value_cell(p, priv)
         rows.append((f"privacy.{p.name}", cell, p.meaning))
     rows.append(("total rho" if spec.definition == "zcdp" else "total epsilon",
                  _t(f"{spec.budget_formula()} (cap {spec.epsilon_cap:g})", "bold"),
                  "what the release spends (the DP count of records, if any, once; private "
-                 "selection doubles one attempt's cost)"))
+                 "selection doubles one attempt's cost, or only the criteria's when the generator "
+                 "is fitted once)"))
     console.print(_param_table("Projection, face privacy and privacy", rows))
 
 
