@@ -19,6 +19,7 @@ import yaml
 import audit_fixtures as fx
 from i36_closure_util import edit_json, resign
 from test_i36_closure_walk import unclassified
+from test_i37_resample import _resample_spec
 
 RHO_GEN, DELTA, EPS_COUNT, EPS_CRITERION = 0.5, 1e-9, 0.1, 0.05
 
@@ -26,7 +27,7 @@ RHO_GEN, DELTA, EPS_COUNT, EPS_CRITERION = 0.5, 1e-9, 0.1, 0.05
 def _zcdp_spec(path: Path, **privacy) -> Path:
     """The fast births spec (one configuration, loose thresholds) under zCDP: PrivSyn with
     Gaussian measurements at rho 0.5, criteria at epsilon 0.05 each, fitted once."""
-    fx.fast_spec(path, policy="dp_count")
+    _resample_spec(path)
     spec = yaml.safe_load(path.read_text())
     spec["generators"] = [{"type": "privsyn"}]
     for e in spec["acceptance"]:
@@ -34,8 +35,7 @@ def _zcdp_spec(path: Path, **privacy) -> Path:
     priv = spec["privacy"]
     priv.pop("epsilon_generation")
     priv.update({"definition": "zcdp", "rho_generation": RHO_GEN, "delta": DELTA, "epsilon_cap": 20.0,
-                 "records": {"policy": "dp_count", "epsilon": EPS_COUNT},
-                 "selection": {"stop_probability": 0.05, "retries": "resample"}}, **privacy)
+                 "records": {"policy": "dp_count", "epsilon": EPS_COUNT}}, **privacy)
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
@@ -170,3 +170,22 @@ def test_a_pure_dp_only_generator_is_refused_under_zcdp(tmp_path):
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     with pytest.raises(SpecError, match="measures under pure DP only"):
         load_spec(path)
+
+
+def test_a_zcdp_release_with_a_public_count_passes_its_audit(tmp_path):
+    """declared_public under zCDP (no count part: rho_count 0): release, public audit, replay."""
+    from dpbundle.audit.runner import run_audit
+    from dpbundle.release.api import release
+    from dpbundle.release.bundle import keys
+
+    keys.write_keypair(tmp_path / "k")
+    spec = _zcdp_spec(tmp_path / "spec.yaml", records={"policy": "declared_public"})
+    data = fx.example_registry(tmp_path / "births.csv", 2000, 7)
+    with release(spec, data, out=tmp_path / "b", key=tmp_path / "k.key", ledger=tmp_path / "l.jsonl",
+                 transcript=tmp_path / "t.jsonl"):
+        pass
+    b = json.loads((tmp_path / "b" / "budget.json").read_text())
+    assert b["zcdp"]["rho_count"] == 0
+    rep = run_audit(str(tmp_path / "b"), pubkey=str(tmp_path / "k.pub"), transcript=str(tmp_path / "t.jsonl"),
+                    data=str(data))
+    assert rep.verdict == "verified", [(c.check, c.problems) for c in rep.checks if c.failed]
