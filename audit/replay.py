@@ -877,6 +877,8 @@ def attempt_spending_problems(records: list[dict], budget: dict, retries: str) -
 
 
 def _is_number(x) -> bool:
+    """A JSON number, not a boolean (as audit/checks_budget.py's _num; a module that imports
+    this one cannot be imported here)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -887,7 +889,7 @@ def _recorded_epsilon(rec: dict):
     from dpbundle.mechanisms import exact
 
     e = rec.get("epsilon")
-    return exact.binary(float(e)) if isinstance(e, (int, float)) and not isinstance(e, bool) else Fraction(0)
+    return exact.binary(float(e)) if _is_number(e) else Fraction(0)
 
 
 def _check_every_attempt(ctx: AuditContext, r: CheckResult, records: list[dict]) -> None:

@@ -15,7 +15,8 @@ and lower bounds", TCC 2016):
   epsilon of OpenDP's conversion (Canonne, Kamath & Steinke 2020, section 2.3; tighter than
   Bun & Steinke's epsilon = rho + 2 sqrt(rho ln(1/delta)), Prop. 1.3): at delta = 1e-9,
   rho = 0.01497 gives epsilon 1.
-* Group privacy: rho-zCDP for one record gives k^2 rho for k records (Prop. 1.9).
+* Group privacy: rho-zCDP for one record gives k^2 rho for k records (Prop. 1.9; stated in the
+  registry entry).
 
 A zCDP release (``privacy.definition: zcdp``, selection ``retries: resample``):
 
@@ -37,7 +38,7 @@ from fractions import Fraction
 from . import exact
 
 __all__ = ["pure_to_rho", "release_rho", "epsilon_at_delta", "shown_epsilon", "SIGNIFICANT",
-           "CONVERSION", "group_rho"]
+           "CONVERSION"]
 
 SIGNIFICANT = 4
 CONVERSION = ("OpenDP make_zCDP_to_approxDP (Canonne, Kamath & Steinke 2020, section 2.3): "
@@ -94,7 +95,3 @@ def shown_epsilon(epsilon: float) -> str:
     q = decimal.Decimal(1).scaleb(d.adjusted() - SIGNIFICANT + 1)
     return format(d.quantize(q, rounding=decimal.ROUND_CEILING).normalize(), "f")
 
-
-def group_rho(rho: Fraction, k: int) -> Fraction:
-    """rho for k records: k^2 rho (Bun & Steinke 2016, Prop. 1.9)."""
-    return Fraction(k) ** 2 * rho

@@ -33,7 +33,8 @@ from dpbundle.mechanisms.noise import Randomness, Transcript
 from dpbundle.mechanisms.private_selection import (KnownThresholdSelection, StopRule,
                                                    opendp_selection_map)
 
-from dpbundle.release.scheme.iteration import FittedModel, IterationResult, fit_once, run_iteration, run_resampled
+from dpbundle.release.scheme.iteration import (FIT_END_MARK, FittedModel, IterationResult, fit_once,
+                                               run_iteration, run_resampled)
 from dpbundle.release.data.prepare import Prepared
 from dpbundle.release.scheme.space import config_id, draw_config
 from dpbundle.release.spec.load import Spec
@@ -211,7 +212,7 @@ def _fit_once(prepared: Prepared, spec: Spec, transcript: Transcript, configs: l
     try:
         return fit_once(prepared, spec, config, rand, phase=phase)
     except AttemptFailure as exc:
-        rand.mark("fit end", failure=f"{type(exc).__name__}: {exc}")
+        rand.mark(FIT_END_MARK, failure=f"{type(exc).__name__}: {exc}")
         return False
     except Exception as exc:  # noqa: BLE001 - private details to the transcript only
         rand.mark("attempt error", error=type(exc).__name__,
