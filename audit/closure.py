@@ -89,6 +89,9 @@ RULES: tuple[Rule, ...] = (
     _r("manifest.json", "n", REDERIVED, "size: the rows of data.csv"),
     _r("manifest.json", "title", REDERIVED, "schema: spec.json's release.title"),
     _r("manifest.json", "configuration_id", REDERIVED, "schema: spec.json's configuration_id"),
+    _r("manifest.json", "sampler.*", REDERIVED, "schema: sampler version 3 exactly when the configuration's "
+       "generator makes records one by one and n is above the base (mechanisms/sampling.py); replay: the "
+       "selected attempt's sampler mark"),
     _r("manifest.json", "number_format", REDERIVED, "schema: the datasheet's number format (a constant)"),
     _r("manifest.json", "files[].*", REDERIVED, "integrity: every file's path, SHA-256 and size"),
     _r("manifest.json", "public_key.algorithm", REDERIVED, "schema: a constant"),

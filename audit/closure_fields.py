@@ -50,6 +50,33 @@ def _manifest_fields(ctx: AuditContext, manifest: dict, spec: dict, r: CheckResu
     metrics = ctx.json("metrics.json")
     _same("metrics.json: number_format", metrics.get("number_format") if isinstance(metrics, dict) else None,
           NUMBER_FORMAT_DOC, r, "the datasheet's number format")
+    _sampler_field(ctx, manifest, r)
+
+
+def _sampler_field(ctx: AuditContext, manifest: dict, r: CheckResult) -> None:
+    """manifest.json's ``sampler`` (sampler version 3, dpbundle 0.4 and later): present exactly
+    when the public rule says so (the configuration's generator makes records one by one and n is
+    above the base; ``dpbundle.mechanisms.sampling.public_sampler``), absent from older bundles."""
+    from dpbundle.mechanisms.sampling import BASE_RECORDS, BASE_SAMPLER, public_sampler
+
+    got = manifest.get("sampler")
+    if not made_since(manifest, (0, 4)):
+        if got is not None:
+            r.fail("manifest.json: sampler: only dpbundle 0.4 and later write it, but manifest.json claims "
+                   f"dpbundle {manifest.get('dpbundle_version')!r}")
+        return
+    spec_json = ctx.json("spec.json")
+    configuration = spec_json.get("configuration") if isinstance(spec_json, dict) else None
+    generator = configuration.get("generator") if isinstance(configuration, dict) else None
+    n = manifest.get("n")
+    if not isinstance(n, int) or isinstance(n, bool):
+        return   # the schema and size checks name it
+    if public_sampler(generator, n) == BASE_SAMPLER:
+        _same("manifest.json: sampler", got, {"version": BASE_SAMPLER, "base_records": BASE_RECORDS}, r,
+              "sampler version 3 for this configuration's generator and n")
+    elif got is not None:
+        r.fail(f"manifest.json: sampler: {_show(got)}, but this configuration's generator and n are sampled "
+               "with version 2, which manifest.json does not name")
 
 
 def _metrics_fields(ctx: AuditContext, spec: dict, r: CheckResult) -> None:

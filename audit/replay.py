@@ -28,7 +28,9 @@ The steps mirror ``release/scheme/iteration.py`` (read, not imported) in order a
           own evaluation), until n rows are kept; keep the first n (sampler version 1). An
           attempt with a "sampler" mark (version 2, before its first sampling seed) is sampled
           with ``dpbundle.mechanisms.sampling.sample_types`` instead: counts of record types,
-          the constraint filter (the audit's own) on the distinct types
+          the constraint filter (the audit's own) on the distinct types; with a mark of version
+          3 the same function draws a base of ``BASE_RECORDS`` records and scales it to n
+          (seed "sample scale")
     C  <- project(S, min_count, rand.rng("projection"))
     every acceptance criterion in spec order: make_criterion(entry).evaluate(ctx, rand)
     mark "iteration end" (index, passed)
@@ -457,11 +459,11 @@ def _replayed_candidate(model, real, config: dict, view, rand, version: int):
     from .bounds import max_drawn
 
     sampler = model_sampler(model) if version is None else version
-    if sampler != 2:
+    if sampler not in (2, 3):
         rows = sample_and_project(model, real.n, config, view, rand.rng, sampler=version)
         return real.with_codes(rows), lambda: csv_blocks(view, rows)
     constraints = view.spec.get("synthetic_constraints", []) or []
-    types, counts = _sample_counts(model, real.n, view, rand.rng, max_drawn(real.n), constraints)
+    types, counts = _sample_counts(model, real.n, view, rand.rng, max_drawn(real.n), constraints, sampler)
     out, which = project_counts_order(types, counts, int(config["projection"]["min_count"]), rand.rng("projection"))
     keep = out > 0
     domain = tuple(len(c.labels) for c in view.columns)
@@ -495,8 +497,9 @@ def sample_and_project(model, n: int, config: dict, view, rng_for,
 
     limit = max_drawn(n) if max_rows is None else int(max_rows)
     constraints = view.spec.get("synthetic_constraints", []) or []
-    if (model_sampler(model) if sampler is None else sampler) == 2:
-        return _sample_counts_and_project(model, n, config, view, rng_for, limit, constraints)
+    version = model_sampler(model) if sampler is None else sampler
+    if version in (2, 3):
+        return _sample_counts_and_project(model, n, config, view, rng_for, limit, constraints, version)
     kept, have, rate, drawn = [], 0, 1.0, 0
     sampled = None
     for k in range(MAX_SAMPLE_ROUNDS):
@@ -524,23 +527,26 @@ def sample_and_project(model, n: int, config: dict, view, rng_for,
 
 
 def _sample_counts_and_project(model, n: int, config: dict, view, rng_for, limit: int,
-                               constraints: list) -> np.ndarray:
-    """Sampler version 2 (:func:`sample_and_project`): counts of record types, then the
+                               constraints: list, version: int = 2) -> np.ndarray:
+    """Sampler version 2 or 3 (:func:`sample_and_project`): counts of record types, then the
     projection of the types, the same draws as the release's."""
     from dpbundle.mechanisms.projection import project_counts
 
-    rows, counts = _sample_counts(model, n, view, rng_for, limit, constraints)
+    rows, counts = _sample_counts(model, n, view, rng_for, limit, constraints, version)
     return project_counts(rows, counts, int(config["projection"]["min_count"]), rng_for("projection"))
 
 
-def _sample_counts(model, n: int, view, rng_for, limit: int, constraints: list) -> tuple[np.ndarray, np.ndarray]:
-    """Sampler version 2's record types of the sample (distinct rows ascending, counts)."""
+def _sample_counts(model, n: int, view, rng_for, limit: int, constraints: list,
+                   version: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Sampler version 2's or 3's record types of the sample (distinct rows ascending, counts);
+    version 3 draws a base of ``BASE_RECORDS`` records for a model without ``sample_counts`` and
+    scales it (``dpbundle.mechanisms.sampling``), else as version 2."""
     from dpbundle.mechanisms.sampling import ConstraintShortfall, DrawBoundExceeded, sample_types
 
     implausible = (lambda rows, _cells: _violations(constraints, rows, view)) if constraints else None
     try:
         rows, counts, _ = sample_types(model, n, [len(c.labels) for c in view.columns], implausible,
-                                       rng_for, limit)
+                                       rng_for, limit, version=version)
     except DrawBoundExceeded:
         raise DrawLimit(limit) from None
     except ConstraintShortfall:
@@ -680,6 +686,7 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         noise_detail = _check_noise(r, records)
         _check_bound_seeds(ctx, r, records)
         index, start, end, mark = _selected_iteration(ctx, r, records, view)
+        _check_sampler_claim(r, manifest, records[start:end])
         _check_every_attempt(ctx, r, records)
         if mark.get("config") != view.configuration:
             return r    # nothing is fitted or sampled with a configuration the manifest does not sign
@@ -702,6 +709,20 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         r.detail = ("commitment matches; the selected iteration replayed: "
                     f"data.csv identical byte for byte, {same}; " + noise_detail)
     return r
+
+
+def _check_sampler_claim(r: CheckResult, manifest: dict, selected: list[dict]) -> None:
+    """manifest.json's ``sampler`` (version 3) is the selected attempt's sampler mark: the
+    datasheet's account of how data.csv was drawn (a base repeated) is what the run did."""
+    claim = manifest.get("sampler") if isinstance(manifest, dict) else None
+    claimed = claim.get("version") if isinstance(claim, dict) else None
+    try:
+        used = _sampler_version(selected)
+    except TranscriptError as e:
+        raise StopCheck(str(e)) from None
+    if (claimed == 3) != (used == 3):
+        r.fail(f"manifest.json's sampler names version {claimed if claimed is not None else 'none (1 or 2)'}, "
+               f"but the selected attempt was sampled with version {used}")
 
 
 def _tolerated_criteria(r: CheckResult, arith: dict) -> set:

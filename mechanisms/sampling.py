@@ -24,9 +24,23 @@ Two samplers, both kept so that every bundle replays byte for byte with the one 
   drawn in all (and at most :data:`MAX_ROUND` records a round, the most numpy's thinning takes:
   binding from n ~ 9 x 10^8 on).
 
-Where a transcript says which: an attempt sampled with version 2 has a mark ``"sampler"``
-(``version: 2``) right before its first sampling seed; without it, version 1. A published model
-(model.json) sampled with version 2 says ``"sampler": 2`` (:func:`model_sampler`).
+* **version 3, a bounded base** (:func:`sample_types` with ``version=3``; chosen by
+  :func:`sampler_for` only for a model without ``sample_counts`` and n > :data:`BASE_RECORDS`,
+  otherwise a release uses version 2 and nothing changes): the model makes B =
+  :data:`BASE_RECORDS` records as version 2 would make them (rounds "sample round k", the
+  constraint filter, the draw bound 4 B + 128), and the n records are these B records, each
+  repeated q = n // B times, plus r = n - q B of them once more, chosen uniformly without
+  replacement (one multivariate hypergeometric draw from the generator ``"sample scale"``). A
+  GUM or raking sampler then moves B records, not n: memory and time of the attempt stop growing
+  with n (issue 38). The released distribution changes (the n records are a scaled copy of a
+  B-record sample, not n fresh draws), hence a new version; every record type has a count
+  q c_t + h_t (c_t its count among the B, h_t <= c_t), so the released 1-way and k-way shares are
+  those of the B-record sample up to r/n, and the synthetic constraints hold for every record.
+
+Where a transcript says which: an attempt sampled with version 2 or 3 has a mark ``"sampler"``
+(``version: 2`` or ``3``) right before its first sampling seed; without it, version 1. A
+published model (model.json) sampled with version 2 or 3 says ``"sampler": 2`` or ``3``
+(:func:`model_sampler`).
 
 Why version 2 has the distribution of version 1. Let p be the model's distribution over the
 cells (record types), A the cells no constraint rules out, p(A) > 0, and q = p restricted to A
@@ -77,10 +91,15 @@ from .failures import AttemptFailure
 __all__ = ["ROW_SAMPLER", "COUNT_SAMPLER", "SAMPLERS", "SAMPLER_MARK", "OVERSAMPLE",
            "MAX_SAMPLE_ROUNDS", "max_drawn", "round_size", "ConstraintShortfall", "DrawBoundExceeded",
            "counts_capable", "sample_types", "model_sampler", "set_model_sampler",
-           "sampler_of_records", "split_counts", "counts_from_distribution"]
+           "sampler_of_records", "split_counts", "counts_from_distribution", "BASE_SAMPLER",
+           "BASE_RECORDS", "sampler_for", "scale_counts", "ROW_MODEL_TYPES", "samples_rows",
+           "public_sampler"]
 
-ROW_SAMPLER, COUNT_SAMPLER = 1, 2
-SAMPLERS = (ROW_SAMPLER, COUNT_SAMPLER)
+ROW_SAMPLER, COUNT_SAMPLER, BASE_SAMPLER = 1, 2, 3
+SAMPLERS = (ROW_SAMPLER, COUNT_SAMPLER, BASE_SAMPLER)
+#: Version 3's base: the records a model without ``sample_counts`` makes when n is larger. Part
+#: of version 3's definition (a bundle's replay depends on it): never change it, add a version.
+BASE_RECORDS = 1 << 22   # 4,194,304
 #: The transcript mark of an attempt sampled with version 2 (none: version 1).
 SAMPLER_MARK = "sampler"
 
@@ -139,7 +158,7 @@ def model_sampler(model: Any) -> int:
 
 def set_model_sampler(model: Any, version: int) -> Any:
     """Record on ``model`` (in its own attributes, never a wrapped model's) the sampler version
-    its sample was drawn with; returns it. model.json then says ``"sampler": version`` (2)."""
+    its sample was drawn with; returns it. model.json then says ``"sampler": version`` (2, 3)."""
     if version not in SAMPLERS:
         raise ValueError(f"unknown sampler version {version!r}; known: {SAMPLERS}")
     if version != ROW_SAMPLER or _ATTRIBUTE in getattr(model, "__dict__", {}):
@@ -157,6 +176,49 @@ def sampler_of_records(records: Sequence[dict]) -> int:
                 raise ValueError("the transcript's sampler mark names no known sampler version")
             return int(version)
     return ROW_SAMPLER
+
+
+def sampler_for(model: Any, n: int) -> int:
+    """The sampler a new release uses for ``model`` and n records: 3 (a bounded base) for a model
+    without ``sample_counts`` (GUM, raking, private-pgm) when n > :data:`BASE_RECORDS`, else 2
+    (where 3 would draw exactly what 2 draws, 2 is kept, so small releases are unchanged)."""
+    return BASE_SAMPLER if (not counts_capable(model) and int(n) > BASE_RECORDS) else COUNT_SAMPLER
+
+
+#: Generator types whose models make records one by one (no ``sample_counts``): PrivSyn's and
+#: aim_pure's GUM, private-pgm's AIM and MST. PrivBayes with one-way raking (``oneway`` tables or
+#: measure) too: its raking moves records. tests/test_i38_base_sampler.py checks this table
+#: against :func:`counts_capable` of every generator's fitted model.
+ROW_MODEL_TYPES = ("privsyn", "aim_pure", "aim", "mst")
+
+
+def samples_rows(generator: Any) -> bool:
+    """Whether a configuration's generator (``{"type": ..., hyperparameters}``, public in
+    spec.json) fits a model without ``sample_counts``: a public function of the configuration."""
+    if not isinstance(generator, dict):
+        return False
+    kind = generator.get("type")
+    return kind in ROW_MODEL_TYPES or (kind == "privbayes" and generator.get("oneway", "none") != "none")
+
+
+def public_sampler(generator: Any, n: int) -> int:
+    """The sampler a release of dpbundle 0.4 or later uses for this public configuration's
+    generator and n records: :func:`sampler_for` computed from public facts only (3 or 2)."""
+    return BASE_SAMPLER if samples_rows(generator) and int(n) > BASE_RECORDS else COUNT_SAMPLER
+
+
+def scale_counts(counts: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Version 3's n records from a base of B = sum(counts) records: every base record q = n // B
+    times, and r = n - q B base records, a uniformly random r-subset (a multivariate
+    hypergeometric draw from ``rng``), once more. Returns the new counts (int64, same order);
+    they sum to n, and each is q c_t + h_t with 0 <= h_t <= c_t."""
+    counts = np.asarray(counts, dtype=np.int64)
+    base = int(counts.sum())
+    if base <= 0:
+        raise ValueError("scale_counts: the base has no records")
+    q, r = divmod(int(n), base)
+    extra = rng.multivariate_hypergeometric(counts, r, method="marginals").astype(np.int64)
+    return q * counts + extra
 
 
 # --------------------------------------------------------------------------- counts of a model
@@ -232,14 +294,31 @@ class _Rounds:
 
 def sample_types(model: Any, n: int, domain: Sequence[int], implausible: Implausible | None,
                  rng_for: Callable[[str], np.random.Generator],
-                 limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Version 2: n records of ``model`` that no synthetic constraint rules out, as record types
-    (see the module docstring): (rows (types, d) int64, counts int64, cells), ascending in cell.
+                 limit: int | None = None,
+                 version: int = COUNT_SAMPLER) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Version 2 (or 3): n records of ``model`` that no synthetic constraint rules out, as record
+    types (see the module docstring): (rows (types, d) int64, counts int64, cells), ascending in
+    cell.
 
     ``implausible(rows, cells)``: mask of the distinct rows a constraint rules out (None: no
     constraint). ``rng_for(purpose)``: the recorded generator of a purpose. ``limit``: records
     drawn in all (default :func:`max_drawn`). Raises :class:`DrawBoundExceeded` before a round
-    that would draw beyond it, :class:`ConstraintShortfall` after :data:`MAX_SAMPLE_ROUNDS`."""
+    that would draw beyond it, :class:`ConstraintShortfall` after :data:`MAX_SAMPLE_ROUNDS`.
+    ``version`` 3 with a model without ``sample_counts`` and n > :data:`BASE_RECORDS` makes the
+    base of B records (at most 4 B + 128 drawn) and scales it to n (:func:`scale_counts`, the
+    generator ``"sample scale"``); otherwise 3 draws as 2."""
+    if version not in (COUNT_SAMPLER, BASE_SAMPLER):
+        raise ValueError(f"sample_types draws with sampler 2 or 3, not {version!r}")
+    if version == BASE_SAMPLER and sampler_for(model, n) == BASE_SAMPLER:
+        base_limit = max_drawn(BASE_RECORDS) if limit is None else min(int(limit), max_drawn(BASE_RECORDS))
+        rows, counts, cells = _sample_types(model, BASE_RECORDS, domain, implausible, rng_for, base_limit)
+        return rows, scale_counts(counts, n, rng_for("sample scale")), cells
+    return _sample_types(model, n, domain, implausible, rng_for, limit)
+
+
+def _sample_types(model: Any, n: int, domain: Sequence[int], implausible: Implausible | None,
+                  rng_for: Callable[[str], np.random.Generator],
+                  limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     domain = tuple(int(s) for s in domain)
     if domain_cells(domain) is None:
         raise OverflowError("sample_types: the domain has too many cells for int64 cell indices")

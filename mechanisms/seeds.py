@@ -11,8 +11,8 @@ index: whatever the record said it would be). The seed of every *bound* post-pro
 The bundle publishes ``secret`` and ``salt`` after the run: anyone checks ``c`` and re-derives
 the seeds, so the publisher could not have tried seeds until it liked the sample.
 
-Only steps that post-process DP outputs are bound (``BOUND_PREFIXES``: sampling the model, the
-face-privacy projection). Steps whose privacy analysis needs hidden randomness (the resize of
+Only steps that post-process DP outputs are bound (``BOUND_PREFIXES``: sampling the model, with
+sampler version 3's scaling of its base, the face-privacy projection). Steps whose privacy analysis needs hidden randomness (the resize of
 the records policy, the resize inside conditional means: a coupling argument over their random
 choices) keep seeds from ``secrets``. Every attempt gets the same bound seeds; that is sound:
 for each fixed seed every attempt is the same epsilon-DP mechanism run with fresh OpenDP noise,
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 __all__ = ["BOUND_PREFIXES", "SeedBinding", "commitment", "new_secret", "is_bound_purpose"]
 
 SECRET_BYTES = 32
-BOUND_PREFIXES = ("sample round ", "projection")
+BOUND_PREFIXES = ("sample round ", "sample scale", "projection")
 _SEP = b"\x1f"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 

@@ -262,7 +262,7 @@ def seeds_document(rec: Preregistration, secret: str, salt: str, beacon: str) ->
         "derivation": 'seed(purpose, k) = HMAC-SHA256(key = secret bytes, message = "dpbundle-seed/1"'
                       ' 0x1f beacon 0x1f purpose 0x1f decimal k), as a big-endian 256-bit integer; '
                       'numpy Generator(PCG64(seed))',
-        "bound_purposes": ["sample round <k>", "projection"],
+        "bound_purposes": ["sample round <k>", "sample scale", "projection"],
     }
 
 

@@ -283,7 +283,7 @@ def test_sampler_version_records():
     raked = RakedModel(model, [None] * 4)
     assert sampling.model_sampler(raked) == 1     # not the wrapped model's
     with pytest.raises(ValueError):
-        sampling.set_model_sampler(model, 3)
+        sampling.set_model_sampler(model, 4)
     assert sampling.sampler_of_records([{"kind": "mark", "mark": "iteration"}]) == 1
     assert sampling.sampler_of_records([{"kind": "mark", "mark": "sampler", "version": 2}]) == 2
     with pytest.raises(ValueError):
@@ -303,9 +303,11 @@ def test_model_json_says_the_sampler_and_the_schema_accepts_it():
     doc = json.loads(json.dumps(model_document(model, generator=gen, epsilon=1.0, columns=cols)))
     assert doc["sampler"] == 2 and validate(doc, "model") == []
     assert sampling.model_sampler(model_from_document(doc)) == 2
-    assert validate(dict(doc, sampler=3), "model") != []
+    assert validate(dict(doc, sampler=3), "model") == []      # version 3 (issue 38)
+    assert sampling.model_sampler(model_from_document(dict(doc, sampler=3))) == 3
+    assert validate(dict(doc, sampler=4), "model") != []
     with pytest.raises(PublishError):
-        model_from_document(dict(doc, sampler=3))
+        model_from_document(dict(doc, sampler=4))
 
 
 def test_transcript_schema_and_selection_check_accept_the_mark():
@@ -337,7 +339,7 @@ def test_iteration_records_version_2_and_replays_from_its_transcript(births_spec
     from dpbundle.mechanisms.coding import Coded
 
     prepared, config = _prepared_10k(births_spec, shared_data_dir)
-    assert it.DEFAULT_SAMPLER == 2
+    assert it.DEFAULT_SAMPLER == 3   # recorded as 2 here: a counts model (sampling.sampler_for)
     rec = Randomness(Transcript())
     result = it.run_iteration(prepared, births_spec, config, rec)
     marks = [r for r in rec.transcript.records if r["kind"] in ("mark", "seed")]

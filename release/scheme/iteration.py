@@ -46,10 +46,11 @@ from dpbundle.mechanisms.generators import Generator, make_generator
 from dpbundle.mechanisms.noise import Randomness
 from dpbundle.mechanisms.projection import arrange, arranged, project, project_types
 # the bound, the round sizes and the failure are the sampling module's (re-exported here)
-from dpbundle.mechanisms.sampling import (COUNT_SAMPLER, DRAWN_EXTRA, DRAWN_FACTOR,  # noqa: F401
-                                          MAX_SAMPLE_ROUNDS, OVERSAMPLE, SAMPLER_MARK,
-                                          SAMPLERS, ConstraintShortfall, DrawBoundExceeded,
-                                          max_drawn, sample_types, set_model_sampler)
+from dpbundle.mechanisms.sampling import (BASE_SAMPLER, COUNT_SAMPLER, DRAWN_EXTRA,  # noqa: F401
+                                          DRAWN_FACTOR, MAX_SAMPLE_ROUNDS, OVERSAMPLE,
+                                          SAMPLER_MARK, SAMPLERS, ConstraintShortfall,
+                                          DrawBoundExceeded, max_drawn, sample_types,
+                                          sampler_for, set_model_sampler)
 
 from dpbundle.release.data.constraints import synthetic_violations, violation_table
 from dpbundle.release.data.prepare import Prepared
@@ -58,8 +59,11 @@ from dpbundle.release.spec.load import Spec
 from dpbundle.release.spec.typed import Constraint
 from dpbundle.release.data.transform import cached_transform
 
-#: The sampler of new releases: 2 = counts of record types (``mechanisms/sampling.py``); 1 = rows.
-DEFAULT_SAMPLER = COUNT_SAMPLER
+#: The sampler of new releases: 3 = counts of record types, from a bounded base of records for a
+#: model without ``sample_counts`` and n > ``BASE_RECORDS`` (recorded as 3), else as 2 (recorded
+#: as 2: small releases are unchanged); 2 = counts of record types; 1 = rows
+#: (``mechanisms/sampling.py``).
+DEFAULT_SAMPLER = BASE_SAMPLER
 
 
 @dataclass
@@ -180,11 +184,13 @@ def _implausible(constraints: Sequence[Constraint | Mapping], columns):
 
 
 def sample_counted(model, n: int, constraints: Sequence[Constraint | Mapping], columns,
-                   rand: Randomness) -> RecordTypes:
-    """Sampler version 2: the record types of n records of ``model`` that satisfy the synthetic
-    constraints (``mechanisms.sampling.sample_types``, seeds "sample round k")."""
+                   rand: Randomness, version: int = COUNT_SAMPLER) -> RecordTypes:
+    """Sampler version 2 or 3: the record types of n records of ``model`` that satisfy the
+    synthetic constraints (``mechanisms.sampling.sample_types``, seeds "sample round k", and for
+    version 3's scaling "sample scale")."""
     rows, counts, cells = sample_types(model, n, tuple(c.size for c in columns),
-                                       _implausible(constraints, columns), rand.rng)
+                                       _implausible(constraints, columns), rand.rng,
+                                       version=version)
     return RecordTypes(Coded.unchecked(rows, tuple(columns)), counts, cells)
 
 
@@ -320,13 +326,15 @@ def run_resampled(fitted: FittedModel, spec: Spec, rand: Randomness,
 
 def _sample_and_project(step: Callable, model, real: Coded, constraints, min_count: int,
                         rand: Randomness, version: int) -> Coded:
-    """S and C of an iteration, with the sampler ``version`` (2 falls back to 1, unrecorded, for
-    a domain of >= 2^62 cells: no int64 cell index)."""
+    """S and C of an iteration, with the sampler ``version`` (3 is recorded as 2 where it draws as
+    2, :func:`sampler_for`; 2 and 3 fall back to 1, unrecorded, for a domain of >= 2^62 cells:
+    no int64 cell index)."""
     by_cells = domain_cells(real.domain) is not None
-    if version == COUNT_SAMPLER and by_cells:
-        rand.mark(SAMPLER_MARK, version=COUNT_SAMPLER)
-        set_model_sampler(model, COUNT_SAMPLER)
-        types = step("sample", sample_counted, model, real.n, constraints, real.columns, rand)
+    if version in (COUNT_SAMPLER, BASE_SAMPLER) and by_cells:
+        used = sampler_for(model, real.n) if version == BASE_SAMPLER else COUNT_SAMPLER
+        rand.mark(SAMPLER_MARK, version=used)
+        set_model_sampler(model, used)
+        types = step("sample", sample_counted, model, real.n, constraints, real.columns, rand, used)
         return step("project", project_counted, types, min_count, rand.rng("projection"))
     sampled = step("sample", sample_cells if by_cells else sample_constrained, model, real.n,
                    constraints, real.columns, rand)

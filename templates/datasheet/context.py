@@ -871,6 +871,16 @@ def _section_about(f: _Facts) -> dict:
     }
 
 
+def _base_sample(sampler: dict | None, n: int) -> dict | None:
+    """Step 5's account of sampler version 3 (manifest.json's ``sampler``): the base's size B,
+    and how often each base record is repeated (q = n // B times, r = n - q B of them once more)."""
+    base = sampler.get("base_records") if isinstance(sampler, dict) and sampler.get("version") == 3 else None
+    if not isinstance(base, int) or isinstance(base, bool) or base <= 0 or n < base:
+        return None
+    q, r = divmod(n, base)
+    return {"base_fmt": f"{base:,}", "q": q, "q1": q + 1, "r_fmt": f"{r:,}", "r": r}
+
+
 def _section_records(f: _Facts) -> dict:
     """What the data is: the number of records and columns, and how the count was released."""
     n, d = f.public.n, len(f.public.columns)
@@ -878,6 +888,7 @@ def _section_records(f: _Facts) -> dict:
     return {
         "n": n,
         "n_fmt": f"{n:,}",
+        "base_sample": _base_sample(f.public.meta.sampler, n),
         "d": d,
         "records_policy": records["policy"],
         "records_statement": records["statement"],

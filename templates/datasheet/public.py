@@ -52,6 +52,9 @@ class Meta:
     # registry (spends_on_registry, spend_id and, from dpbundle 0.3, earlier_epsilons and
     # composed_epsilon); None when the manifest has none (a bundle written without a ledger)
     ledger: dict | None = None
+    # manifest.json's ``sampler`` (dpbundle 0.4 and later, sampler version 3 only):
+    # {"version": 3, "base_records": B}; None otherwise
+    sampler: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,8 @@ def meta_from_manifest(manifest: dict) -> Meta:
                     commitment=str(manifest["transcript_commitment"]["value"]),
                     files=tuple(str(f["path"]) for f in manifest["files"]),
                     extra=manifest.get("extra") if isinstance(manifest.get("extra"), dict) else None,
-                    ledger=manifest.get("ledger") if isinstance(manifest.get("ledger"), dict) else None)
+                    ledger=manifest.get("ledger") if isinstance(manifest.get("ledger"), dict) else None,
+                    sampler=manifest.get("sampler") if isinstance(manifest.get("sampler"), dict) else None)
     except (KeyError, TypeError) as exc:
         raise DatasheetInputError(f"manifest.json: missing field {exc}") from None
 
