@@ -14,6 +14,8 @@ for):
     python benchmarks/bench_national.py --rows 50000000 [--records-policy declared_public|dp_count]
         [--dir /tmp/national] [--keep] [--skip audit,replay]
     python benchmarks/bench_national.py --rows 3600000 --phases     # each phase in one process
+    python benchmarks/bench_national.py --rows 50000000 --phases \
+        --generators privbayes,privbayes-raked,privsyn,mst_pure,aim_pure   # one attempt of each
 
 The large files go to --dir (default: a temporary directory, removed unless --keep); nothing
 is committed. Figures: docs/benchmarks.md, "National scale".
@@ -21,6 +23,7 @@ is committed. Figures: docs/benchmarks.md, "National scale".
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import os
 import re
@@ -116,8 +119,22 @@ class PeakSampler:
         return peak
 
 
-def phases(data: Path, spec_path: Path, configs: Path, generator: str | None) -> None:
-    """Each phase of a release in this process: seconds and peak resident memory."""
+#: --generators: the generator settings put into the list's first configuration
+GENERATORS = {
+    "privbayes": {"type": "privbayes", "flavour": "theta", "epsilon_split": 0.25, "theta": 30},
+    "privbayes-raked": {"type": "privbayes", "flavour": "theta", "epsilon_split": 0.25, "theta": 30,
+                        "oneway": "measure", "oneway_split": 0.2},
+    "privsyn": {"type": "privsyn"},
+    "mst_pure": {"type": "mst_pure"},
+    "aim_pure": {"type": "aim_pure"},
+}
+
+
+def phases(data: Path, spec_path: Path, configs: Path, generator: str | None,
+           generators: list[str] | None = None) -> None:
+    """Each phase of a release in this process: seconds and peak resident memory. With
+    ``generators``, after one read, one attempt of each (named in :data:`GENERATORS`), each with
+    its own peak (the process's resident memory during that attempt, the read table included)."""
     import yaml
 
     from dpbundle.mechanisms.noise import Randomness
@@ -147,6 +164,16 @@ def phases(data: Path, spec_path: Path, configs: Path, generator: str | None) ->
                 Randomness())
     for step, sec in res.timings.items():
         rows.append((f"  of which {step}", sec, None))
+    for name in generators or []:
+        other = dict(config, generator=GENERATORS[name])
+        gc.collect()
+        mem.phase()
+        got = timed(f"one attempt with {name}", run_iteration, prepared, spec, other, Randomness())
+        from dpbundle.mechanisms.sampling import model_sampler
+
+        rows[-1] = (rows[-1][0] + f", sampler version {model_sampler(got.model)}",) + rows[-1][1:]
+        rows.append(("  of which " + ", ".join(f"{k} {v:.2f} s" for k, v in got.timings.items()), None, None))
+        del got
     with tempfile.TemporaryDirectory() as tmp:
         timed("data.csv written (from the candidate's record types)", write_data_csv, Path(tmp) / "data.csv",
               list(res.candidate.columns), res.candidate)
@@ -154,7 +181,7 @@ def phases(data: Path, spec_path: Path, configs: Path, generator: str | None) ->
           "peak RSS of each phase):")
     print("| phase | seconds | peak RSS (MB) |\n|---|---|---|")
     for name, sec, peak in rows:
-        print(f"| {name} | {sec:.2f} | {'' if peak is None else f'{peak:,.0f}'} |")
+        print(f"| {name} | {'' if sec is None else f'{sec:.2f}'} | {'' if peak is None else f'{peak:,.0f}'} |")
 
 
 def main() -> None:
@@ -169,6 +196,8 @@ def main() -> None:
     ap.add_argument("--configs", type=Path, default=ROOT / "examples" / "births-narrowed-nvss160k.yaml",
                     help="the configuration list (--phases: its first configuration of --generator)")
     ap.add_argument("--generator", default=None, help="--phases: the first listed configuration of this type")
+    ap.add_argument("--generators", default="", help="--phases: then one attempt of each of these "
+                    f"(comma-separated: {', '.join(GENERATORS)}) in the first configuration")
     ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "births.yaml",
                     help="the release spec (its records policy set by --records-policy)")
     a = ap.parse_args()
@@ -185,7 +214,7 @@ def main() -> None:
                   f"{data.stat().st_size / 1e6:,.0f} MB", flush=True)
         spec = spec_with_policy(where, a.records_policy, a.spec)
         if a.phases:
-            phases(data, spec, a.configs, a.generator)
+            phases(data, spec, a.configs, a.generator, [g for g in a.generators.split(",") if g])
             return
         bundle, transcript = where / "bundle", private / "run.transcript.jsonl"
         shutil.rmtree(bundle, ignore_errors=True)

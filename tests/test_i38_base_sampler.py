@@ -305,3 +305,4 @@ def test_a_published_model_of_version_3_is_rederived_by_the_public(tmp_path, mon
     resign(tmp_path / "B", tmp_path / "k.key")
     rep = run_audit(tmp_path / "B", pubkey=tmp_path / "k.pub", preregistration=tmp_path / "rec.json", beacon=beacon)
     assert rep.get("rederivation").result == "fail" and rep.verdict != "verified"
+
