@@ -1,6 +1,14 @@
-"""The audit's own loading of the private input for the enclave replay: CSV(.gz) parsing per the
-spec's input columns, the raw constraints, and binning into codes per the selected
-configuration. Written independently of ``release/data/prepare.py`` and ``release/data/transform.py``.
+"""The audit's own loading of the private input for the enclave replay: CSV(.gz) or Parquet
+parsing per the spec's input columns, the raw constraints, and binning into codes per the
+selected configuration. Written independently of ``release/data/prepare.py``,
+``release/data/parquet_read.py`` and ``release/data/transform.py``.
+
+A file whose name ends in ``.parquet`` is read as Parquet (pyarrow, ``pip install
+'dpbundle[parquet]'``) in record batches: each value becomes the text its CSV cell would hold
+(integers and decimals in decimal, a float as its shortest decimal, booleans true/false, dates
+YYYY-MM-DD, strings as they are) and is parsed as that cell; a null is a missing value where the
+column declares a missing-value marker (else a problem); other column types are refused.
+Problems name "row R (row group G)" (rows from 1, row groups from 0) instead of a line.
 
 Reading: an input column comes from the CSV column headed by its ``header`` (default its
 ``name``); a cell is missing when it equals one of ``input.missing_values`` or of the column's own
@@ -183,17 +191,20 @@ class _Trouble:
         self.shown: list[str] = []
         self.total = 0
         self.folded: dict[tuple, int] = {}   # (column, rule) -> index in shown (or -1)
+        self.place = lambda line: f"line {line}"   # a Parquet file's rows: "row R (row group G)"
+        self.unit = "lines"                         # "rows" in a Parquet file
 
     def add(self, line: int, column: str | None, rule: str, fold: bool = False) -> None:
         self.total += 1
         key = (column, rule)
         if fold and key in self.folded:
             i = self.folded[key]
-            if i >= 0 and not self.shown[i].endswith(" (and on other lines)"):
-                self.shown[i] += " (and on other lines)"
+            other = f" (and on other {self.unit})"
+            if i >= 0 and not self.shown[i].endswith(other):
+                self.shown[i] += other
             return
         name = None if column is None else repr(column[:40]) + ("..." if len(column) > 40 else "")
-        where = f"line {line}" + (f", column {name}" if name is not None else "")
+        where = self.place(line) + (f", column {name}" if name is not None else "")
         if len(self.shown) < MAX_REPORTED:
             self.shown.append(f"{where}: {rule}")
             if fold:
@@ -259,6 +270,167 @@ def _records(path: Path, wanted: list[str], trouble: _Trouble):
                     "corrupt or truncated gzip data?)")
     finally:
         csv.field_size_limit(old_limit)
+
+
+PARQUET_SUFFIX = ".parquet"
+PARQUET_HINT = "pip install 'dpbundle[parquet]'"
+
+
+def _is_parquet(path: Path) -> bool:
+    """A file read as Parquet: its name ends in ``.parquet`` (any other is read as CSV)."""
+    return path.name.endswith(PARQUET_SUFFIX)
+
+
+def _arrow():
+    """(pyarrow, pyarrow.parquet, pyarrow.compute); PrivateDataError when pyarrow is absent."""
+    try:
+        import pyarrow
+        import pyarrow.compute
+        import pyarrow.parquet
+    except ImportError:
+        raise PrivateDataError(f"reading a Parquet file needs pyarrow, which is not installed: "
+                               f"{PARQUET_HINT}") from None
+    return pyarrow, pyarrow.parquet, pyarrow.compute
+
+
+def _text_type(pa, t) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or str(t) == "string_view"
+
+
+def _parquet_type_problem(pa, t) -> str | None:
+    """None for a column type whose values are read as cell texts; else the rule broken."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    read = (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_decimal(t) or pa.types.is_date32(t) or pa.types.is_null(t) or _text_type(pa, t))
+    if read:
+        return None
+    if pa.types.is_timestamp(t) or pa.types.is_date64(t):
+        return f"a {t} column: dates are read from Parquet DATE (date32) or YYYY-MM-DD text only"
+    return (f"a {t} column: integers, floating-point numbers, decimals, booleans, dates (date32) "
+            "and strings are read")
+
+
+def _parquet_texts(pa, pc, column):
+    """A column's values as cell texts (an Arrow string array, nulls kept): numbers in decimal
+    (a float as its shortest decimal), booleans true/false, dates YYYY-MM-DD, strings as they are."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_null(column.type):
+        return pa.nulls(len(column), pa.string())
+    if pa.types.is_string(column.type):
+        return column
+    return column.cast(pa.string()) if _text_type(pa, column.type) else pc.cast(column, pa.string())
+
+
+def _not_utf8(pa, texts) -> set[int]:
+    """The rows of a string array whose bytes are not UTF-8."""
+    out = set()
+    for i, value in enumerate(texts.cast(pa.binary()).to_pylist()):
+        if value is not None:
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                out.add(i)
+    return out
+
+
+def _open_parquet(path: Path, pa, pq):
+    """(the file, its ParquetFile, the cumulative row counts of its row groups); PrivateDataError
+    naming the rule (an exception's type, never its text) when it is not a readable Parquet file."""
+    from .safe_read import InputFileError, open_regular_file
+
+    try:
+        fh = open_regular_file(path, "private data", MAX_PRIVATE_BYTES)
+    except InputFileError as e:
+        raise PrivateDataError(str(e)) from None
+    try:
+        head = fh.read(4)
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(size - 4, 0))
+        tail = fh.read(4) if size >= 8 else b""
+        fh.seek(0)
+        if b"PARE" in (head, tail):
+            raise PrivateDataError(f"{path}: an encrypted Parquet file (not read)")
+        if head != b"PAR1" or tail != b"PAR1":
+            raise PrivateDataError(f"{path}: not a Parquet file (no PAR1 magic bytes at its start and end)")
+        try:
+            pf = pq.ParquetFile(fh, buffer_size=1 << 20, pre_buffer=False, page_checksum_verification=True)
+            meta = pf.metadata
+            ends = np.cumsum([meta.row_group(g).num_rows for g in range(meta.num_row_groups)], dtype=np.int64)
+        except (pa.ArrowException, OSError, ValueError, EOFError) as e:
+            raise PrivateDataError(f"{path}: the Parquet footer cannot be decoded ({type(e).__name__}); "
+                                   "a corrupt or truncated file?") from None
+    except BaseException:
+        fh.close()
+        raise
+    return fh, pf, ends
+
+
+def _parquet_records(path: Path, wanted: list[str], trouble: _Trouble):
+    """:func:`_records` of a Parquet file: {header: position}, then (row, cells, False) for every
+    usable row, rows counted from 1, a cell None for a null; read in record batches (memory: a
+    row group's wanted columns). Problems name 'row R (row group G)', the column and the rule."""
+    pa, pq, pc = _arrow()
+    cap = _cell_limit()
+    fh, pf, ends = _open_parquet(path, pa, pq)
+    trouble.place = lambda row: f"row {row} (row group {int(np.searchsorted(ends, row - 1, side='right'))})"
+    trouble.unit = "rows"
+    try:
+        names = pf.schema_arrow.names
+        absent = [h for h in wanted if h not in names]
+        if absent:
+            raise PrivateDataError(f"{path}: the Parquet file lacks column(s) {absent}")
+        for h in wanted:
+            if names.count(h) > 1:
+                raise PrivateDataError(f"{path}: the Parquet file names column {h!r} twice")
+            problem = _parquet_type_problem(pa, pf.schema_arrow.field(h).type)
+            if problem:
+                raise PrivateDataError(f"{path}: column {h!r} is {problem}")
+        yield {h: i for i, h in enumerate(wanted)}
+        row = 0
+        batches = pf.iter_batches(batch_size=4096, columns=wanted, use_threads=False)
+        while trouble.total < MAX_PROBLEMS:
+            try:
+                batch = next(batches, None)
+            except (pa.ArrowException, OSError, ValueError, EOFError) as e:
+                trouble.add(row + 1, None, f"the Parquet data cannot be read from here on ({type(e).__name__}: "
+                                           "corrupt or truncated?)")
+                return
+            if batch is None:
+                return
+            columns, skip = _parquet_batch(pa, pc, batch, wanted, cap, row, trouble)
+            for k, cells in enumerate(zip(*columns)):
+                if k not in skip:
+                    yield row + k + 1, list(cells), False
+            row += batch.num_rows
+    finally:
+        fh.close()
+
+
+def _parquet_batch(pa, pc, batch, wanted: list[str], cap: int, before: int, trouble: _Trouble):
+    """(each wanted column's cells as a list of str or None, the rows to skip: a problem reported)."""
+    columns, skip = [], set()
+    for h in wanted:
+        texts = _parquet_texts(pa, pc, batch.column(batch.schema.get_field_index(h)))
+        try:
+            texts.validate(full=True)
+        except pa.ArrowInvalid:      # its text may quote the bytes: not used
+            bad = _not_utf8(pa, texts)
+            for k in sorted(bad - skip):
+                trouble.add(before + k + 1, h, "bytes that are not UTF-8 text", fold=True)
+            skip |= bad
+            texts = pc.if_else(pa.array([k in bad for k in range(len(texts))]), pa.scalar(None, pa.string()), texts)
+        lengths = pc.utf8_length(texts)
+        longest = pc.max(lengths).as_py()
+        if longest is not None and longest > cap:
+            for k, n in enumerate(lengths.to_pylist()):
+                if n is not None and n > cap and k not in skip:
+                    skip.add(k)
+                    trouble.add(before + k + 1, h, f"a cell longer than {cap} characters ({MAX_CELL_ENV} sets the limit)",
+                                fold=True)
+        columns.append(texts.to_pylist())
+    return columns, skip
 
 
 def _header(reader, lines: _Lines, wanted: list[str], trouble: _Trouble, cap: int):
@@ -400,20 +572,26 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
                         index=renumber[kept].astype(np.int64))
 
 
+_PART_SUFFIXES = (".csv.gz", ".parquet", ".csv")
+
+
 def private_parts(path: Path) -> list[Path]:
-    """The files of the private data: the file itself, or a directory's ``*.csv`` and
-    ``*.csv.gz`` files in name order (hidden ones skipped; ``x.csv`` beside ``x.csv.gz`` refused),
-    the registry's parts as the release reads them."""
+    """The files of the private data: the file itself, or a directory's ``*.csv``, ``*.csv.gz``
+    and ``*.parquet`` files in name order (hidden ones skipped; two whose names differ only by
+    that suffix, ``x.csv`` beside ``x.csv.gz`` or ``x.parquet``, refused), the registry's parts as
+    the release reads them."""
     if not path.is_dir():
         return [path]
     parts = sorted((p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")
-                    and (p.name.endswith(".csv") or p.name.endswith(".csv.gz"))), key=lambda p: p.name)
+                    and p.name.endswith(_PART_SUFFIXES)), key=lambda p: p.name)
     if not parts:
-        raise PrivateDataError(f"{path}: a directory of registry parts with no *.csv or *.csv.gz file")
-    names = {p.name for p in parts}
-    twice = sorted(n for n in names if n.endswith(".csv") and n + ".gz" in names)
-    if twice:
-        raise PrivateDataError(f"{path}: {twice[0]} and {twice[0]}.gz are both parts")
+        raise PrivateDataError(f"{path}: a directory of registry parts with no *.csv, *.csv.gz or *.parquet file")
+    stems: dict[str, str] = {}
+    for p in parts:
+        suffix = next(x for x in _PART_SUFFIXES if p.name.endswith(x))
+        first = stems.setdefault(p.name[:-len(suffix)], p.name)
+        if first != p.name:
+            raise PrivateDataError(f"{path}: {first} and {p.name} are both parts")
     return parts
 
 
@@ -450,7 +628,8 @@ def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
     index = array("q")
     memo: dict[tuple, int] = {}
     trouble = _Trouble()
-    records = _records(path, [headers[nm] for nm in names], trouble)
+    reader = _parquet_records if _is_parquet(path) else _records
+    records = reader(path, [headers[nm] for nm in names], trouble)
     pos_by_header = next(records, None)
     if pos_by_header is not None:
         pos = {nm: pos_by_header[headers[nm]] for nm in names}
@@ -546,15 +725,17 @@ def _operand(i: int, kind: str, cats: list[str], value) -> float:
     return float(value)
 
 
-def _parse(cell: str, meta: dict, tokens: set) -> tuple[float, float, float, float, str | None]:
+def _parse(cell: str | None, meta: dict, tokens: set) -> tuple[float, float, float, float, str | None]:
     """(value, month, year, day, error) of one cell; NaN for missing."""
     v, mo, yr, err = _parse_present(cell, meta, tokens)
     dy = float(dt.date.fromordinal(int(v)).day) if meta.get("type") == "date" and not math.isnan(v) else math.nan
     return v, mo, yr, dy, err
 
 
-def _parse_present(cell: str, meta: dict, tokens: set) -> tuple[float, float, float, str | None]:
+def _parse_present(cell: str | None, meta: dict, tokens: set) -> tuple[float, float, float, str | None]:
     nan = math.nan
+    if cell is None:     # a Parquet null: a missing value where the column declares a marker
+        return nan, nan, nan, None if tokens else "null cell (the column declares no missing-value marker)"
     if cell in tokens:
         return nan, nan, nan, None
     if cell == "":

@@ -171,7 +171,9 @@ class Problems:
 @dataclass
 class Chunk:
     """Consecutive data rows: the line each starts on, the cell texts of the requested columns,
-    and the rows whose problem was already reported (their cells are blank, not to be checked)."""
+    and the rows whose problem was already reported (their cells are blank, not to be checked).
+    ``nulls``: header -> the rows whose cell is null (a Parquet file's missing values; a CSV
+    file has none), their text blank; a column without nulls has no entry."""
 
     lines: np.ndarray                      # int64
     cells: dict[str, np.ndarray]           # header -> object array of str
@@ -179,6 +181,7 @@ class Chunk:
     fields: dict[str, int]                 # header -> field index
     spans: dict[int, list[int]] = field(default_factory=dict)   # row -> line offset of each field
     last_line: int = 0                     # the last line read
+    nulls: dict[str, np.ndarray] = field(default_factory=dict)   # header -> bool, null cells
 
     def where(self, header: str) -> Callable[[np.ndarray], np.ndarray]:
         """rows -> the line on which the ``header`` cell of each row starts."""

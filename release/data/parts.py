@@ -1,8 +1,11 @@
 """A registry split into files ("parts"): read and counted part by part, on this machine or on
 the workers of a Dask cluster, and gathered into one prepared table on the steward's machine.
 
-``DATA`` may be a directory: its ``*.csv`` and ``*.csv.gz`` files, in name order, are the parts
-of one registry (each with its header row; errors name the part, line, column and rule).
+``DATA`` may be a directory: its ``*.csv``, ``*.csv.gz`` and ``*.parquet`` files, in name order,
+are the parts of one registry (each CSV part with its header row; errors name the part, line or
+row and row group, column and rule). CSV and Parquet parts may be mixed: each part is read and
+typed on its own, by the reader of its name. Two parts with the same name but for the suffix
+(``x.csv`` and ``x.csv.gz``, ``x.csv`` and ``x.parquet``) are refused as the same records twice.
 
 Without ``--scheduler`` the parts are read on this machine, by ``$DPBUNDLE_READ_WORKERS``
 parallel processes when it is set above 1 (at most one per usable core and per part, for parts of
@@ -39,28 +42,38 @@ from dpbundle.release.data.distinct import distinct_rows, index_dtype
 from dpbundle.release.data.prepare import InputError, Prepared, _constrained, read_distinct
 from dpbundle.release.spec.model import Spec
 
-__all__ = ["PART_PATTERNS", "PARALLEL_BYTES", "ClusterError", "PartCounts", "count_part", "local_workers",
-           "prepare_parts", "registry_parts"]
+__all__ = ["PART_PATTERNS", "PART_SUFFIXES", "PARALLEL_BYTES", "ClusterError", "PartCounts", "count_part", "local_workers",
+           "part_stem", "prepare_parts", "registry_parts"]
 
-PART_PATTERNS = ("*.csv", "*.csv.gz")
+PART_PATTERNS = ("*.csv", "*.csv.gz", "*.parquet")
+#: the suffixes of the parts' names, longest first (a part's name without it is its stem)
+PART_SUFFIXES = (".csv.gz", ".parquet", ".csv")
+
+
+def part_stem(name: str) -> str:
+    """A part's name without its suffix (``x`` for ``x.csv``, ``x.csv.gz`` and ``x.parquet``)."""
+    suffix = next((s for s in PART_SUFFIXES if name.endswith(s)), "")
+    return name[:len(name) - len(suffix)]
 
 
 def registry_parts(path: Path | str) -> list[Path]:
-    """The parts of a registry: a file is its only part; a directory's parts are its ``*.csv``
-    and ``*.csv.gz`` files in name order (InputError when it has none)."""
+    """The parts of a registry: a file is its only part; a directory's parts are its ``*.csv``,
+    ``*.csv.gz`` and ``*.parquet`` files in name order (InputError when it has none, or when two
+    of them differ only by their suffix: the same records twice)."""
     path = Path(path).absolute()       # the workers resolve nothing against their own directory
     if not path.is_dir():
         return [path]
     parts = sorted({p for pattern in PART_PATTERNS for p in path.glob(pattern)
                     if p.is_file() and not p.name.startswith(".")}, key=lambda p: p.name)
     if not parts:
-        raise InputError(str(path), [f"a directory of registry parts must hold *.csv or *.csv.gz files; "
-                                     f"{path} has none"])
-    names = {p.name for p in parts}
-    twice = sorted(n for n in names if n.endswith(".csv") and n + ".gz" in names)
-    if twice:
-        raise InputError(str(path), [f"{twice[0]} and {twice[0]}.gz are both parts: the same records twice? "
-                                     "keep one of them"])
+        raise InputError(str(path), [f"a directory of registry parts must hold *.csv, *.csv.gz or *.parquet "
+                                     f"files; {path} has none"])
+    seen: dict[str, str] = {}
+    for p in parts:
+        first = seen.setdefault(part_stem(p.name), p.name)
+        if first != p.name:
+            raise InputError(str(path), [f"{first} and {p.name} are both parts: the same records twice? "
+                                         "keep one of them"])
     return parts
 
 

@@ -13,7 +13,10 @@ Each input column is read from the CSV column whose header is its ``header`` (de
 Bad input raises :class:`InputError` naming the file, line, column and rule (first few problems
 plus a count). Nothing is written anywhere. The file is read in chunks by
 :mod:`dpbundle.release.data.csv_read` (cell length limit, encoding, gzip, header and row structure,
-line numbers as a text editor counts them; reading stops after MAX_PROBLEMS problems).
+line numbers as a text editor counts them; reading stops after MAX_PROBLEMS problems), or, for a
+name ending in ``.parquet``, in record batches by :mod:`dpbundle.release.data.parquet_read` (its
+values as the texts a CSV cell would hold, checked and typed alike; a null is a missing value;
+"row R (row group G)" in messages).
 """
 from __future__ import annotations
 
@@ -65,7 +68,9 @@ class InputError(ValueError):
             more = f"\n  ... and {n_rest}more problem(s)" if rest > 0 else ""
             count = f"{self.total:,} problem(s)" if show_counts else "problems"
         hint = ("\n  (line numbers are the file's own lines, as a text editor counts them)"
-                if any(p.startswith("line ") for p in problems) else "")
+                if any(p.startswith("line ") for p in problems) else
+                "\n  (rows are counted from 1 in the file, row groups from 0 as pyarrow numbers them)"
+                if any(p.startswith("row ") and "(row group " in p for p in problems) else "")
         super().__init__(f"{source}: unusable input data ({count}):\n{text}{more}{hint}")
 
     def __reduce__(self):
@@ -276,7 +281,7 @@ def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: 
     gc_was_enabled = gc.isenabled()
     gc.disable()   # millions of small lists and strings, no cycles: the collector only slows reading
     try:
-        with CsvReader(path, problems, cap, content) as reader:
+        with _reader(path, problems, cap, content) as reader:
             if reader.ok and reader.check_columns(wanted):
                 for chunk in reader.chunks(wanted):
                     part = {}
@@ -286,6 +291,8 @@ def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: 
                         missing = chunk.broken.copy()
                         if tokens[name]:
                             missing |= _is_marker(cells, tokens[name])
+                        if header in chunk.nulls:
+                            missing |= _nulls(chunk, header, bool(tokens[name]), problems)
                         part[name] = _parse_column(header, meta, cells, missing, problems, chunk.where(header))
                     rows += len(chunk.lines)
                     if not problems.total:
@@ -300,6 +307,29 @@ def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: 
         raise InputError.from_problems(source, problems)
     distinct, index = acc.finish({name: _concat(meta.type, []) for name, meta in inputs.items()})
     return distinct, index, rows
+
+
+NULL_RULE = ("null cell (a missing value; declare a missing-value marker in input.missing_values or "
+             "the column's missing if this is intended)")
+
+
+def _reader(path: Path, problems: _Problems, cap: int, content: bytes | None):
+    """The reader of ``path``: Parquet for a name ending in ``.parquet``, else CSV (``content``:
+    CSV bytes already in memory)."""
+    from dpbundle.release.data.parquet_read import ParquetReader, is_parquet
+
+    if content is None and is_parquet(path):
+        return ParquetReader(path, problems, cap)
+    return CsvReader(path, problems, cap, content)
+
+
+def _nulls(chunk, header: str, allowed: bool, problems: _Problems) -> np.ndarray:
+    """The chunk's null cells of ``header``: missing values where the column declares a
+    missing-value marker, else a problem each (as an empty CSV cell is)."""
+    nulls = chunk.nulls[header]
+    if not allowed:
+        problems.add(nulls & ~chunk.broken, header, NULL_RULE, where=chunk.where(header))
+    return nulls
 
 
 def _concat(kind: str, parts: list[np.ndarray]) -> np.ndarray:

@@ -1,0 +1,339 @@
+"""Streaming reader of the confidential data as a Parquet file, for
+:mod:`dpbundle.release.data.prepare` (a path ending in ``.parquet``; everything else is CSV).
+
+It has the interface of :class:`~dpbundle.release.data.csv_read.CsvReader` (``ok``,
+``check_columns``, ``chunks`` yielding :class:`~dpbundle.release.data.csv_read.Chunk`), so that
+every value goes through the same checks and typing as the same table written as CSV. The file
+is read in record batches of about :data:`BATCH_ROWS` rows (``ParquetFile.iter_batches``), only
+the columns the spec reads: memory is bounded by one row group's columns read, never by the file.
+
+Cells: each value of a column read becomes the text a CSV cell would hold, and that text is
+checked and typed as the CSV reader's cells are:
+
+* integers (signed or unsigned) in decimal (``23``), decimals as written (``12.50``);
+* floating-point numbers as their shortest decimal (``3705.0`` is ``3705``, ``0.1`` is ``0.1``); a
+  NaN or an infinity is a value, not a missing one: ``nan`` / ``inf`` are refused as not a number;
+* booleans ``true`` / ``false``; dates (Parquet DATE, Arrow ``date32``) ``YYYY-MM-DD``;
+* strings as they are (dictionary-encoded columns are decoded first);
+* a null is a missing value, as a cell holding one of the column's declared missing-value
+  markers is (``read_distinct`` refuses a null in a column that declares none, as it refuses an
+  empty CSV cell); a column of Arrow type ``null`` is all nulls.
+
+Any other type (timestamps, times, durations, ``date64``, binary, lists, structs, maps...) is
+refused before a row is read, naming the column and its type: a timestamp is not silently cut to
+its date, bytes are not guessed to be text.
+
+Limits and checks (each problem names the file, the row and its row group, the column when there
+is one, and the rule; never a value when ``show_values`` is False):
+
+* a cell longer than :func:`~dpbundle.release.data.csv_read.max_cell_chars` characters (a string,
+  or the text of any other value) is refused, as in a CSV file;
+* a string that is not valid UTF-8 (Parquet writers do not all check it);
+* a file that is not Parquet (it must begin and end with the magic bytes ``PAR1``), an encrypted
+  one, or one whose footer or data pyarrow cannot decode: the exception's type is named, never
+  its text (which may quote the data);
+* a column the spec reads that the file lacks or names twice;
+* reading stops after the batch in which ``MAX_PROBLEMS`` problems were found.
+
+Rows are numbered from 1 in the file (all row groups together); row groups from 0, as pyarrow
+(``ParquetFile.read_row_group``) numbers them: "row 5001 (row group 1)".
+
+pyarrow is an optional dependency (``pip install 'dpbundle[parquet]'``); without it a Parquet
+file is refused with that advice before anything is read.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Iterator, Optional
+
+import numpy as np
+
+from dpbundle.release.data.csv_read import CHUNK_ROWS, Chunk, Problems, _long_cell_rule, echo, max_cell_chars
+
+__all__ = ["BATCH_ROWS", "INSTALL_HINT", "ParquetReader", "is_parquet", "cell_texts", "unsupported_type"]
+
+#: rows per record batch read (the CSV reader's chunk size)
+BATCH_ROWS = CHUNK_ROWS
+#: bytes read from the file at a time while decoding a column chunk (pages streamed, not loaded whole)
+STREAM_BYTES = 1 << 20
+MAGIC = b"PAR1"
+ENCRYPTED_MAGIC = b"PARE"
+INSTALL_HINT = "pip install 'dpbundle[parquet]'"
+SUFFIX = ".parquet"
+
+
+def is_parquet(path: Path | str) -> bool:
+    """A path the Parquet reader reads: its name ends in ``.parquet``."""
+    return Path(path).name.endswith(SUFFIX)
+
+
+def _pyarrow():
+    """(pyarrow, pyarrow.parquet, pyarrow.compute), or ImportError."""
+    import pyarrow
+    import pyarrow.compute
+    import pyarrow.parquet
+
+    return pyarrow, pyarrow.parquet, pyarrow.compute
+
+
+def unsupported_type(pa, dtype) -> Optional[str]:
+    """None when a column of Arrow type ``dtype`` is read; else why not (the rule's text)."""
+    t = pa.types
+    if t.is_dictionary(dtype):
+        return unsupported_type(pa, dtype.value_type)
+    if (t.is_integer(dtype) or t.is_floating(dtype) or t.is_boolean(dtype) or t.is_decimal(dtype)
+            or t.is_date32(dtype) or t.is_null(dtype) or _is_text(pa, dtype)):
+        return None
+    if t.is_timestamp(dtype) or t.is_date64(dtype):
+        return (f"a {dtype} column: dpbundle reads dates as Parquet DATE (Arrow date32) or as "
+                "YYYY-MM-DD text, and does not cut a time of day away; write the column as a date "
+                "(pandas: .dt.date) or as text")
+    if t.is_binary(dtype) or t.is_large_binary(dtype) or t.is_fixed_size_binary(dtype) or \
+            str(dtype) == "binary_view":
+        return f"a {dtype} column (bytes): write text as a Parquet string (UTF-8) column"
+    return (f"a {dtype} column: dpbundle reads integers, floating-point numbers, decimals, booleans, "
+            "dates (date32) and strings")
+
+
+def _is_text(pa, dtype) -> bool:
+    t = pa.types
+    return t.is_string(dtype) or t.is_large_string(dtype) or str(dtype) == "string_view"
+
+
+def cell_texts(pa, pc, array):
+    """The column's values as an Arrow string array of the texts a CSV cell would hold (nulls
+    stay null; see the module docstring); the type must be one :func:`unsupported_type` accepts."""
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if pa.types.is_null(array.type):
+        return pa.nulls(len(array), pa.string())
+    if _is_text(pa, array.type):
+        return array if pa.types.is_string(array.type) else array.cast(pa.string())
+    return pc.cast(array, pa.string())
+
+
+def _bad_utf8(pa, texts) -> np.ndarray:
+    """Rows of a string array whose bytes are not UTF-8 (checked one by one: a rare case)."""
+    raw = texts.cast(pa.binary())
+    bad = np.zeros(len(raw), dtype=bool)
+    for i, value in enumerate(raw):
+        data = value.as_py()
+        if data is not None:
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                bad[i] = True
+    return bad
+
+
+class ParquetReader:
+    """``with ParquetReader(path, problems) as r: if r.ok and r.check_columns(h): for chunk in
+    r.chunks(h)``, as :class:`~dpbundle.release.data.csv_read.CsvReader`. Problems go to
+    ``problems`` (whose ``label`` becomes "row R (row group G)"); ``ok`` is False when the file is
+    unusable."""
+
+    def __init__(self, path: Path | str, problems: Problems, cap: int | None = None) -> None:
+        self.path = Path(path)
+        self.problems = problems
+        self.cap = cap if cap is not None else max_cell_chars()
+        self.ok = False
+        self.header: list[str] = []
+        self._fh = None
+        self._file = None
+        self._group_ends = np.zeros(0, dtype=np.int64)
+        self._types: dict = {}
+
+    # ------------------------------------------------------------------ opening
+    def __enter__(self) -> "ParquetReader":
+        try:
+            self.ok = self._open()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except Exception:  # noqa: BLE001 - closing: nothing more to do
+                pass
+            self._file = None
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def label(self, row: int) -> str:
+        """Where data row ``row`` (from 1) is: 'row R (row group G)'."""
+        group = int(np.searchsorted(self._group_ends, row - 1, side="right"))
+        return f"row {row} (row group {group})"
+
+    def _open(self) -> bool:
+        p = self.problems
+        try:
+            self._pa, self._pq, self._pc = _pyarrow()
+        except ImportError:
+            p.fatal(None, f"reading a Parquet file needs pyarrow, which is not installed: {INSTALL_HINT} "
+                          "(or give the data as CSV)")
+            return False
+        self._fh = self._open_file()
+        if self._fh is None:
+            return False
+        problem = self._magic_problem()
+        if problem:
+            p.fatal(None, problem)
+            return False
+        try:
+            self._file = self._pq.ParquetFile(self._fh, buffer_size=STREAM_BYTES, pre_buffer=False,
+                                                page_checksum_verification=True)
+            meta = self._file.metadata
+            sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+            schema = self._file.schema_arrow
+        except (self._pa.ArrowException, OSError, ValueError, EOFError) as exc:
+            p.fatal(None, f"not a readable Parquet file: its footer (schema and row groups) cannot "
+                          f"be decoded ({type(exc).__name__}); a corrupt or truncated file?")
+            return False
+        self._group_ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+        self.header = list(schema.names)
+        self._types = {f.name: f.type for f in schema}
+        p.label, p.unit = self.label, "row"
+        return True
+
+    def _open_file(self):
+        """The file opened for binary reading (a regular file), or None (problem recorded)."""
+        from dpbundle.release.common.safe_io import kind_of
+
+        p = self.problems
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            p.fatal(None, "file not found")
+            return None
+        except OSError as exc:
+            p.fatal(None, f"cannot be read ({exc.strerror or type(exc).__name__})")
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            p.fatal(None, f"is {kind_of(st.st_mode)}, not a regular file (a Parquet file is read "
+                          "from a regular file)")
+            return None
+        try:   # O_NONBLOCK: a FIFO swapped in after the check cannot hang the open
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+                         | getattr(os, "O_BINARY", 0))
+        except OSError as exc:
+            p.fatal(None, f"cannot be read ({exc.strerror or type(exc).__name__})")
+            return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            p.fatal(None, "is not a regular file")
+            return None
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+
+    def _magic_problem(self) -> Optional[str]:
+        """Why the file is not a plain Parquet file (None when it looks like one)."""
+        fh = self._fh
+        try:
+            head = fh.read(4)
+            size = fh.seek(0, os.SEEK_END)
+            tail = b""
+            if size >= 8:
+                fh.seek(size - 4)
+                tail = fh.read(4)
+            fh.seek(0)
+        except OSError as exc:
+            return f"cannot be read ({exc.strerror or type(exc).__name__})"
+        if head == ENCRYPTED_MAGIC or tail == ENCRYPTED_MAGIC:
+            return "an encrypted Parquet file: dpbundle reads unencrypted Parquet files only"
+        if head != MAGIC or tail != MAGIC:
+            what = "it is empty" if size == 0 else "it does not begin and end with the Parquet magic bytes PAR1"
+            return (f"not a Parquet file ({what}); a file named .parquet is read as Parquet, any "
+                    "other as CSV")
+        return None
+
+    # ------------------------------------------------------------------ columns
+    def check_columns(self, wanted: list[str]) -> bool:
+        """Every ``wanted`` column present once, of a type that is read (else fatal problems)."""
+        p = self.problems
+        where = "the file's columns (Parquet schema)"
+        missing = [h for h in wanted if h not in self.header]
+        if missing:
+            loose = {h.strip().casefold(): h for h in self.header}
+            notes = []
+            for h in missing:
+                near = loose.get(h.strip().casefold())
+                notes.append(f"{h!r}" + (f" (the file has {echo(near)}: spaces or case differ)" if near is not None else ""))
+            label = "missing column" if len(missing) == 1 else "missing columns"
+            p.fatal(None, f"{where}: {label} {', '.join(notes)} (expected columns: "
+                          f"{', '.join(repr(h) for h in wanted)})")
+            return False
+        ok = True
+        for h in wanted:
+            if self.header.count(h) > 1:
+                p.fatal(None, f"{where}: the file names column {h!r} {self.header.count(h)} times; rename or remove one")
+                ok = False
+                continue
+            problem = unsupported_type(self._pa, self._types[h])
+            if problem:
+                p.fatal(None, f"{where}: column {h!r} is {problem}")
+                ok = False
+        return ok
+
+    # ------------------------------------------------------------------ rows
+    def chunks(self, wanted: list[str]) -> Iterator[Chunk]:
+        """The rows in record batches of about BATCH_ROWS rows; only the ``wanted`` columns."""
+        if not self.ok:
+            return
+        fields = {h: i for i, h in enumerate(wanted)}
+        batches = self._file.iter_batches(batch_size=BATCH_ROWS, columns=wanted, use_threads=False)
+        done = 0
+        while True:
+            try:
+                batch = next(batches, None)
+            except (self._pa.ArrowException, OSError, ValueError, EOFError) as exc:
+                self.problems.fatal(done + 1, f"the Parquet data cannot be read from here on "
+                                              f"({type(exc).__name__}: a corrupt or truncated file?); "
+                                              "the rows before it were read, nothing after it")
+                return
+            if batch is None:
+                return
+            n = batch.num_rows
+            if n == 0:
+                continue
+            lines = np.arange(done + 1, done + 1 + n, dtype=np.int64)
+            done += n
+            yield self._chunk(batch, wanted, fields, lines)
+
+    def _chunk(self, batch, wanted: list[str], fields: dict[str, int], lines: np.ndarray) -> Chunk:
+        """One batch as a Chunk: the cells' texts, the nulls, the rows with an unusable cell."""
+        pa, pc = self._pa, self._pc
+        n = batch.num_rows
+        broken = np.zeros(n, dtype=bool)
+        texts, nulls = {}, {}
+        where = lambda rows: lines[rows]   # noqa: E731
+        for h in wanted:
+            column = cell_texts(pa, pc, batch.column(batch.schema.get_field_index(h)))
+            try:
+                column.validate(full=True)
+            except pa.ArrowInvalid:        # its text may quote the bytes: not used
+                bad = _bad_utf8(pa, column)
+                self.problems.add(bad, h, "bytes that are not UTF-8 text (a Parquet string must be UTF-8)",
+                                  where=where)
+                broken |= bad
+                column = pc.if_else(pa.array(bad), pa.scalar(None, pa.string()), column)
+            if column.null_count:
+                nulls[h] = column.is_null().to_numpy(zero_copy_only=False)
+            lengths = pc.utf8_length(column).to_numpy(zero_copy_only=False)   # NaN for a null
+            long = np.nan_to_num(lengths.astype(np.float64, copy=False)) > self.cap
+            if long.any():
+                self.problems.add(long & ~broken, h, _long_cell_rule(self.cap), where=where)
+                broken |= long
+            texts[h] = column
+        cells = {}
+        for h, column in texts.items():
+            if broken.any():
+                column = pc.if_else(pa.array(broken), pa.scalar("", pa.string()), column)
+            cells[h] = pc.fill_null(column, "").to_numpy(zero_copy_only=False).astype(object, copy=False)
+        return Chunk(lines, cells, broken, fields, last_line=int(lines[-1]) if n else 0, nulls=nulls)
