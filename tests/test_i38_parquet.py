@@ -30,7 +30,6 @@ from dpbundle.release.spec.load import load_spec  # noqa: E402
 
 ROWS = 3000
 NA_ROWS = {17: "birth_weight", 1400: "date_of_birth", 2999: "is_female"}   # 0-based data rows
-INTS = ("mother_age", "parity", "birth_weight")
 
 
 def _csv_rows(path: Path) -> tuple[list[str], list[list[str]]]:
@@ -360,3 +359,19 @@ def test_x_csv_beside_x_parquet_is_the_same_records_twice(tmp_path):
         registry_parts(d)
     with pytest.raises(PrivateDataError, match="a.csv and a.parquet are both parts"):
         private_parts(d)
+
+
+def test_a_string_that_is_not_utf8_is_refused_with_its_row(reg, tmp_path):
+    texts = [str(x) for x in reg["table"].column("mother_age").to_pylist()]
+    raw = [t.encode() for t in texts]
+    raw[600] = b"3\xff\xfe"                                         # data row 601: row group 1
+    offsets = np.concatenate([[0], np.cumsum([len(b) for b in raw])]).astype(np.int32)
+    column = pa.Array.from_buffers(pa.string(), len(raw), [None, pa.py_buffer(offsets.tobytes()),
+                                                           pa.py_buffer(b"".join(raw))])
+    path = tmp_path / "bytes.parquet"
+    i = reg["table"].column_names.index("mother_age")
+    pq.write_table(reg["table"].set_column(i, "mother_age", column), path, row_group_size=500)
+    code, out = _cli_release(tmp_path, path)
+    assert code == 2 and "row 601 (row group 1), column 'mother_age': bytes that are not UTF-8" in " ".join(out.split())
+    with pytest.raises(PrivateDataError, match=r"row 601 \(row group 1\), column 'mother_age': bytes that are not UTF-8"):
+        load_private(path, _audit_spec(tmp_path / "spec.yaml"))
