@@ -28,9 +28,10 @@ Measures (all computed on the integer-coded tables, numbers of codes as in ``Col
   (Bowen & Liu 2018) is the Kolmogorov-Smirnov distance between the empirical CDFs of the
   propensity scores of T's and C's records (0 = indistinguishable, 1 = separated).
 
-Records are discrete, so the logistic regression is fitted on record *types* with counts (a
-weighted binomial IRLS), which gives the same estimates as a record-level fit at a fraction of
-the cost. A small ridge penalty (``ridge``, on the non-intercept coefficients) keeps the fit
+Records are discrete, so every measure is computed on record *types* with their counts (T and
+C of an iteration are held as types: their n rows are never built here, so a sweep over tens of
+millions of records keeps its memory bounded per worker); the logistic regression is a weighted
+binomial IRLS, which gives the same estimates as a record-level fit at a fraction of the cost. A small ridge penalty (``ridge``, on the non-intercept coefficients) keeps the fit
 finite when a category occurs in only one of the two tables.
 """
 from __future__ import annotations
@@ -41,11 +42,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from dpbundle.mechanisms.cells import types_of
 from dpbundle.mechanisms.coding import Coded, mixed_radix_index
 
 __all__ = [
     "evaluate_utility",
     "propensity_measures",
+    "propensity_of_types",
     "fit_logistic",
     "s_pmse_table",
     "marginal_tables",
@@ -176,14 +179,25 @@ def propensity_measures(real: np.ndarray, synth: np.ndarray, domain: Sequence[in
     """
     real = np.asarray(real, dtype=np.int64)
     synth = np.asarray(synth, dtype=np.int64)
-    n_t, n_c = real.shape[0], synth.shape[0]
+    return propensity_of_types(real, np.ones(real.shape[0], np.int64), synth, np.ones(synth.shape[0], np.int64),
+                               domain, permutations=permutations, seed=seed, ridge=ridge)
+
+
+def propensity_of_types(real: np.ndarray, real_counts: np.ndarray, synth: np.ndarray, synth_counts: np.ndarray,
+                        domain: Sequence[int], *, permutations: int = 3, seed: int = 0, ridge: float = 1.0) -> dict:
+    """:func:`propensity_measures` of T and C given as record types (rows and their counts): the
+    same pooled types, trials and labels, without building n rows (memory of the types only)."""
+    real_counts = np.asarray(real_counts, dtype=np.int64)
+    synth_counts = np.asarray(synth_counts, dtype=np.int64)
+    n_t, n_c = int(real_counts.sum()), int(synth_counts.sum())
     N = n_t + n_c
     c = n_c / N
-    pooled = np.vstack([real, synth])
+    pooled = np.vstack([np.asarray(real, dtype=np.int64), np.asarray(synth, dtype=np.int64)])
     inverse, X = _one_hot_types(pooled, domain)
     K = X.shape[0]
-    trials = np.bincount(inverse, minlength=K).astype(np.float64)
-    y_c = np.bincount(inverse[n_t:], minlength=K).astype(np.float64)
+    weights = np.concatenate([real_counts, synth_counts]).astype(np.float64)
+    trials = np.bincount(inverse, weights=weights, minlength=K)
+    y_c = np.bincount(inverse[len(real_counts):], weights=weights[len(real_counts):], minlength=K)
     y_t = trials - y_c
 
     def pmse_of(successes: np.ndarray) -> tuple[float, np.ndarray]:
@@ -225,12 +239,6 @@ def _permutation_nulls(pmse_of: Callable[[np.ndarray], float], trials: np.ndarra
 
 # --------------------------------------------------------------------------- tables
 
-def _table_counts(codes: np.ndarray, domain: Sequence[int], cols: Sequence[int]) -> np.ndarray:
-    sub_domain = [int(domain[j]) for j in cols]
-    idx = mixed_radix_index(codes[:, list(cols)], sub_domain)
-    return np.bincount(idx, minlength=int(np.prod(sub_domain))).astype(np.float64)
-
-
 def s_pmse_table(y: np.ndarray, s: np.ndarray) -> tuple[float, int, float]:
     """Table-based pMSE, its degrees of freedom and S_pMSE (Raab 2024) of count vectors y (T), s (C)."""
     y = np.asarray(y, dtype=np.float64)
@@ -248,16 +256,32 @@ def s_pmse_table(y: np.ndarray, s: np.ndarray) -> tuple[float, int, float]:
     return pmse, df, pmse / expected
 
 
+def _types(t: Coded) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows, counts) of a table: its record types (``types_of``, remembered for T and
+    C of an iteration), so that no measure builds the n rows of a large table."""
+    ty = types_of(t)
+    return ty.table.codes, ty.counts
+
+
+def _weighted_table_counts(rows: np.ndarray, counts: np.ndarray, domain: Sequence[int],
+                           cols: Sequence[int]) -> np.ndarray:
+    sub_domain = [int(domain[j]) for j in cols]
+    idx = mixed_radix_index(rows[:, list(cols)], sub_domain)
+    return np.bincount(idx, weights=counts.astype(np.float64), minlength=int(np.prod(sub_domain)))
+
+
 def marginal_tables(real: Coded, synth: Coded, ways: Sequence[int] = (2, 3)) -> list[dict]:
-    """Every k-way table (k in ``ways``): TVD, largest cell-share error and S_pMSE."""
+    """Every k-way table (k in ``ways``): TVD, largest cell-share error and S_pMSE (counted on
+    the record types, weighted by their counts: the same tables as on the rows)."""
     domain = real.domain
     d = len(domain)
-    n_t, n_c = real.n, synth.n
+    (rt, wt), (rc, wc) = _types(real), _types(synth)
+    n_t, n_c = int(wt.sum()), int(wc.sum())
     rows = []
     for k in ways:
         for cols in itertools.combinations(range(d), k):
-            y = _table_counts(real.codes, domain, cols)
-            s = _table_counts(synth.codes, domain, cols)
+            y = _weighted_table_counts(rt, wt, domain, cols)
+            s = _weighted_table_counts(rc, wc, domain, cols)
             diff = np.abs(y / n_t - s / n_c)
             _, df, spmse = s_pmse_table(y, s)
             rows.append({
@@ -304,12 +328,15 @@ def correlations(real: Coded, synth: Coded) -> dict:
     """Pearson correlations of the columns' numbers in T and in C (constant columns give 0)."""
 
     def corr(t: Coded) -> np.ndarray:
-        V = np.column_stack([t.values_of(name) for name in t.names]).astype(np.float64)
-        V = V - V.mean(axis=0)
-        sd = np.sqrt((V * V).mean(axis=0))
+        ty = types_of(t)
+        w = ty.counts.astype(np.float64)
+        total = max(float(w.sum()), 1.0)
+        V = np.column_stack([ty.table.values_of(name) for name in t.names]).astype(np.float64)
+        V = V - (w @ V) / total
+        sd = np.sqrt((w @ (V * V)) / total)
         sd[sd == 0] = np.inf
         Z = V / sd
-        R = (Z.T @ Z) / max(V.shape[0], 1)
+        R = (Z.T @ (Z * w[:, None])) / total
         np.fill_diagonal(R, 1.0)
         return R
 
@@ -327,12 +354,22 @@ def correlations(real: Coded, synth: Coded) -> dict:
     }
 
 
-def weighted_median(values: np.ndarray) -> float:
-    """Median (lower median for an even count; values of binned columns are discrete)."""
-    if len(values) == 0:
+def weighted_median(values: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Median (lower median for an even count; values of binned columns are discrete) of
+    ``values``, each occurring ``weights`` times (integer counts; default once)."""
+    values = np.asarray(values, dtype=np.float64)
+    if weights is None:
+        if len(values) == 0:
+            return float("nan")
+        v = np.sort(values)
+        return float(v[(len(v) - 1) // 2])
+    weights = np.asarray(weights, dtype=np.int64)
+    total = int(weights.sum())
+    if total == 0:
         return float("nan")
-    v = np.sort(np.asarray(values, dtype=np.float64))
-    return float(v[(len(v) - 1) // 2])
+    order = np.argsort(values, kind="stable")
+    upto = np.cumsum(weights[order])
+    return float(values[order][int(np.searchsorted(upto, (total - 1) // 2, side="right"))])
 
 
 def _group_of(values: np.ndarray, rule: dict | None, coding) -> tuple[np.ndarray, list[str]]:
@@ -361,28 +398,31 @@ def group_statistics(real: Coded, synth: Coded, spec: dict | None = None, *,
     targets = [c.name for c in real.columns if c.ordered]
     rows: list[dict] = []
     summary: dict[str, dict] = {}
+    tt, tc = types_of(real), types_of(synth)
     for target in targets:
-        vt, vc = real.values_of(target), synth.values_of(target)
+        vt, vc = tt.table.values_of(target), tc.table.values_of(target)
         tmax_mean, tmax_median = 0.0, 0.0
         for by in [None] + [b for b in by_cols if b != target]:
             if by is None:
                 gt, gc, labels = np.zeros(len(vt), int), np.zeros(len(vc), int), ["all"]
             else:
                 coding = real.columns[real.column(by)]
-                gt, labels = _group_of(real.values_of(by), group_bins.get(by), coding)
-                gc, _ = _group_of(synth.values_of(by), group_bins.get(by), coding)
+                gt, labels = _group_of(tt.table.values_of(by), group_bins.get(by), coding)
+                gc, _ = _group_of(tc.table.values_of(by), group_bins.get(by), coding)
             for g, label in enumerate(labels):
-                a, b = vt[gt == g], vc[gc == g]
-                mt = float(a.mean()) if len(a) else float("nan")
-                mc = float(b.mean()) if len(b) else float("nan")
-                dt, dc = weighted_median(a), weighted_median(b)
+                a, wa = vt[gt == g], tt.counts[gt == g]
+                b, wb = vc[gc == g], tc.counts[gc == g]
+                na, nb = int(wa.sum()), int(wb.sum())
+                mt = float(a @ wa / na) if na else float("nan")
+                mc = float(b @ wb / nb) if nb else float("nan")
+                dt, dc = weighted_median(a, wa), weighted_median(b, wb)
                 rows.append({
                     "target": target, "by": by, "group": label,
-                    "n_real": int(len(a)), "n_synth": int(len(b)),
+                    "n_real": na, "n_synth": nb,
                     "mean_real": mt, "mean_synth": mc,
                     "median_real": dt, "median_synth": dc,
                 })
-                if len(a) and len(b):
+                if na and nb:
                     tmax_mean = max(tmax_mean, abs(mt - mc))
                     tmax_median = max(tmax_median, abs(dt - dc))
         summary[target] = {"max_abs_mean_diff": tmax_mean, "max_abs_median_diff": tmax_median}
@@ -415,7 +455,7 @@ def evaluate_utility(real: Coded, synth: Coded, spec: dict | None = None, *,
     return _clean({
         "n_real": real.n,
         "n_synth": synth.n,
-        "propensity": propensity_measures(real.codes, synth.codes, real.domain,
+        "propensity": propensity_of_types(*_types(real), *_types(synth), real.domain,
                                           permutations=permutations, seed=seed),
         "s_pmse": sp,
         "marginals": marg,
