@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from dpbundle.release.data.constraints import constraint_mask
-from dpbundle.release.data.distinct import DistinctAccumulator, distinct_rows
+from dpbundle.release.data.distinct import DistinctAccumulator, distinct_rows, kept_index
 from dpbundle.release.data.csv_read import MAX_PROBLEMS, MAX_REPORTED, CsvReader, Problems, file_sha256, max_cell_chars
 from dpbundle.release.spec.model import Spec
 from dpbundle.release.spec.typed import InputColumn
@@ -393,9 +393,7 @@ def _constrained(source: str, distinct: dict, index: np.ndarray, rows: int, spec
         # Under dp_count no plausible record is a registry like any other (the resize pads it):
         # refusing it would depend on one record, outside the stated neighbouring relation.
         raise InputError(source, ["no rows left after the raw constraints"])
-    new_id = np.cumsum(keep) - 1
-    rows_kept = keep[index]
-    index = new_id[index[rows_kept]].astype(index.dtype)
+    index = kept_index(index, keep)   # in blocks: no n-sized int64 temporaries
     return Prepared(source, kept, n, rows, dropped_by, int(counts[drop].sum()), sha256, index=index,
                     counts=counts[keep])
 

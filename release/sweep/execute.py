@@ -298,6 +298,11 @@ class WorkerStartError(RuntimeError):
     """The local process pool's workers could not start (message for the user)."""
 
 
+class WorkerLostError(RuntimeError):
+    """A Dask worker holding the sweep's data was lost (e.g. restarted above its memory limit):
+    every run still to come would be cancelled, so the sweep stops (message for the user)."""
+
+
 def _ping() -> bool:
     return _WORKER_PAYLOAD is not None
 
@@ -491,15 +496,29 @@ class DaskBackend:
         done.update(self._completed.next_batch(block=False))
         return done, set(futures) - done
 
-    @staticmethod
-    def outcome(future) -> dict:
-        return future.result()
+    def outcome(self, future) -> dict:
+        try:
+            return future.result()
+        except Exception:
+            if self._payload_lost():
+                raise WorkerLostError(
+                    f"a worker of the Dask cluster {self.address} was lost while the sweep ran (a worker "
+                    "above its memory limit is restarted by its nanny and loses the data the sweep sent "
+                    "it; see docs/national-scale.md for the memory an attempt takes)") from None
+            raise
+
+    def _payload_lost(self) -> bool:
+        """Whether a part of the scattered payload is gone (its futures no longer finished)."""
+        parts = self._payload.values() if isinstance(self._payload, dict) else [self._payload]
+        return any(getattr(f, "status", "finished") != "finished" for f in parts)
 
     def close(self, cancel: bool = False) -> None:
-        try:
-            self._payload.release()
-        except Exception:  # noqa: BLE001
-            pass
+        parts = self._payload.values() if isinstance(self._payload, dict) else [self._payload]
+        for part in parts:
+            try:
+                part.release()
+            except Exception:  # noqa: BLE001
+                pass
         self._close_client()
 
 
@@ -577,7 +596,7 @@ def _outcome(backend, fut, task: Task) -> dict:
     try:
         return backend.outcome(fut)
     except Exception as exc:  # noqa: BLE001 - a lost worker, a killed task
-        if type(exc).__name__ == "BrokenProcessPool":
+        if type(exc).__name__ == "BrokenProcessPool" or isinstance(exc, WorkerLostError):
             raise
         return {"config_id": task.config_id, "rep": task.rep, "passed": False,
                 "criteria": [], "seconds": 0.0, "finished": _now(), "worker": None,

@@ -153,7 +153,11 @@ def _progress_bar(request: SweepRequest):
 
 
 def run_session(plan: SweepPlan) -> SessionOutcome:
-    """Run what the plan still needs; KeyboardInterrupt propagates after the backend stopped."""
+    """Run what the plan still needs; KeyboardInterrupt propagates after the backend stopped; a
+    lost Dask worker (its scattered data gone) stops the session with a SweepError (exit 2), the
+    runs finished until then kept for a resume."""
+    from dpbundle.release.sweep.execute import WorkerLostError
+
     end_torn_line(plan.out / RUNS)
     end_torn_line(plan.out / UTILITY)
     t0 = time.perf_counter()
@@ -168,6 +172,10 @@ def run_session(plan: SweepPlan) -> SessionOutcome:
             execute(backend, plan.adaptive.tasks(), recorder.on_result, prepare_task=recorder.prepare_task)
         except KeyboardInterrupt:
             interrupted = True
+        except WorkerLostError as exc:
+            raise SweepError(f"{exc}. The {recorder.new_runs} run(s) finished before are kept in {plan.out / RUNS}; "
+                             "run the same command again to resume (with more memory per worker, or fewer "
+                             "threads per worker)") from None
         finally:
             backend.close(cancel=True)
     if interrupted:
