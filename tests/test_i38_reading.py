@@ -29,3 +29,17 @@ def test_join_indices_concatenates_and_empties_the_list():
     want = np.concatenate(pieces).astype(np.int32)
     got = join_indices(pieces, np.int32)
     assert np.array_equal(got, want) and got.dtype == np.int32 and pieces == []
+
+
+@pytest.mark.parametrize("block", [2, 1 << 24])
+def test_the_audits_kept_records_is_the_one_shot_remap(monkeypatch, block):
+    from dpbundle.audit import private_data
+
+    monkeypatch.setattr(private_data, "KEEP_BLOCK", block)
+    rng = np.random.default_rng(9)
+    for size, n in ((1, 4), (9, 77), (40, 1000)):
+        index = rng.integers(0, size, n).astype(np.int32)
+        keep = rng.random(size) < 0.5
+        want = (np.cumsum(keep) - 1)[index[keep[index]]]
+        got = private_data._kept_records(index, keep)
+        assert np.array_equal(got, want) and got.dtype == np.int32

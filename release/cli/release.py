@@ -16,7 +16,7 @@ __all__ = ["cli_release"]
 
 def cli_release(
     spec: Annotated[Optional[Path], typer.Argument(help="Release spec (YAML or JSON).", show_default=False)] = None,
-    data: Annotated[Optional[Path], typer.Argument(help="The confidential registry (CSV or CSV.gz), or a directory of its parts (*.csv, *.csv.gz, in name order).", show_default=False)] = None,
+    data: Annotated[Optional[Path], typer.Argument(help="The confidential registry (CSV, CSV.gz or Parquet), or a directory of its parts (*.csv, *.csv.gz, *.parquet, in name order).", show_default=False)] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Bundle directory to create (must not exist unless --force).")] = ...,
     example: Annotated[Optional[str], typer.Option("--example", help="Use a built-in example (spec + simulated registry) instead of SPEC and DATA: 'births' or 'persons'.")] = None,
     key: Annotated[Optional[Path], typer.Option("--key", help="Ed25519 private key (PEM) from `dpbundle keygen`. With --example a demo key is generated next to the bundle.")] = None,

@@ -21,7 +21,7 @@ spec_app = typer.Typer(help="Check a release spec and inspect its configuration 
 @spec_app.command("validate", cls=StyledCommand)
 def spec_validate(
     spec: Annotated[Path, typer.Argument(help="Release spec (YAML or JSON).")],
-    data: Annotated[Optional[Path], typer.Option("--data", help="Also load this CSV/CSV.gz (or a directory of its parts), validate it, apply the raw constraints and count the plausible records each synthetic constraint would remove (run inside the enclave: every count is private).")] = None,
+    data: Annotated[Optional[Path], typer.Option("--data", help="Also load this CSV/CSV.gz/Parquet file (or a directory of its parts), validate it, apply the raw constraints and count the plausible records each synthetic constraint would remove (run inside the enclave: every count is private).")] = None,
 ) -> None:
     """Validate a release spec, and optionally prepare a data file with it.
 

@@ -116,7 +116,7 @@ def _print_nothing_passes(s: dict, console) -> None:
 
 def cli_sweep(
     spec: Annotated[Path, typer.Argument(help="The release spec (YAML or JSON).", show_default=False)],
-    public_data: Annotated[Path, typer.Argument(help="PUBLIC data in the spec's input format (CSV or .csv.gz). Never the confidential file.", show_default=False)],
+    public_data: Annotated[Path, typer.Argument(help="PUBLIC data in the spec's input format (CSV, .csv.gz or .parquet). Never the confidential file.", show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory; the same directory resumes the sweep.", show_default=False)],
     reps: Annotated[Optional[int], typer.Option("--reps", "-r", min=1, help="First batch: runs every configuration gets (default 3; when resuming, the recorded value).", show_default=False)] = None,
     max_reps: Annotated[Optional[int], typer.Option("--max-reps", min=1, help="Cap of the adaptive repetitions per configuration (default 40; when resuming, the recorded value). Equal to --reps: a fixed design.", show_default=False)] = None,
