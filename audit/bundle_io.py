@@ -13,6 +13,7 @@ integrity check should report (a link inside a directory bundle, say) are collec
 from __future__ import annotations
 
 import hashlib
+import dataclasses
 import io
 import json
 import os
@@ -66,6 +67,33 @@ class Limits:
 
 
 LIMITS = Limits()
+
+#: Bytes a data.csv row may take when the limits grow with the manifest's n (a bundle of hundreds
+#: of millions of records: the default 2 GB would refuse a bundle that ``release`` signed).
+ROW_BYTES = 1024
+
+
+def scaled_limits(limits: Limits, n: object) -> Limits:
+    """``limits`` with data.csv's limit raised to ``n`` rows of :data:`ROW_BYTES` (plus 1 MB for
+    the header) when that is larger, and the total raised as much; unchanged for a missing or
+    unusable ``n``. The limits stop a hostile bundle from taking the audit's disk or time without
+    end: a bundle claiming more rows than it has fails the size check afterwards, and one that
+    has them is read as a stream (memory of its distinct lines, not of its size)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        return limits
+    data = n * ROW_BYTES + MB
+    if data <= limits.data_csv:
+        return limits
+    return dataclasses.replace(limits, data_csv=data, total=limits.total + (data - limits.data_csv))
+
+
+def _declared_n(raw: bytes) -> object:
+    """manifest.json's ``n`` (None when it does not parse)."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return doc.get("n") if isinstance(doc, dict) else None
 
 
 class BundleError(Exception):
@@ -312,7 +340,16 @@ def open_bundle(path: str | os.PathLike, limits: Limits = LIMITS) -> Bundle:
             raise BundleError(f"{path}: cannot access ({e.strerror})") from None
     if stat.S_ISDIR(st.st_mode):
         b = Bundle(root=p, source=str(path), kind="directory", limits=limits)
-        _walk_directory(b)
+        total = _walk_directory(b)
+        if b.files.get("manifest.json", limits.json + 1) <= limits.json:
+            try:
+                b.limits = scaled_limits(limits, _declared_n((p / "manifest.json").read_bytes()))
+            except OSError:
+                pass
+        if total > b.limits.total:
+            raise BundleError(
+                f"{b.source}: {total} bytes in all, more than the limit of {b.limits.total} bytes"
+            )
         return b
     if stat.S_ISREG(st.st_mode):
         if not zipfile.is_zipfile(p):
@@ -321,7 +358,8 @@ def open_bundle(path: str | os.PathLike, limits: Limits = LIMITS) -> Bundle:
     raise BundleError(f"{path}: neither a directory nor a zip file")
 
 
-def _walk_directory(b: Bundle) -> None:
+def _walk_directory(b: Bundle) -> int:
+    """Every regular file of the directory into ``b.files``; the bytes they hold in all."""
     total = 0
     stack: list[tuple[Path, str, int]] = [(b.root, "", 0)]
     while stack:
@@ -359,10 +397,7 @@ def _walk_directory(b: Bundle) -> None:
                 total += st.st_size
             else:
                 b.problems.append(f"{rel}: not a regular file (not read)")
-    if total > b.limits.total:
-        raise BundleError(
-            f"{b.source}: {total} bytes in all, more than the limit of {b.limits.total} bytes"
-        )
+    return total
 
 
 def _open_zip(p: Path, source: str, limits: Limits) -> Bundle:
@@ -374,8 +409,22 @@ def _open_zip(p: Path, source: str, limits: Limits) -> Bundle:
     with zf:
         names, declared_total = _zip_entries(zf, source, limits)
         strip = _zip_prefix(names)
+        limits = scaled_limits(limits, _zip_manifest_n(zf, names, strip, limits))
         _check_zip_sizes(names, strip, declared_total, source, limits)
         return _extract_zip(zf, names, strip, source, limits)
+
+
+def _zip_manifest_n(zf: zipfile.ZipFile, names: list[tuple[zipfile.ZipInfo, str]], strip: str,
+                    limits: Limits) -> object:
+    """The zip's manifest.json ``n``, read within the JSON limit (None otherwise)."""
+    for info, raw in names:
+        if raw[len(strip):] == "manifest.json" and info.file_size <= limits.json:
+            try:
+                with zf.open(info) as f:
+                    return _declared_n(f.read(limits.json + 1)[:limits.json])
+            except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError):
+                return None
+    return None
 
 
 def _zip_entries(zf: zipfile.ZipFile, source: str,

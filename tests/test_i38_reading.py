@@ -43,3 +43,54 @@ def test_the_audits_kept_records_is_the_one_shot_remap(monkeypatch, block):
         want = (np.cumsum(keep) - 1)[index[keep[index]]]
         got = private_data._kept_records(index, keep)
         assert np.array_equal(got, want) and got.dtype == np.int32
+
+
+# ----------------------------------------------------------------------------- the audit's size limits
+
+
+def _bundle_dir(tmp, n, data_bytes):
+    import json as _json
+
+    b = tmp / f"b{n}"
+    b.mkdir()
+    (b / "manifest.json").write_text(_json.dumps({"n": n}))
+    (b / "data.csv").write_bytes(b"a\n" + b"x" * (data_bytes - 2))
+    return b
+
+
+def test_the_audits_limits_grow_with_the_manifests_n(tmp_path):
+    """A bundle of hundreds of millions of rows (a 331M-row data.csv is 9.6 GB) is not refused
+    by the 2 GB default when its manifest's n accounts for it; a claim of no rows does not."""
+    from dpbundle.audit.bundle_io import MB, ROW_BYTES, BundleError, Limits, open_bundle, scaled_limits
+
+    base = Limits(data_csv=2 * MB, total=2 * MB + MB // 5)
+    for bad in (None, True, -1, "9", 1.5):
+        assert scaled_limits(base, bad) is base
+    assert scaled_limits(base, 100) is base                      # 100 rows fit the default
+    big = scaled_limits(base, 10_000)
+    assert big.data_csv == 10_000 * ROW_BYTES + MB and big.total - big.data_csv == base.total - base.data_csv
+    with pytest.raises(BundleError, match="bytes in all"):
+        open_bundle(_bundle_dir(tmp_path, 0, 5 * MB // 2), limits=base)
+    with open_bundle(_bundle_dir(tmp_path, 10_000, 5 * MB // 2), limits=base) as b:
+        assert b.limits.data_csv == big.data_csv
+        assert len(b.read_bytes("data.csv")) == 5 * MB // 2
+
+
+def test_a_zip_bundles_limits_grow_with_its_manifests_n(tmp_path):
+    import json as _json
+    import zipfile
+
+    from dpbundle.audit.bundle_io import MB, BundleError, Limits, open_bundle
+
+    base = Limits(data_csv=2 * MB, total=2 * MB + MB // 5)
+    for n, ok in ((0, False), (10_000, True)):
+        z = tmp_path / f"b{n}.zip"
+        with zipfile.ZipFile(z, "w", zipfile.ZIP_STORED) as zf:
+            zf.writestr("manifest.json", _json.dumps({"n": n}))
+            zf.writestr("data.csv", b"a\n" + b"x" * (5 * MB // 2))
+        if ok:
+            with open_bundle(z, limits=base) as b:
+                assert b.files["data.csv"] == 5 * MB // 2 + 2
+        else:
+            with pytest.raises(BundleError, match="more than the limit"):
+                open_bundle(z, limits=base)
