@@ -36,6 +36,17 @@ Two samplers, both kept so that every bundle replays byte for byte with the one 
   B-record sample, not n fresh draws), hence a new version; every record type has a count
   q c_t + h_t (c_t its count among the B, h_t <= c_t), so the released 1-way and k-way shares are
   those of the B-record sample up to r/n, and the synthetic constraints hold for every record.
+  The law of a share: a set of record types with C of the B base records (c = C / B) has, given
+  C, H ~ Hypergeometric(B, C, r) of them among the r extra ones, so its share S = (q C + H) / n
+  has E[S | C] = c (the base's share, unbiased) and Var[S | C] = r (B - r) / (B - 1) c (1 - c) / n^2,
+  where r (B - r) / n^2 <= 1/8 for every n > B (the maximum at n = 4 B / 3; 0 when r = 0): the
+  scaling adds at most 1 / (32 (B - 1)) to the base's variance (a standard deviation of 0.000086
+  at B = 4,194,304). The base's own law is the model's: for B independent draws (C ~
+  Binomial(B, p)) Var[S] = p (1 - p) / B (1 + r (B - r) / n^2), a standard error of at most
+  sqrt(9/8 p (1 - p) / B) <= 0.000259; GUM and raking make their records jointly (fitted to
+  marginals, not drawn independently), so for them Var[C / B] is that of the model's B records.
+  All before the face-privacy projection (applied after the scaling, as in version 2). Measured
+  through :func:`scale_counts` in tests/test_i38_review_sampler.py.
 
 Where a transcript says which: an attempt sampled with version 2 or 3 has a mark ``"sampler"``
 (``version: 2`` or ``3``) right before its first sampling seed; without it, version 1. A
@@ -100,7 +111,7 @@ SAMPLERS = (ROW_SAMPLER, COUNT_SAMPLER, BASE_SAMPLER)
 #: Version 3's base: the records a model without ``sample_counts`` makes when n is larger. Part
 #: of version 3's definition (a bundle's replay depends on it): never change it, add a version.
 BASE_RECORDS = 1 << 22   # 4,194,304
-#: The transcript mark of an attempt sampled with version 2 (none: version 1).
+#: The transcript mark of an attempt sampled with version 2 or 3 (none: version 1).
 SAMPLER_MARK = "sampler"
 
 OVERSAMPLE = 1.1
@@ -201,9 +212,16 @@ def samples_rows(generator: Any) -> bool:
     return kind in ROW_MODEL_TYPES or (kind == "privbayes" and generator.get("oneway", "none") != "none")
 
 
-def public_sampler(generator: Any, n: int) -> int:
+def public_sampler(generator: Any, n: int, domain: Sequence[int] | None = None) -> int:
     """The sampler a release of dpbundle 0.4 or later uses for this public configuration's
-    generator and n records: :func:`sampler_for` computed from public facts only (3 or 2)."""
+    generator and n records: :func:`sampler_for` computed from public facts only (3 or 2).
+
+    ``domain`` (the released columns' sizes, public in spec.json): a domain of 2^62 cells or
+    more has no int64 cell index, and the iteration (``release/scheme/iteration.py``
+    ``_sample_and_project``) then samples n rows with version 1 and records no mark; given the
+    domain, the rule says so (1). Without it the rule assumes a narrower domain."""
+    if domain is not None and domain_cells(tuple(int(s) for s in domain)) is None:
+        return ROW_SAMPLER
     return BASE_SAMPLER if samples_rows(generator) and int(n) > BASE_RECORDS else COUNT_SAMPLER
 
 
