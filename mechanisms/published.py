@@ -35,7 +35,9 @@ are the public log the audit checks against the budget rule; sampling does not r
 
 ``sampler`` (optional, top level): the sampler version the released sample was drawn with
 (``mechanisms/sampling.py``): 2 draws the counts of record types (``sample_counts`` of a model
-kind that has it; the others sample rows as in version 1); absent means 1.
+kind that has it; the others sample rows as in version 1); 3 (a kind without ``sample_counts``
+and n above 4,194,304 records) draws a base of 4,194,304 records as 2 would and scales it to n;
+absent means 1.
 
 ``raked`` (PrivBayes with ``oneway``): a ``base`` model (a kind above) whose samples are raked
 to published one-way ``shares`` (one list per column, or null for a column not raked) with

@@ -65,6 +65,12 @@ def _nice_step(span: float, target: int = 5) -> float:
     return 10 * mag
 
 
+def _label_width(text: str, size: float = 9.0) -> float:
+    """About how wide ``text`` is at font size ``size`` in a sans-serif font (digits and most
+    letters 0.556 em, separators 0.278 em): enough to keep an axis label inside its chart."""
+    return sum((0.278 if ch in ",. " else 0.556) * size for ch in text)
+
+
 def _tick_label(v: float) -> str:
     """An axis label for people: decimals with thousands separators, never 1e+06."""
     from .numbers import plain
@@ -194,12 +200,14 @@ def distribution_chart(labels: Sequence[str], counts: Sequence[int], *, title: s
     total = sum(counts)
     longest = max((len(x) for x in labels), default=1)
     rotate = k > 14 or longest * k > 90
-    left, right, top = 52, 10, 26 if title else 10
-    bottom = (14 + 5.5 * min(longest, 12)) if rotate else 22
-    pw, ph = width - left - right, height - top - bottom
     ymax = max(counts + [1] + ([hi for _, hi in band] if band else []))
     step = _nice_step(ymax)
     ytop = step * math.ceil(ymax / step)
+    # the count axis' labels right-aligned 4 units left of the axis: 52 units hold "50,000,000";
+    # wider labels (hundreds of millions of records) widen the margin instead of being cut away
+    left, right, top = max(52, math.ceil(_label_width(_tick_label(ytop)) + 6)), 10, 26 if title else 10
+    bottom = (14 + 5.5 * min(longest, 12)) if rotate else 22
+    pw, ph = width - left - right, height - top - bottom
     out = [_svg_open("chart", width, height, escape(title or "distribution"), "9",
                      distribution_alt(title, labels, counts) if edition >= 2 else None)]
     if title:
