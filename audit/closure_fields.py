@@ -3,6 +3,7 @@ check re-derives, re-derived here from spec.json and dpbundle.mechanisms; and th
 only the signature vouches for in a bundle (the report names it)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .checks_integrity import made_since
@@ -55,28 +56,55 @@ def _manifest_fields(ctx: AuditContext, manifest: dict, spec: dict, r: CheckResu
 
 def _sampler_field(ctx: AuditContext, manifest: dict, r: CheckResult) -> None:
     """manifest.json's ``sampler`` (sampler version 3, dpbundle 0.4 and later): present exactly
-    when the public rule says so (the configuration's generator makes records one by one and n is
-    above the base; ``dpbundle.mechanisms.sampling.public_sampler``), absent from older bundles."""
+    when the public rule says so (the configuration's generator makes records one by one, n is
+    above the base, the domain has an int64 cell index; ``dpbundle.mechanisms.sampling.
+    public_sampler``), compared as JSON (1000.0 is not 1000), absent from older bundles; and
+    model.json's ``sampler`` (a published model) is 3 exactly then."""
     from dpbundle.mechanisms.sampling import BASE_RECORDS, BASE_SAMPLER, public_sampler
 
     got = manifest.get("sampler")
+    try:
+        model = ctx.json("model.json") if ctx.bundle.has("model.json") else None
+    except Missing:
+        model = None   # the schema check names it
+    model_sampler = model.get("sampler") if isinstance(model, dict) else None
     if not made_since(manifest, (0, 4)):
         if got is not None:
             r.fail("manifest.json: sampler: only dpbundle 0.4 and later write it, but manifest.json claims "
                    f"dpbundle {manifest.get('dpbundle_version')!r}")
+        if _is_three(model_sampler):
+            r.fail("model.json: sampler 3: only dpbundle 0.4 and later sample with it, but manifest.json "
+                   f"claims dpbundle {manifest.get('dpbundle_version')!r}")
         return
-    spec_json = ctx.json("spec.json")
-    configuration = spec_json.get("configuration") if isinstance(spec_json, dict) else None
-    generator = configuration.get("generator") if isinstance(configuration, dict) else None
     n = manifest.get("n")
     if not isinstance(n, int) or isinstance(n, bool):
         return   # the schema and size checks name it
-    if public_sampler(generator, n) == BASE_SAMPLER:
-        _same("manifest.json: sampler", got, {"version": BASE_SAMPLER, "base_records": BASE_RECORDS}, r,
-              "sampler version 3 for this configuration's generator and n")
+    try:
+        view = ctx.view()
+    except Missing:
+        return   # spec.json is unusable: the schema check names it
+    generator = (view.configuration or {}).get("generator") if isinstance(view.configuration, dict) else None
+    want_three = public_sampler(generator, n, [len(c.labels) for c in view.columns]) == BASE_SAMPLER
+    if want_three:
+        want = {"version": BASE_SAMPLER, "base_records": BASE_RECORDS}
+        if _canonical(got) != _canonical(want):
+            r.fail(f"manifest.json: sampler: {_show(got)} is not sampler version 3 for this configuration's "
+                   f"generator and n, {_show(want)} ({_RULE})")
     elif got is not None:
         r.fail(f"manifest.json: sampler: {_show(got)}, but this configuration's generator and n are sampled "
                "with version 2, which manifest.json does not name")
+    if model is not None and _is_three(model_sampler) != want_three:
+        r.fail(f"model.json: sampler {_show(model_sampler)}, but this configuration's generator and n are "
+               f"sampled with version {3 if want_three else 'at most 2'}")
+
+
+def _is_three(value: Any) -> bool:
+    return type(value) is int and value == 3
+
+
+def _canonical(value: Any) -> str:
+    """JSON text with sorted keys: equal only for the same types all the way down."""
+    return json.dumps(value, sort_keys=True)
 
 
 def _metrics_fields(ctx: AuditContext, spec: dict, r: CheckResult) -> None:

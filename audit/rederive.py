@@ -119,7 +119,8 @@ def _rederive(ctx: AuditContext, model_doc: dict, view, config: dict, seeds, n: 
     cost = sampling_cost(model_doc, view)
     size = sum(ctx.bundle.files.values())
     budget = work_budget(size)
-    first = first_round_rows(n)
+    drawn_n = _drawn_records(model_doc, n)
+    first = first_round_rows(drawn_n)
     if first * cost > budget:
         raise StopCheck(
             f"{MODEL}: re-deriving {n:,} rows would draw {first:,} rows at {cost:,} work units "
@@ -134,7 +135,7 @@ def _rederive(ctx: AuditContext, model_doc: dict, view, config: dict, seeds, n: 
     from .constraints import ConstraintError
     from .replay import DrawLimit
 
-    limit = min(max_drawn(n), budget // cost)
+    limit = min(max_drawn(drawn_n), budget // cost)
     try:
         rebuilt = _rebuild(model, n, config, view, seeds, limit)
     except ConstraintError as e:
@@ -241,3 +242,12 @@ def _rebuild(model, n: int, config: dict, view, seeds: dict, limit: int | None =
         return np.random.Generator(np.random.PCG64(derive_seed(secret, beacon, purpose, k)))
 
     return csv_bytes(view, sample_and_project(model, n, config, view, rng_for, max_rows=limit))
+
+
+def _drawn_records(model_doc: dict, n: int) -> int:
+    """The records the model itself makes for n released ones: n, or with sampler version 3
+    (``dpbundle.mechanisms.sampling``) the base of ``BASE_RECORDS`` when n is larger."""
+    from dpbundle.mechanisms.sampling import BASE_RECORDS, BASE_SAMPLER
+
+    version = model_doc.get("sampler") if isinstance(model_doc, dict) else None
+    return min(n, BASE_RECORDS) if type(version) is int and version == BASE_SAMPLER else n

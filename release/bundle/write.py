@@ -976,7 +976,7 @@ def _datasheet_html(files: dict[str, bytes], docs: _Documents, stamp: _Stamp) ->
     meta = Meta(created=stamp.created, dpbundle_version=stamp.version, fingerprint=stamp.fingerprint,
                 public_key_pem=stamp.public_pem, commitment=stamp.commitment, files=(*stamp.files, *CHECKSUM_FILES),
                 extra=json.loads(_json_bytes(docs.extra)) if docs.extra else None, ledger=docs.ledger,
-                sampler=_sampler_field(docs.spec_doc.get("configuration"), docs.n).get("sampler"))
+                sampler=_sampler_field(docs.spec_doc.get("configuration"), docs.n, docs.columns).get("sampler"))
     public = read_public_files(files.__getitem__, files.__contains__, meta, codes=docs.codes)
     return datasheet_html(public)
 
@@ -994,13 +994,14 @@ def _write_signed_checksums(tmp: Path, files: Sequence[str], private_key: Any) -
         _write_bytes(tmp / name, signatures[name])
 
 
-def _sampler_field(configuration: Any, n: int) -> dict:
+def _sampler_field(configuration: Any, n: int, columns: Sequence[Any]) -> dict:
     """manifest.json's ``sampler`` (sampler version 3 only, ``mechanisms/sampling.py``): the
-    public rule's version for the configuration's generator and n, as the iteration chose it."""
+    public rule's version for the configuration's generator, n and the released columns' sizes,
+    as the iteration recorded it."""
     from dpbundle.mechanisms.sampling import BASE_RECORDS, BASE_SAMPLER, public_sampler
 
     generator = configuration.get("generator") if isinstance(configuration, dict) else None
-    if public_sampler(generator, n) != BASE_SAMPLER:
+    if public_sampler(generator, n, [len(c.labels) for c in columns]) != BASE_SAMPLER:
         return {}
     return {"sampler": {"version": BASE_SAMPLER, "base_records": BASE_RECORDS}}
 
@@ -1016,7 +1017,7 @@ def _write_manifest(tmp: Path, docs: _Documents, stamp: _Stamp, private_key: Any
         "n": docs.n,
         "title": (docs.spec.get("release") or {}).get("title") or "",
         "configuration_id": docs.spec_doc["configuration_id"],
-        **_sampler_field(docs.spec_doc.get("configuration"), docs.n),
+        **_sampler_field(docs.spec_doc.get("configuration"), docs.n, docs.columns),
         "number_format": datasheet.NUMBER_FORMAT_DOC,
         "files": [dict(zip(("path", "sha256", "size"), (f, *file_digest(tmp / f)))) for f in files],
         "public_key": {"algorithm": "Ed25519", "pem": stamp.public_pem, "fingerprint": stamp.fingerprint},

@@ -218,7 +218,11 @@ def _parse_column(name: str, meta: InputColumn, cells: np.ndarray, missing: np.n
         values[~present] = np.nan
         return values
     if kind == "date":
-        parsed = pd.to_datetime(pd.Series(cells, dtype=object), format="%Y-%m-%d", errors="coerce").to_numpy(dtype="datetime64[D]", copy=True)
+        series = pd.Series(cells, dtype=object)
+        parsed = pd.to_datetime(series, format="%Y-%m-%d", errors="coerce").to_numpy(dtype="datetime64[D]", copy=True)
+        # exactly YYYY-MM-DD, year 1 or later: pandas also takes "2020-1-5" and year 0, which the
+        # audit's own reader (and the codebook's YYYY-MM-DD) refuse
+        parsed[(series.str.len().to_numpy() != 10) | (parsed < np.datetime64("0001-01-01"))] = np.datetime64("NaT")
         bad = present & np.isnat(parsed)
         problems.add(bad, name, "not a valid date (YYYY-MM-DD expected; impossible dates such as 2019-02-30 are rejected)", cells, where)
         parsed[~present | bad] = np.datetime64("NaT")

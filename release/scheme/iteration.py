@@ -49,8 +49,8 @@ from dpbundle.mechanisms.projection import arrange, arranged, project, project_t
 from dpbundle.mechanisms.sampling import (BASE_SAMPLER, COUNT_SAMPLER, DRAWN_EXTRA,  # noqa: F401
                                           DRAWN_FACTOR, MAX_SAMPLE_ROUNDS, OVERSAMPLE,
                                           SAMPLER_MARK, SAMPLERS, ConstraintShortfall,
-                                          DrawBoundExceeded, max_drawn, sample_types,
-                                          sampler_for, set_model_sampler)
+                                          DrawBoundExceeded, max_drawn, public_sampler,
+                                          sample_types, set_model_sampler)
 
 from dpbundle.release.data.constraints import synthetic_violations, violation_table
 from dpbundle.release.data.prepare import Prepared
@@ -262,7 +262,7 @@ def _evaluate(step: Callable, fitted: "FittedModel", spec: Spec, rand: Randomnes
     min_count = int(config["projection"]["min_count"])
     try:
         candidate = _sample_and_project(step, fitted.model, real, spec.model.all_synthetic_constraints,
-                                        min_count, rand, version)
+                                        min_count, rand, version, config.get("generator"))
     except ConstraintShortfall as exc:
         return IterationResult(config, fitted.config_id, real, None, [], False, fitted.generator,
                                timings, note=str(exc))
@@ -325,13 +325,15 @@ def run_resampled(fitted: FittedModel, spec: Spec, rand: Randomness,
 
 
 def _sample_and_project(step: Callable, model, real: Coded, constraints, min_count: int,
-                        rand: Randomness, version: int) -> Coded:
-    """S and C of an iteration, with the sampler ``version`` (3 is recorded as 2 where it draws as
-    2, :func:`sampler_for`; 2 and 3 fall back to 1, unrecorded, for a domain of >= 2^62 cells:
-    no int64 cell index)."""
+                        rand: Randomness, version: int, generator: Mapping | None = None) -> Coded:
+    """S and C of an iteration, with the sampler ``version``: 3 is recorded (and drawn) only
+    where the public rule says so for the configuration's ``generator`` and n
+    (``sampling.public_sampler``, which manifest.json states and the audit re-derives), else as
+    2; 2 and 3 fall back to 1, unrecorded, for a domain of >= 2^62 cells (no int64 cell index)."""
     by_cells = domain_cells(real.domain) is not None
     if version in (COUNT_SAMPLER, BASE_SAMPLER) and by_cells:
-        used = sampler_for(model, real.n) if version == BASE_SAMPLER else COUNT_SAMPLER
+        used = (public_sampler(generator, real.n, real.domain) if version == BASE_SAMPLER
+                else COUNT_SAMPLER)
         rand.mark(SAMPLER_MARK, version=used)
         set_model_sampler(model, used)
         types = step("sample", sample_counted, model, real.n, constraints, real.columns, rand, used)

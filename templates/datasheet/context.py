@@ -878,7 +878,13 @@ def _base_sample(sampler: dict | None, n: int) -> dict | None:
     if not isinstance(base, int) or isinstance(base, bool) or base <= 0 or n < base:
         return None
     q, r = divmod(n, base)
-    return {"base_fmt": f"{base:,}", "q": q, "q1": q + 1, "r_fmt": f"{r:,}", "r": r}
+    return {"base_fmt": f"{base:,}", "q": q, "q1": q + 1, "r_fmt": f"{r:,}", "r": r,
+            "q_times": _times(q), "q1_times": _times(q + 1)}
+
+
+def _times(k: int) -> str:
+    """How often, in words: once, twice, 3 times."""
+    return {1: "once", 2: "twice"}.get(k, f"{k:,} times")
 
 
 def _section_records(f: _Facts) -> dict:
