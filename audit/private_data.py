@@ -574,6 +574,26 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
 _PART_SUFFIXES = (".csv.gz", ".parquet", ".csv")
 
 
+#: Parts below this many bytes in all are read in this process whatever $DPBUNDLE_READ_WORKERS says.
+PARALLEL_BYTES = 32 * 1024 * 1024
+
+
+def _read_workers(parts: list[Path]) -> int:
+    """Local processes reading the parts: ``$DPBUNDLE_READ_WORKERS`` (default 1: each holds a
+    part's stored rows while it reads, so the peak memory grows with it), at most one per usable
+    core and per part, 1 for parts below :data:`PARALLEL_BYTES` in all."""
+    asked = os.environ.get("DPBUNDLE_READ_WORKERS", "")
+    if not asked.isdigit() or int(asked) <= 1 or len(parts) < 2:
+        return 1
+    try:
+        if sum(p.stat().st_size for p in parts) < PARALLEL_BYTES:
+            return 1
+    except OSError:
+        return 1   # the reading names the part that cannot be read
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(int(asked), cores, len(parts)))
+
+
 #: records remapped at a time by :func:`_kept_records` (bounds its temporaries)
 KEEP_BLOCK = 1 << 24
 
@@ -618,8 +638,19 @@ def private_parts(path: Path) -> list[Path]:
 
 def _read_parts(path: Path, inputs: list[dict], tokens: dict, headers: dict,
                 kinds: dict) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
-    """:func:`_read_private` of every part, their stored rows and indices joined in order."""
-    pieces = [_read_private(part, inputs, tokens, headers, kinds) for part in private_parts(path)]
+    """:func:`_read_private` of every part, their stored rows and indices joined in order; the
+    parts read by ``$DPBUNDLE_READ_WORKERS`` local processes when it is above 1 (as the release
+    reads them: :func:`_read_workers`), the result the same."""
+    parts = private_parts(path)
+    workers = _read_workers(parts)
+    if workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            pieces = list(pool.map(_read_private, parts, *([x] * len(parts) for x in (inputs, tokens, headers, kinds))))
+    else:
+        pieces = [_read_private(part, inputs, tokens, headers, kinds) for part in parts]
     if len(pieces) == 1:
         return pieces[0]
     cols = {nm: [v for p in pieces for v in p[0][nm]] for nm in pieces[0][0]}

@@ -3,7 +3,9 @@
 Steps, each timed with its peak resident memory (``os.wait4`` of the process and the children it
 waited for; on the LocalCluster also each worker's peak, sampled every 0.5 s):
 
-1. ``dpbundle example births --rows N`` writes the simulated registry (one CSV file);
+1. ``dpbundle example births --rows N`` writes the simulated registry (one CSV file; its records
+   are nearly all distinct), or with ``--source nvss`` the public 160k sample is resampled to N
+   rows (records repeat, as in a real registry);
 2. the file is split into ``--parts`` CSV parts (the same records in the same order, each with
    the header) and each part converted to Parquet (``pyarrow``: row groups of a million rows);
 3. ``dpbundle release`` of the single CSV file, in one process (births spec, its narrowed list,
@@ -14,7 +16,7 @@ waited for; on the LocalCluster also each worker's peak, sampled every 0.5 s):
    **from the single CSV file** (the bundle of the parts is the bundle of the file).
 
     python benchmarks/bench_census_scale.py --rows 331000000 --dir /tmp/census [--keep]
-        [--skip single,parquet,cluster,replay] [--parts 8] [--workers 2]
+        [--source example|nvss] [--skip single,parquet,cluster,replay] [--parts 8] [--workers 2]
 
 Files go to --dir (about 10 GB of CSV at 331M rows, as much again for the CSV parts, 2 GB of
 Parquet); nothing is committed. Figures: docs/benchmarks.md, "National scale (issue 38)".
@@ -33,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_national import run  # noqa: E402
+from bench_national import run, write_resampled  # noqa: E402
 
 SPEC = ROOT / "examples" / "births.yaml"
 CONFIGS = ROOT / "examples" / "births-narrowed-nvss160k.yaml"
@@ -141,6 +143,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--skip", default="", help="comma-separated: single, parquet, cluster, replay")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--source", choices=["example", "nvss"], default="example",
+                    help="the registry: `dpbundle example births` (records nearly all distinct) or the "
+                         "public 160k NVSS sample resampled to N rows (records repeat, as a real registry's do)")
     a = ap.parse_args()
     skip = set(a.skip.split(","))
     where = a.dir
@@ -150,8 +155,11 @@ def main() -> None:
     env = {**os.environ, "COLUMNS": "100", "DPBUNDLE_PRIVATE_DIR": str(where / "private")}
     if not (where / "bench.key").exists():
         subprocess.run([exe, "keygen", "--out", str(where / "bench")], check=True, stdout=subprocess.DEVNULL, env=env)
-    data = where / f"births-{a.rows}.csv"
-    if not data.exists():
+    data = where / f"births-{a.source}-{a.rows}.csv"
+    if not data.exists() and a.source == "nvss":
+        print(f"the NVSS 160k sample resampled to {a.rows:,} rows: {write_resampled(data, a.rows):.1f} s, "
+              f"{data.stat().st_size / 1e9:.2f} GB", flush=True)
+    elif not data.exists():
         wall, rss, _ = run([exe, "example", "births", "--rows", str(a.rows), "--out", str(data)], env)
         print(f"dpbundle example births --rows {a.rows:,}: {wall:.1f} s, peak {rss:,.0f} MB, "
               f"{data.stat().st_size / 1e9:.2f} GB", flush=True)
@@ -169,9 +177,11 @@ def main() -> None:
             print(f"release of the single CSV file, one process: {wall:.1f} s, peak {rss:,.0f} MB", flush=True)
             wall, rss = audit(exe, where / "bundle-file", where, env)
             print(f"  public audit: {wall:.1f} s, peak {rss:,.0f} MB", flush=True)
+            shutil.rmtree(where / "bundle-file", ignore_errors=True)      # 9.6 GB at 331M: room
         if "parquet" not in skip:
             wall, rss, _ = release(exe, pq_parts, where / "bundle-parquet", where, env)
             print(f"release of the Parquet parts, one process: {wall:.1f} s, peak {rss:,.0f} MB", flush=True)
+            shutil.rmtree(where / "bundle-parquet", ignore_errors=True)
         if "cluster" not in skip:
             (wall, rss, transcript), peaks = on_cluster(
                 a.workers, lambda address: release(exe, csv_parts, where / "bundle-cluster", where, env,

@@ -94,3 +94,64 @@ def test_a_zip_bundles_limits_grow_with_its_manifests_n(tmp_path):
         else:
             with pytest.raises(BundleError, match="more than the limit"):
                 open_bundle(z, limits=base)
+
+
+# ----------------------------------------------------------------------------- the replay's parts
+
+
+def _parts_dir(tmp, bad: bool = False):
+    from dpbundle.release.data.example import example_csv
+
+    d = tmp / ("bad" if bad else "parts")
+    d.mkdir()
+    for k in range(3):
+        text = example_csv("births", 3000, 20 + k)
+        if bad and k == 1:
+            lines = text.split(b"\n")
+            cells = lines[7].split(b",")
+            cells[0] = b"abc"
+            lines[7] = b",".join(cells)
+            text = b"\n".join(lines)
+        (d / f"part-{k}.csv").write_bytes(text)
+    return d
+
+
+def _spec_dict():
+    import json as _json
+
+    import audit_fixtures as fx
+    from dpbundle.release.bundle.write import public_spec
+
+    return _json.loads(_json.dumps(public_spec(fx.load_spec())))
+
+
+def test_the_replay_reads_parts_in_parallel_processes_to_the_same_table(tmp_path, monkeypatch):
+    from dpbundle.audit import private_data as pd_
+
+    parts = _parts_dir(tmp_path)
+    spec = _spec_dict()
+    monkeypatch.delenv("DPBUNDLE_READ_WORKERS", raising=False)
+    one = pd_.load_private(parts, spec)
+    monkeypatch.setattr(pd_, "PARALLEL_BYTES", 0)
+    monkeypatch.setenv("DPBUNDLE_READ_WORKERS", "2")
+    assert pd_._read_workers(pd_.private_parts(parts)) == min(2, len(__import__("os").sched_getaffinity(0)))
+    two = pd_.load_private(parts, spec)
+    assert one.n == two.n and one.rows_read == two.rows_read
+    assert np.array_equal(one.record_rows(), two.record_rows())
+    for name in one.values:
+        assert np.array_equal(one.values[name], two.values[name], equal_nan=True)
+
+
+def test_a_bad_part_read_in_parallel_is_named_as_in_one_process(tmp_path, monkeypatch):
+    from dpbundle.audit import private_data as pd_
+
+    parts = _parts_dir(tmp_path, bad=True)
+    spec = _spec_dict()
+    monkeypatch.delenv("DPBUNDLE_READ_WORKERS", raising=False)
+    with pytest.raises(pd_.PrivateDataError) as one:
+        pd_.load_private(parts, spec)
+    monkeypatch.setattr(pd_, "PARALLEL_BYTES", 0)
+    monkeypatch.setenv("DPBUNDLE_READ_WORKERS", "2")
+    with pytest.raises(pd_.PrivateDataError) as two:
+        pd_.load_private(parts, spec)
+    assert str(one.value) == str(two.value) and "part-1.csv" in str(two.value) and "abc" not in str(two.value)
