@@ -230,6 +230,13 @@ def test_a_release_from_parquet_passes_its_audit_and_replays(reg, made, data):
 # ---------------------------------------------------------------- refusals
 def _cli_release(tmp: Path, data: Path, spec: Path | None = None):
     """`dpbundle release` of ``data``: (exit code, output); the bundle and the ledger must not exist."""
+    res = cli_refused(tmp, data, spec)
+    return res.exit_code, res.output
+
+
+def cli_refused(tmp: Path, data: Path, spec: Path | None = None):
+    """The CliRunner result of `dpbundle release` of ``data``, after checking that no bundle, no
+    transcript and no ledger entry exist afterwards."""
     from typer.testing import CliRunner
 
     from dpbundle.release.cli.main import app
@@ -242,7 +249,7 @@ def _cli_release(tmp: Path, data: Path, spec: Path | None = None):
                               "--ledger", str(tmp / "ledger.jsonl"), "--transcript", str(tmp / "t.jsonl")])
     assert not (tmp / "B").exists() and not (tmp / "t.jsonl").exists()
     assert not (tmp / "ledger.jsonl").exists() or not (tmp / "ledger.jsonl").read_text().strip()
-    return res.exit_code, res.output
+    return res
 
 
 def _audit_spec(spec_path: Path) -> dict:

@@ -93,18 +93,9 @@ def _write(tmp: Path, name: str, table, **kw) -> Path:
 def _cli_release(tmp: Path, data: Path, spec: Path | None = None) -> tuple[int, str, object]:
     """`dpbundle release` of ``data`` with the births spec: (exit code, output, exception); no
     bundle, no transcript, no ledger entry may exist afterwards."""
-    from typer.testing import CliRunner
+    from test_i38_parquet import cli_refused
 
-    from dpbundle.release.cli.main import app
-
-    runner = CliRunner()
-    if not (tmp / "k.key").exists():
-        assert runner.invoke(app, ["keygen", "--out", str(tmp / "k")]).exit_code == 0
-    spec = spec or fx.fast_spec(tmp / "spec.yaml")
-    res = runner.invoke(app, ["release", str(spec), str(data), "--out", str(tmp / "B"), "--key", str(tmp / "k.key"),
-                              "--ledger", str(tmp / "ledger.jsonl"), "--transcript", str(tmp / "t.jsonl")])
-    assert not (tmp / "B").exists() and not (tmp / "t.jsonl").exists()
-    assert not (tmp / "ledger.jsonl").exists() or not (tmp / "ledger.jsonl").read_text().strip()
+    res = cli_refused(tmp, data, spec)
     return res.exit_code, res.output, res.exception
 
 
