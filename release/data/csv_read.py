@@ -173,7 +173,8 @@ class Chunk:
     """Consecutive data rows: the line each starts on, the cell texts of the requested columns,
     and the rows whose problem was already reported (their cells are blank, not to be checked).
     ``nulls``: header -> the rows whose cell is null (a Parquet file's missing values; a CSV
-    file has none), their text blank; a column without nulls has no entry."""
+    file has none), their text blank; a column without nulls has no entry. ``typed``: header ->
+    the values of a Parquet column read without texts (none for CSV)."""
 
     lines: np.ndarray                      # int64
     cells: dict[str, np.ndarray]           # header -> object array of str
@@ -182,6 +183,10 @@ class Chunk:
     spans: dict[int, list[int]] = field(default_factory=dict)   # row -> line offset of each field
     last_line: int = 0                     # the last line read
     nulls: dict[str, np.ndarray] = field(default_factory=dict)   # header -> bool, null cells
+    # header -> the column's values read typed (a Parquet number, boolean or date column: float64
+    # or datetime64[D], see release/data/parquet_read.py); its ``cells`` then give a row's text
+    # on demand only (for the steward's messages)
+    typed: dict[str, np.ndarray] = field(default_factory=dict)
 
     def where(self, header: str) -> Callable[[np.ndarray], np.ndarray]:
         """rows -> the line on which the ``header`` cell of each row starts."""

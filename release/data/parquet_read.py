@@ -284,6 +284,52 @@ def cell_texts(pa, pc, array):
     return pc.cast(array, pa.string())
 
 
+#: Dates read typed only between these years: within pandas' range, whose parsing of the text
+#: path refuses dates outside about 1677-2262 (a chunk with a date outside is read as text).
+TYPED_DATE_YEARS = (1700, 2200)
+
+
+def typed_values(pa, pc, array, kind: str | None):
+    """The column's values as the text path would type them, without texts, or None (then it is
+    read as text): integers and float64 (not float16/32, whose texts are their shortest decimals)
+    as float64 for a number column; booleans as 0/1 for a boolean column; DATE (date32) as
+    datetime64[D] for a date column, when every date lies within :data:`TYPED_DATE_YEARS`. Nulls
+    become 0 / NaT here (the caller marks them missing). The text of an integer parses to the
+    correctly rounded float64 of the integer, which numpy's conversion is; a float64's shortest
+    decimal parses back to itself; "true"/"false" to 1/0; a date's YYYY-MM-DD to itself."""
+    t = array.type
+    if kind is None or pa.types.is_dictionary(t):
+        return None
+    if kind in ("integer", "float") and (pa.types.is_integer(t) or pa.types.is_float64(t)):
+        filled = pc.fill_null(array, 0) if array.null_count else array
+        return filled.to_numpy(zero_copy_only=False).astype(np.float64)
+    if kind == "boolean" and pa.types.is_boolean(t):
+        filled = pc.fill_null(array, False) if array.null_count else array
+        return filled.to_numpy(zero_copy_only=False).astype(np.float64)
+    if kind == "date" and pa.types.is_date32(t):
+        days = (pc.fill_null(array, 0) if array.null_count else array).cast(pa.int32())
+        days = days.to_numpy(zero_copy_only=False).astype(np.int64)
+        lo, hi = (np.datetime64(f"{y}-01-01", "D").astype(np.int64) for y in TYPED_DATE_YEARS)
+        if len(days) and (days.min() < lo or days.max() >= hi):
+            return None
+        return days.astype("datetime64[D]")
+    return None
+
+
+class _TextsOnDemand:
+    """A typed column's cell texts, made one at a time when a message shows one (``cells[r]``)."""
+
+    def __init__(self, pa, pc, array) -> None:
+        self._pa, self._pc, self._array = pa, pc, array
+
+    def __getitem__(self, r) -> str:
+        one = cell_texts(self._pa, self._pc, self._array.slice(int(r), 1))[0].as_py()
+        return "" if one is None else one
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+
 def _bad_utf8(pa, texts) -> np.ndarray:
     """Rows of a string array whose bytes are not UTF-8 (checked one by one: a rare case)."""
     raw = texts.cast(pa.binary())
@@ -314,6 +360,9 @@ class ParquetReader:
         self._file = None
         self._group_ends = np.zeros(0, dtype=np.int64)
         self._types: dict = {}
+        # header -> spec type of the columns that may be read typed (set by the caller:
+        # release/data/prepare.py ``_typed_columns``); empty: every column as text
+        self.typed_columns: dict[str, str] = {}
 
     # ------------------------------------------------------------------ opening
     def __enter__(self) -> "ParquetReader":
@@ -597,10 +646,18 @@ class ParquetReader:
         pa, pc = self._pa, self._pc
         n = batch.num_rows
         broken = np.zeros(n, dtype=bool)
-        texts, nulls = {}, {}
+        texts, nulls, typed, lazy = {}, {}, {}, {}
         where = lambda rows: lines[rows]   # noqa: E731
         for h in wanted:
-            column = cell_texts(pa, pc, batch.column(batch.schema.get_field_index(h)))
+            raw = batch.column(batch.schema.get_field_index(h))
+            values = typed_values(pa, pc, raw, self.typed_columns.get(h))
+            if values is not None:
+                typed[h] = values
+                lazy[h] = _TextsOnDemand(pa, pc, raw)
+                if raw.null_count:
+                    nulls[h] = raw.is_null().to_numpy(zero_copy_only=False)
+                continue
+            column = cell_texts(pa, pc, raw)
             try:
                 column.validate(full=True)
             except pa.ArrowInvalid:        # its text may quote the bytes: not used
@@ -617,9 +674,10 @@ class ParquetReader:
                 self.problems.add(long & ~broken, h, _long_cell_rule(self.cap), where=where)
                 broken |= long
             texts[h] = column
-        cells = {}
+        cells = dict(lazy)
         for h, column in texts.items():
             if broken.any():
                 column = pc.if_else(pa.array(broken), pa.scalar("", pa.string()), column)
             cells[h] = pc.fill_null(column, "").to_numpy(zero_copy_only=False).astype(object, copy=False)
-        return Chunk(lines, cells, broken, fields, last_line=int(lines[-1]) if n else 0, nulls=nulls)
+        return Chunk(lines, cells, broken, fields, last_line=int(lines[-1]) if n else 0, nulls=nulls,
+                     typed=typed)

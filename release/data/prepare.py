@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import re
 import functools
 from itertools import repeat
 from pathlib import Path
@@ -196,20 +197,7 @@ def _parse_column(name: str, meta: InputColumn, cells: np.ndarray, missing: np.n
                  where=where)
     present = ~missing & ~empty
     if kind in ("integer", "float"):
-        values = _numbers(cells)
-        bad = present & ~np.isfinite(values)
-        problems.add(bad, name, f"not a number ({kind} expected)", cells, where)
-        if kind == "integer":
-            frac = present & np.isfinite(values) & (values != np.round(values))
-            problems.add(frac, name, "not an integer", cells, where)
-        values[~present | bad] = np.nan
-        lo, hi = meta.min, meta.max
-        ok = present & ~bad
-        if lo is not None:
-            problems.add(ok & (values < lo), name, f"below the allowed minimum {lo}", cells, where)
-        if hi is not None:
-            problems.add(ok & (values > hi), name, f"above the allowed maximum {hi}", cells, where)
-        return values
+        return _checked_numbers(name, meta, _numbers(cells), present, problems, cells, where)
     if kind == "boolean":
         values = np.fromiter(map(_BOOLEANS_CASED.get, cells, repeat(np.nan)), dtype=np.float64, count=len(cells))
         for r in np.flatnonzero(present & np.isnan(values)):   # other spellings: tRUE, yES
@@ -223,15 +211,7 @@ def _parse_column(name: str, meta: InputColumn, cells: np.ndarray, missing: np.n
         # exactly YYYY-MM-DD, year 1 or later: pandas also takes "2020-1-5" and year 0, which the
         # audit's own reader (and the codebook's YYYY-MM-DD) refuse
         parsed[(series.str.len().to_numpy() != 10) | (parsed < np.datetime64("0001-01-01"))] = np.datetime64("NaT")
-        bad = present & np.isnat(parsed)
-        problems.add(bad, name, "not a valid date (YYYY-MM-DD expected; impossible dates such as 2019-02-30 are rejected)", cells, where)
-        parsed[~present | bad] = np.datetime64("NaT")
-        ok = present & ~bad
-        if meta.min is not None:
-            problems.add(ok & (parsed < np.datetime64(str(meta.min))), name, f"before the allowed minimum {meta.min}", cells, where)
-        if meta.max is not None:
-            problems.add(ok & (parsed > np.datetime64(str(meta.max))), name, f"after the allowed maximum {meta.max}", cells, where)
-        return parsed
+        return _checked_dates(name, meta, parsed, present, problems, cells, where)
     # category
     cats = list(meta.category_texts)
     lookup = {c: i for i, c in enumerate(cats)}
@@ -239,6 +219,60 @@ def _parse_column(name: str, meta: InputColumn, cells: np.ndarray, missing: np.n
     problems.add(present & (idx == -2), name, f"not one of the declared categories {cats}", cells, where)
     idx[~present | (idx == -2)] = -1
     return idx
+
+
+def _checked_numbers(name: str, meta: InputColumn, values: np.ndarray, present: np.ndarray,
+                     problems: _Problems, cells, where) -> np.ndarray:
+    """A number column's rules on its float64 ``values`` (NaN where not a number): finite, an
+    integer for ``integer``, within min and max; NaN where missing or bad. ``cells[r]``: the
+    text of row r, shown only to the steward (``spec validate --data``)."""
+    kind = meta.type
+    bad = present & ~np.isfinite(values)
+    problems.add(bad, name, f"not a number ({kind} expected)", cells, where)
+    if kind == "integer":
+        frac = present & np.isfinite(values) & (values != np.round(values))
+        problems.add(frac, name, "not an integer", cells, where)
+    values[~present | bad] = np.nan
+    lo, hi = meta.min, meta.max
+    ok = present & ~bad
+    if lo is not None:
+        problems.add(ok & (values < lo), name, f"below the allowed minimum {lo}", cells, where)
+    if hi is not None:
+        problems.add(ok & (values > hi), name, f"above the allowed maximum {hi}", cells, where)
+    return values
+
+
+def _checked_dates(name: str, meta: InputColumn, parsed: np.ndarray, present: np.ndarray,
+                   problems: _Problems, cells, where) -> np.ndarray:
+    """A date column's rules on its datetime64[D] values (NaT where not a valid date): valid,
+    within min and max; NaT where missing or bad."""
+    bad = present & np.isnat(parsed)
+    problems.add(bad, name, "not a valid date (YYYY-MM-DD expected; impossible dates such as 2019-02-30 are rejected)", cells, where)
+    parsed[~present | bad] = np.datetime64("NaT")
+    ok = present & ~bad
+    if meta.min is not None:
+        problems.add(ok & (parsed < np.datetime64(str(meta.min))), name, f"before the allowed minimum {meta.min}", cells, where)
+    if meta.max is not None:
+        problems.add(ok & (parsed > np.datetime64(str(meta.max))), name, f"after the allowed maximum {meta.max}", cells, where)
+    return parsed
+
+
+def _parse_typed(name: str, meta: InputColumn, values: np.ndarray, missing: np.ndarray, problems: _Problems,
+                 cells, where=None) -> np.ndarray:
+    """:func:`_parse_column` of a column read typed from Parquet (``values``: float64 numbers or
+    booleans 0/1, or datetime64[D] dates; ``release/data/parquet_read.py`` hands over only values
+    whose CSV text would parse to exactly these, and no missing-value marker can be such a text):
+    the same rules, the same typed result, without a text per cell."""
+    present = ~missing
+    if meta.type in ("integer", "float"):
+        values = np.array(values, dtype=np.float64)
+        values += 0.0   # -0 -> 0 (one canonical zero), as _numbers
+        return _checked_numbers(name, meta, values, present, problems, cells, where)
+    if meta.type == "boolean":
+        values = np.array(values, dtype=np.float64)
+        values[~present] = np.nan
+        return values
+    return _checked_dates(name, meta, np.array(values, dtype="datetime64[D]"), present, problems, cells, where)
 
 
 def is_missing(kind: str, values: np.ndarray) -> np.ndarray:
@@ -286,6 +320,7 @@ def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: 
     gc.disable()   # millions of small lists and strings, no cycles: the collector only slows reading
     try:
         with _reader(path, problems, cap, content) as reader:
+            reader.typed_columns = _typed_columns(inputs, headers, tokens)
             if reader.ok and reader.check_columns(wanted):
                 for chunk in reader.chunks(wanted):
                     part = {}
@@ -293,10 +328,14 @@ def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: 
                         header = headers[name]
                         cells = chunk.cells[header]
                         missing = chunk.broken.copy()
-                        if tokens[name]:
-                            missing |= _is_marker(cells, tokens[name])
                         if header in chunk.nulls:
                             missing |= _nulls(chunk, header, bool(tokens[name]), problems)
+                        if header in chunk.typed:   # Parquet read typed: no marker can match
+                            part[name] = _parse_typed(header, meta, chunk.typed[header], missing, problems,
+                                                      cells, chunk.where(header))
+                            continue
+                        if tokens[name]:
+                            missing |= _is_marker(cells, tokens[name])
                         part[name] = _parse_column(header, meta, cells, missing, problems, chunk.where(header))
                     rows += len(chunk.lines)
                     if not problems.total:
@@ -315,6 +354,34 @@ def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: 
 
 NULL_RULE = ("null cell (a missing value; declare a missing-value marker in input.missing_values or "
              "the column's missing if this is intended)")
+
+
+def _typed_columns(inputs: dict, headers: dict, tokens: dict) -> dict[str, str]:
+    """header -> type of the columns a Parquet reader may hand over typed
+    (``ParquetReader.typed_columns``): integer, float, boolean and date columns none of whose
+    missing-value markers could be the text of a value of that type (a marker such as "99" on a
+    number column is matched on the cell texts, so that column is read as text)."""
+    out: dict[str, str] = {}
+    for name, meta in inputs.items():
+        if meta.type not in ("integer", "float", "boolean", "date"):
+            continue
+        if any(_could_be_value(meta.type, t) for t in tokens[name]):
+            continue
+        if out.get(headers[name], meta.type) != meta.type:   # one header read as two types: text
+            out.pop(headers[name])
+            continue
+        out[headers[name]] = meta.type
+    return out
+
+
+def _could_be_value(kind: str, token: str) -> bool:
+    """Whether a marker could be the CSV text of a typed Parquet value of ``kind``."""
+    t = str(token).strip().lower()
+    if kind == "boolean":
+        return t in ("true", "false")
+    if kind == "date":
+        return bool(re.fullmatch(r"[0-9+-][0-9-]*", t)) or t.startswith("<")
+    return bool(re.fullmatch(r"[-+0-9.e]+|nan|inf|-inf|infinity|-infinity", t))
 
 
 def _reader(path: Path, problems: _Problems, cap: int, content: bytes | None):
