@@ -47,6 +47,9 @@ OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 SET_OPS = ("in", "not in")
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 MAX_PRIVATE_BYTES = 4 * 1024**3
+#: Bytes a record of the private file may take when the limit grows with the bundle's n
+#: (:func:`private_limit`).
+PRIVATE_ROW_BYTES = 1024
 MAX_REPORTED = 8
 MAX_PROBLEMS = 1_000              # reading stops after this many problems
 MAX_CELL_ENV = "DPBUNDLE_MAX_CELL_CHARS"
@@ -82,14 +85,14 @@ class PrivateTable:
         return np.arange(self.n) if self.index is None else self.index
 
 
-def _open(path: Path):
+def _open(path: Path, limit: int = MAX_PRIVATE_BYTES):
     """The file as text: gunzipped when it starts with the gzip magic; UTF-8 (a byte-order mark
     is skipped), undecodable bytes kept as U+DC80..U+DCFF so that their line and column can be
     named."""
     from .safe_read import InputFileError, open_regular_file
 
     try:   # one open of a regular file (never a FIFO or a device)
-        fh = open_regular_file(path, "private data", MAX_PRIVATE_BYTES)
+        fh = open_regular_file(path, "private data", limit)
     except InputFileError as e:
         raise PrivateDataError(str(e)) from None
     magic = fh.read(2)
@@ -213,7 +216,7 @@ class _Trouble:
             self.folded[key] = -1
 
 
-def _records(path: Path, wanted: list[str], trouble: _Trouble):
+def _records(path: Path, wanted: list[str], trouble: _Trouble, limit: int = MAX_PRIVATE_BYTES):
     """{header: position} of ``wanted``, then (line, row, spans several lines) for every usable
     data row (blank lines are skipped; lines are the file's own); problems go
     to ``trouble``; reading stops at a problem that makes the rest unreadable or after
@@ -222,7 +225,7 @@ def _records(path: Path, wanted: list[str], trouble: _Trouble):
     old_limit = csv.field_size_limit(cap)
     reader = None
     try:
-        with _open(path) as f:
+        with _open(path, limit) as f:
             lines = _Lines(f, HEADER_LIMIT)
             reader = csv.reader(lines, strict=True)
             got = _header(reader, lines, wanted, trouble, cap)
@@ -335,13 +338,13 @@ def _not_utf8(pa, texts) -> set[int]:
     return out
 
 
-def _open_parquet(path: Path, pa, pq):
+def _open_parquet(path: Path, pa, pq, limit: int = MAX_PRIVATE_BYTES):
     """(the file, its ParquetFile, the cumulative row counts of its row groups); PrivateDataError
     naming the rule (an exception's type, never its text) when it is not a readable Parquet file."""
     from .safe_read import InputFileError, open_regular_file
 
     try:
-        fh = open_regular_file(path, "private data", MAX_PRIVATE_BYTES)
+        fh = open_regular_file(path, "private data", limit)
     except InputFileError as e:
         raise PrivateDataError(str(e)) from None
     try:
@@ -367,13 +370,13 @@ def _open_parquet(path: Path, pa, pq):
     return fh, pf, ends
 
 
-def _parquet_records(path: Path, wanted: list[str], trouble: _Trouble):
+def _parquet_records(path: Path, wanted: list[str], trouble: _Trouble, limit: int = MAX_PRIVATE_BYTES):
     """:func:`_records` of a Parquet file: {header: position}, then (row, cells, False) for every
     usable row, rows counted from 1, a cell None for a null; read in record batches (memory: a
     row group's wanted columns). Problems name 'row R (row group G)', the column and the rule."""
     pa, pq, pc = _arrow()
     cap = _cell_limit()
-    fh, pf, ends = _open_parquet(path, pa, pq)
+    fh, pf, ends = _open_parquet(path, pa, pq, limit)
     trouble.place = lambda row: f"row {row} (row group {int(np.searchsorted(ends, row - 1, side='right'))})"
     trouble.unit = "rows"
     try:
@@ -534,13 +537,23 @@ def _width_rule(row: list[str], header: list[str]) -> str:
     return rule
 
 
-def load_private(path: Path, spec: dict) -> PrivateTable:
+def private_limit(n: object) -> int:
+    """The most bytes a private file may hold: :data:`MAX_PRIVATE_BYTES`, or for a bundle of n
+    records (manifest.json) :data:`PRIVATE_ROW_BYTES` a record when that is more (a registry of
+    331 million records is a 9.8 GB CSV file). Devices, FIFOs and sockets are refused whatever
+    the limit; a file is read as a stream."""
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        return max(MAX_PRIVATE_BYTES, n * PRIVATE_ROW_BYTES)
+    return MAX_PRIVATE_BYTES
+
+
+def load_private(path: Path, spec: dict, limit: int = MAX_PRIVATE_BYTES) -> PrivateTable:
     """Parse, validate and apply the raw constraints; PrivateDataError on bad input."""
     path = Path(path)
     for part in private_parts(path):
         try:
-            if part.stat().st_size > MAX_PRIVATE_BYTES:
-                raise PrivateDataError(f"{part}: larger than {MAX_PRIVATE_BYTES} bytes")
+            if part.stat().st_size > limit:
+                raise PrivateDataError(f"{part}: larger than {limit} bytes")
         except OSError as e:
             raise PrivateDataError(f"{part}: cannot read ({e.strerror})") from None
     inputs = [c for c in (spec.get("input") or {}).get("columns", []) if isinstance(c, dict)]
@@ -551,7 +564,7 @@ def load_private(path: Path, spec: dict) -> PrivateTable:
     names = [c["name"] for c in inputs]
     headers = {c["name"]: str(c.get("header", c["name"])) for c in inputs}
     kinds = {c["name"]: c.get("type") for c in inputs}
-    cols, (months, years, days), rows, index = _read_parts(path, inputs, tokens, headers, kinds)
+    cols, (months, years, days), rows, index = _read_parts(path, inputs, tokens, headers, kinds, limit)
     values = {nm: np.asarray(cols[nm], dtype=np.float64) for nm in names}
     mon = {nm: np.asarray(v, dtype=np.float64) for nm, v in months.items()}
     yea = {nm: np.asarray(v, dtype=np.float64) for nm, v in years.items()}
@@ -637,7 +650,7 @@ def private_parts(path: Path) -> list[Path]:
 
 
 def _read_parts(path: Path, inputs: list[dict], tokens: dict, headers: dict,
-                kinds: dict) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
+                kinds: dict, limit: int = MAX_PRIVATE_BYTES) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
     """:func:`_read_private` of every part, their stored rows and indices joined in order; the
     parts read by ``$DPBUNDLE_READ_WORKERS`` local processes when it is above 1 (as the release
     reads them: :func:`_read_workers`), the result the same."""
@@ -648,9 +661,10 @@ def _read_parts(path: Path, inputs: list[dict], tokens: dict, headers: dict,
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            pieces = list(pool.map(_read_private, parts, *([x] * len(parts) for x in (inputs, tokens, headers, kinds))))
+            pieces = list(pool.map(_read_private, parts,
+                                   *([x] * len(parts) for x in (inputs, tokens, headers, kinds, limit))))
     else:
-        pieces = [_read_private(part, inputs, tokens, headers, kinds) for part in parts]
+        pieces = [_read_private(part, inputs, tokens, headers, kinds, limit) for part in parts]
     if len(pieces) == 1:
         return pieces[0]
     cols = {nm: [v for p in pieces for v in p[0][nm]] for nm in pieces[0][0]}
@@ -672,7 +686,7 @@ MEMO_ROWS = 1 << 21
 
 
 def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
-                  kinds: dict) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
+                  kinds: dict, limit: int = MAX_PRIVATE_BYTES) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
     """Every input column's parsed cells (and a date's month, year, day) of each stored row,
     the rows read and the stored row of each (see :class:`PrivateTable`); PrivateDataError
     naming where and which rule (never a cell) if a row is unusable (a row repeated is
@@ -687,7 +701,7 @@ def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
     memo: dict[tuple, int] = {}
     trouble = _Trouble()
     reader = _parquet_records if _is_parquet(path) else _records
-    records = reader(path, [headers[nm] for nm in names], trouble)
+    records = reader(path, [headers[nm] for nm in names], trouble, limit)
     pos_by_header = next(records, None)
     if pos_by_header is not None:
         pos = {nm: pos_by_header[headers[nm]] for nm in names}

@@ -52,7 +52,7 @@ import numpy as np
 
 from .configurations import config_id  # noqa: F401 - also dpbundle.audit.replay.config_id
 from .context import AuditContext, Missing
-from .private_data import PrivateDataError, bin_stored, load_private
+from .private_data import PrivateDataError, bin_stored, load_private, private_limit
 from .replay_data import PrivateCodes, arranged_csv_blocks, csv_blocks, digest_of
 from .run_binding import check_run_binding
 from .report import CheckResult, StopCheck
@@ -794,7 +794,7 @@ def _selected_iteration(ctx: AuditContext, r: CheckResult, records: list[dict],
 def _private_codes(ctx: AuditContext, data: Path, view, head: list[dict], n: int):
     """The private data's binned codes and edges (resized by the replayed records plan, if any)."""
     try:
-        table = load_private(data, view.spec)
+        table = load_private(data, view.spec, private_limit(n))
     except PrivateDataError as e:
         raise StopCheck(f"private data: {e}") from None
     plan = _records_plan(ctx, head, table.n, view, n)

@@ -155,3 +155,18 @@ def test_a_bad_part_read_in_parallel_is_named_as_in_one_process(tmp_path, monkey
     with pytest.raises(pd_.PrivateDataError) as two:
         pd_.load_private(parts, spec)
     assert str(one.value) == str(two.value) and "part-1.csv" in str(two.value) and "abc" not in str(two.value)
+
+
+def test_the_replays_private_file_limit_grows_with_n(tmp_path):
+    """A 331M-row registry is a 9.8 GB CSV: the replay refused files above 4 GB."""
+    from dpbundle.audit import private_data as pd_
+
+    assert pd_.private_limit(None) == pd_.MAX_PRIVATE_BYTES == pd_.private_limit(True)
+    assert pd_.private_limit(1000) == pd_.MAX_PRIVATE_BYTES
+    assert pd_.private_limit(331_000_000) == 331_000_000 * pd_.PRIVATE_ROW_BYTES
+    parts = _parts_dir(tmp_path)
+    spec = _spec_dict()
+    size = sum(p.stat().st_size for p in parts.iterdir())
+    with pytest.raises(pd_.PrivateDataError, match="larger than"):
+        pd_.load_private(parts, spec, limit=size // 4)
+    assert pd_.load_private(parts, spec, limit=size).rows_read == 9000
