@@ -539,8 +539,8 @@ def _sample_counts_and_project(model, n: int, config: dict, view, rng_for, limit
 def _sample_counts(model, n: int, view, rng_for, limit: int, constraints: list,
                    version: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """Sampler version 2's or 3's record types of the sample (distinct rows ascending, counts);
-    version 3 draws a base of ``BASE_RECORDS`` records for a model without ``sample_counts`` and
-    scales it (``dpbundle.mechanisms.sampling``), else as version 2."""
+    version 3 draws a base of ``BASE_RECORDS`` records and scales it to n when n is larger
+    (``dpbundle.mechanisms.sampling``), else as version 2."""
     from dpbundle.mechanisms.sampling import ConstraintShortfall, DrawBoundExceeded, sample_types
 
     implausible = (lambda rows, _cells: _violations(constraints, rows, view)) if constraints else None

@@ -104,7 +104,7 @@ __all__ = ["ROW_SAMPLER", "COUNT_SAMPLER", "SAMPLERS", "SAMPLER_MARK", "OVERSAMP
            "MAX_SAMPLE_ROUNDS", "max_drawn", "round_size", "ConstraintShortfall", "DrawBoundExceeded",
            "counts_capable", "sample_types", "model_sampler", "set_model_sampler",
            "sampler_of_records", "split_counts", "counts_from_distribution", "BASE_SAMPLER",
-           "BASE_RECORDS", "sampler_for", "scale_counts", "ROW_MODEL_TYPES", "samples_rows",
+           "BASE_RECORDS", "scale_counts", "ROW_MODEL_TYPES", "samples_rows",
            "public_sampler"]
 
 ROW_SAMPLER, COUNT_SAMPLER, BASE_SAMPLER = 1, 2, 3
@@ -190,14 +190,6 @@ def sampler_of_records(records: Sequence[dict]) -> int:
     return ROW_SAMPLER
 
 
-def sampler_for(model: Any, n: int) -> int:
-    """What the public rule stands for, from a fitted model's class: 3 (a bounded base) for a
-    model without ``sample_counts`` (GUM, raking, private-pgm) when n > :data:`BASE_RECORDS`,
-    else 2. The release records :func:`public_sampler` (from the configuration, which the audit
-    re-derives); tests/test_i38_base_sampler.py checks that the two agree for every generator."""
-    return BASE_SAMPLER if (not counts_capable(model) and int(n) > BASE_RECORDS) else COUNT_SAMPLER
-
-
 #: Generator types whose models make records one by one (no ``sample_counts``): PrivSyn's and
 #: aim_pure's GUM, private-pgm's AIM and MST. PrivBayes with one-way raking (``oneway`` tables or
 #: measure) too: its raking moves records. tests/test_i38_base_sampler.py checks this table
@@ -216,7 +208,8 @@ def samples_rows(generator: Any) -> bool:
 
 def public_sampler(generator: Any, n: int, domain: Sequence[int] | None = None) -> int:
     """The sampler a release of dpbundle 0.4 or later uses for this public configuration's
-    generator and n records: :func:`sampler_for` computed from public facts only (3 or 2).
+    generator and n records, from public facts only: 3 (a bounded base) for a generator whose
+    model has no ``sample_counts`` (:func:`samples_rows`) when n > :data:`BASE_RECORDS`, else 2.
 
     ``domain`` (the released columns' sizes, public in spec.json): a domain of 2^62 cells or
     more has no int64 cell index, and the iteration (``release/scheme/iteration.py``

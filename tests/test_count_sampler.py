@@ -339,7 +339,7 @@ def test_iteration_records_version_2_and_replays_from_its_transcript(births_spec
     from dpbundle.mechanisms.coding import Coded
 
     prepared, config = _prepared_10k(births_spec, shared_data_dir)
-    assert it.DEFAULT_SAMPLER == 3   # recorded as 2 here: a counts model (sampling.sampler_for)
+    assert it.DEFAULT_SAMPLER == 3   # recorded as 2 here: a counts model (sampling.public_sampler)
     rec = Randomness(Transcript())
     result = it.run_iteration(prepared, births_spec, config, rec)
     marks = [r for r in rec.transcript.records if r["kind"] in ("mark", "seed")]

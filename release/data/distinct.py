@@ -67,17 +67,19 @@ def distinct_rows(table: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], 
     return distinct, inverse.reshape(-1).astype(index_dtype(len(first)))
 
 
-def kept_index(index: np.ndarray, keep: np.ndarray) -> np.ndarray:
+def kept_index(index: np.ndarray, keep: np.ndarray, kept: int | None = None) -> np.ndarray:
     """The index of the rows whose distinct row ``keep`` keeps, renumbered among the kept
     distinct rows: ``(cumsum(keep) - 1)[index[keep[index]]]``, in the smallest index dtype.
     Computed in blocks of :data:`REMAP_BLOCK` rows into one output array, so that besides
     ``index`` and the result it holds a few bytes a row of one block only (at 331 million
-    records the one-shot form's int64 temporaries took 13 bytes a record more)."""
+    records the one-shot form's int64 temporaries took 13 bytes a record more). ``kept``: the
+    number of rows kept, when the caller knows it (else counted here)."""
     keep = np.asarray(keep, dtype=bool)
     dtype = index_dtype(int(keep.sum()))
     new_id = (np.cumsum(keep, dtype=np.int64) - 1).astype(dtype)
-    counts = np.bincount(index, minlength=keep.size) if index.size else np.zeros(keep.size, np.int64)
-    out = np.empty(int(counts[keep].sum()), dtype=dtype)
+    if kept is None:
+        kept = sum(int(keep[index[s:s + REMAP_BLOCK]].sum()) for s in range(0, index.size, REMAP_BLOCK))
+    out = np.empty(int(kept), dtype=dtype)
     at = 0
     for s in range(0, index.size, REMAP_BLOCK):
         block = index[s:s + REMAP_BLOCK]

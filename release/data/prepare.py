@@ -464,7 +464,7 @@ def _constrained(source: str, distinct: dict, index: np.ndarray, rows: int, spec
         # Under dp_count no plausible record is a registry like any other (the resize pads it):
         # refusing it would depend on one record, outside the stated neighbouring relation.
         raise InputError(source, ["no rows left after the raw constraints"])
-    index = kept_index(index, keep)   # in blocks: no n-sized int64 temporaries
+    index = kept_index(index, keep, n)   # in blocks: no n-sized int64 temporaries
     return Prepared(source, kept, n, rows, dropped_by, int(counts[drop].sum()), sha256, index=index,
                     counts=counts[keep])
 

@@ -59,10 +59,10 @@ from dpbundle.release.spec.load import Spec
 from dpbundle.release.spec.typed import Constraint
 from dpbundle.release.data.transform import cached_transform
 
-#: The sampler of new releases: 3 = counts of record types, from a bounded base of records for a
-#: model without ``sample_counts`` and n > ``BASE_RECORDS`` (recorded as 3), else as 2 (recorded
-#: as 2: small releases are unchanged); 2 = counts of record types; 1 = rows
-#: (``mechanisms/sampling.py``).
+#: The sampler of new releases: 3 = counts of record types, from a bounded base of records where
+#: the public rule ``sampling.public_sampler`` says so (a generator that makes records one by one,
+#: n > ``BASE_RECORDS``; recorded as 3), else as 2 (recorded as 2: small releases are unchanged);
+#: 2 = counts of record types; 1 = rows (``mechanisms/sampling.py``).
 DEFAULT_SAMPLER = BASE_SAMPLER
 
 
