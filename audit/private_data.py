@@ -564,7 +564,8 @@ def load_private(path: Path, spec: dict, limit: int = MAX_PRIVATE_BYTES) -> Priv
     names = [c["name"] for c in inputs]
     headers = {c["name"]: str(c.get("header", c["name"])) for c in inputs}
     kinds = {c["name"]: c.get("type") for c in inputs}
-    cols, (months, years, days), rows, index = _read_parts(path, inputs, tokens, headers, kinds, limit)
+    atoms = _Atoms(spec, inputs, kinds)
+    cols, (months, years, days), rows, index = _read_parts(path, inputs, tokens, headers, kinds, limit, atoms)
     values = {nm: np.asarray(cols[nm], dtype=np.float64) for nm in names}
     mon = {nm: np.asarray(v, dtype=np.float64) for nm, v in months.items()}
     yea = {nm: np.asarray(v, dtype=np.float64) for nm, v in years.items()}
@@ -650,7 +651,8 @@ def private_parts(path: Path) -> list[Path]:
 
 
 def _read_parts(path: Path, inputs: list[dict], tokens: dict, headers: dict,
-                kinds: dict, limit: int = MAX_PRIVATE_BYTES) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
+                kinds: dict, limit: int = MAX_PRIVATE_BYTES,
+                atoms: "_Atoms | None" = None) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
     """:func:`_read_private` of every part, their stored rows and indices joined in order; the
     parts read by ``$DPBUNDLE_READ_WORKERS`` local processes when it is above 1 (as the release
     reads them: :func:`_read_workers`), the result the same."""
@@ -662,9 +664,9 @@ def _read_parts(path: Path, inputs: list[dict], tokens: dict, headers: dict,
 
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             pieces = list(pool.map(_read_private, parts,
-                                   *([x] * len(parts) for x in (inputs, tokens, headers, kinds, limit))))
+                                   *([x] * len(parts) for x in (inputs, tokens, headers, kinds, limit, atoms))))
     else:
-        pieces = [_read_private(part, inputs, tokens, headers, kinds, limit) for part in parts]
+        pieces = [_read_private(part, inputs, tokens, headers, kinds, limit, atoms) for part in parts]
     if len(pieces) == 1:
         return pieces[0]
     cols = {nm: [v for p in pieces for v in p[0][nm]] for nm in pieces[0][0]}
@@ -686,11 +688,13 @@ MEMO_ROWS = 1 << 21
 
 
 def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
-                  kinds: dict, limit: int = MAX_PRIVATE_BYTES) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
+                  kinds: dict, limit: int = MAX_PRIVATE_BYTES,
+                  atoms: "_Atoms | None" = None) -> tuple[dict, tuple[dict, dict, dict], int, np.ndarray]:
     """Every input column's parsed cells (and a date's month, year, day) of each stored row,
     the rows read and the stored row of each (see :class:`PrivateTable`); PrivateDataError
-    naming where and which rule (never a cell) if a row is unusable (a row repeated is
-    reported at its first line)."""
+    naming where and which rule (never a cell) if a row is unusable (a row repeated within the
+    memo is reported at its first line). With ``atoms``, a stored row is a row of atoms (each
+    atom as its first value read: :class:`_Atoms`), so the stored rows are bounded by the spec."""
     names = [c["name"] for c in inputs]
     cols: dict[str, list] = {nm: [] for nm in names}
     months: dict[str, list] = {nm: [] for nm in names if kinds[nm] == "date"}
@@ -703,6 +707,8 @@ def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
     reader = _parquet_records if _is_parquet(path) else _records
     records = reader(path, [headers[nm] for nm in names], trouble, limit)
     pos_by_header = next(records, None)
+    cells_of = [dict() for _ in inputs]      # per column: cell text -> (atom, parsed, error)
+    by_atoms: dict[tuple, int] = {}          # atom row -> stored row (never cleared: bounded by the spec)
     if pos_by_header is not None:
         pos = {nm: pos_by_header[headers[nm]] for nm in names}
         wanted = [pos[c["name"]] for c in inputs]
@@ -717,12 +723,33 @@ def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
                 memo.clear()
             if index.typecode == "i" and len(cols[names[0]]) >= 2**31 - 1:
                 index = array("q", index)
-            memo[key] = len(cols[names[0]])
-            index.append(memo[key])
-            for c in inputs:
+            if atoms is None:
+                parsed = [_parse(cell, c, tokens[c["name"]]) for cell, c in zip(key, inputs)]
+                stored = len(cols[names[0]])
+            else:
+                cells = []
+                for j, (cell, c) in enumerate(zip(key, inputs)):
+                    hit = cells_of[j].get(cell)
+                    if hit is None:
+                        if len(cells_of[j]) >= MEMO_ROWS:
+                            cells_of[j].clear()
+                        hit = cells_of[j][cell] = atoms.cell(c["name"], _parse(cell, c, tokens[c["name"]]))
+                    cells.append(hit)
+                parsed = [h[1] for h in cells]
+                if any(p[4] for p in parsed):
+                    stored = len(cols[names[0]])       # a bad row: reported below, stored as read
+                else:
+                    atom_row = tuple(h[0] for h in cells)
+                    stored = by_atoms.get(atom_row)
+                    if stored is not None:
+                        memo[key] = stored
+                        index.append(stored)
+                        continue
+                    stored = by_atoms[atom_row] = len(cols[names[0]])
+            memo[key] = stored
+            index.append(stored)
+            for c, (v, mo, yr, dy, err) in zip(inputs, parsed):
                 nm = c["name"]
-                cell = row[pos[nm]]
-                v, mo, yr, dy, err = _parse(cell, c, tokens[nm])
                 if err:   # where and which rule, never the cell
                     at = line + _line_breaks(",".join(row[:pos[nm]])) if spans else line
                     trouble.add(at, headers[nm], err)
@@ -738,6 +765,61 @@ def _read_private(path: Path, inputs: list[dict], tokens: dict, headers: dict,
         raise PrivateDataError(f"{path}: unusable rows: " + "; ".join(trouble.shown) + more + stopped)
     return cols, (months, years, days), rows, (np.frombuffer(index, dtype=np.dtype(f"i{index.itemsize}"))
                                                if rows else np.zeros(0, np.int32))
+
+
+class _Atoms:
+    """The replay's own atoms of the input columns. The replay reads an input value only
+    through the missing test, the raw constraints' conditions on its column and the bins of the
+    released columns that read it (every alternative: derive, clip, edges); two values with the
+    same results in all of these (the same *signature*) are interchangeable, so a stored row
+    holds each value's atom, the first value read with its signature. Integer, float and date
+    columns are read to atoms; booleans and categories keep each value (they have few)."""
+
+    def __init__(self, spec: dict, inputs: list[dict], kinds: dict) -> None:
+        self.kinds = kinds
+        self.cats = {c["name"]: [_text(x) for x in c.get("categories", []) or []] for c in inputs}
+        self.conditions: dict[str, list] = {c["name"]: [] for c in inputs}
+        for i, con in enumerate(spec.get("raw_constraints", []) or []):
+            for cond in (con.get("when", []) or []) if isinstance(con, dict) else []:
+                if isinstance(cond, list) and cond and cond[0] in self.conditions:
+                    self.conditions[cond[0]].append((i, cond))
+        self.bins: dict[str, list] = {c["name"]: [] for c in inputs}
+        for col in spec.get("columns", []) or []:
+            source = col.get("source", {}) if isinstance(col, dict) else {}
+            if source.get("column") in self.bins:
+                self.bins[source["column"]].extend((source, alt) for alt in col.get("alternatives", [])
+                                                   if isinstance(alt, dict) and "categories" not in alt)
+        self.atoms: dict[str, dict] = {c["name"]: {} for c in inputs}
+
+    def cell(self, name: str, parsed: tuple) -> tuple[int, tuple]:
+        """(the atom of a parsed cell, the atom's first parsed cell); a bad cell is its own."""
+        if parsed[4]:
+            return -1, parsed
+        table = self.atoms[name]
+        sig = self.signature(name, parsed)
+        hit = table.get(sig)
+        if hit is None:
+            hit = table[sig] = (len(table), parsed)
+        return hit
+
+    def signature(self, name: str, parsed: tuple) -> tuple:
+        v, mo, yr, dy, _ = parsed
+        if self.kinds[name] not in ("integer", "float", "date"):
+            return ("value", v) if not math.isnan(v) else ("missing",)
+        if math.isnan(v):
+            return ("missing",)
+        one = {name: np.array([v])}
+        sig: list = [bool(_condition_hit(i, cond, one, self.kinds, self.cats)[0]) for i, cond in self.conditions[name]]
+        table = PrivateTable(values=one, months={name: np.array([mo])}, years={name: np.array([yr])},
+                             days={name: np.array([dy])}, kinds=self.kinds, n=1, rows_read=1)
+        for source, alt in self.bins[name]:
+            x = _derived(table, source)
+            if "clip" in alt:
+                x = np.clip(x, float(alt["clip"][0]), float(alt["clip"][1]))
+            e = _bin_edges(alt)
+            code = int(np.searchsorted(np.asarray(e), x, side="right")[0]) - 1
+            sig.append(code if 0 <= code < len(e) - 1 else -1)
+        return tuple(sig)
 
 
 def _raw_constraint_drop(spec: dict, values: dict, kinds: dict, cats: dict, rows: int) -> np.ndarray:

@@ -26,13 +26,12 @@ the last): it is kept in the private ledger only, never printed and never put in
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpbundle.release.data.csv_read import file_sha256  # noqa: F401  (also importable from here)
+from dpbundle.release.data.record_keys import FORMAT, _json_line, _texts
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.release.data.prepare import Prepared
@@ -40,37 +39,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["FORMAT", "table_fingerprint", "file_sha256"]
 
-FORMAT = "dpbundle-table-fingerprint/1"
-
-
-def _json_line(obj) -> bytes:
-    # json.dumps escapes control characters, so a line never contains a raw newline.
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8") + b"\n"
-
-
-def _number_text(v: float) -> str:
-    v = float(v)
-    if math.isnan(v):
-        return "NA"
-    if v.is_integer() and abs(v) < 2 ** 53:
-        return str(int(v))  # 30.0 -> "30" (also -0.0 -> "0"), the text of an integer cell
-    return repr(v)  # shortest decimal that reads back as v (inf -> "inf")
-
-
-def _texts(kind: str, uniq: np.ndarray, categories: list[str]) -> list[str]:
-    """Canonical text of each distinct typed value of one column."""
-    if kind == "date":
-        return ["NA" if np.isnat(u) else str(u.astype("datetime64[D]")) for u in uniq]
-    if kind == "category":
-        return ["NA" if int(u) < 0 else categories[int(u)] for u in uniq]
-    return [_number_text(u) for u in uniq]
 
 
 def table_fingerprint(prepared: "Prepared", spec: "Spec") -> str:
     """SHA-256 (hex) of the canonical serialisation of the prepared table (see the module doc),
     computed from its distinct rows and their counts: the sorted coded distinct rows, each
-    repeated as often as it occurs, are the same bytes as the sorted coded rows."""
+    repeated as often as it occurs, are the same bytes as the sorted coded rows. A table read
+    to the spec's atoms (``prepared.atomized``) has it from its reading
+    (:func:`~dpbundle.release.data.record_keys.keys_fingerprint`, the same value); a subset of
+    such a table has none (ValueError)."""
+    if getattr(prepared, "fingerprint", None) is not None:
+        return prepared.fingerprint
+    if getattr(prepared, "atomized", False):
+        raise ValueError("this prepared table holds atoms, not records, and was not read whole: "
+                         "it has no ledger fingerprint (prepare the records with atoms=False)")
     metas = spec.model.input.by_name
     names = sorted(prepared.distinct)
     counts = np.asarray(prepared.counts, dtype=np.int64)

@@ -37,9 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dpbundle.release.data.atoms import joined_representatives
 from dpbundle.release.data.csv_read import file_sha256
 from dpbundle.release.data.distinct import distinct_rows, index_dtype
-from dpbundle.release.data.prepare import InputError, Prepared, _constrained, read_distinct
+from dpbundle.release.data.prepare import InputError, Prepared, _constrained, read_atoms
+from dpbundle.release.data.record_keys import RecordKeys
 from dpbundle.release.spec.model import Spec
 
 __all__ = ["PART_PATTERNS", "PART_SUFFIXES", "PARALLEL_BYTES", "ClusterError", "PartCounts", "count_part", "local_workers",
@@ -91,14 +93,18 @@ class PartCounts:
     index: np.ndarray | None              # each row's distinct record, in file order (dp_count)
     rows_read: int
     sha256: str
+    keys: RecordKeys | None = None        # the part's plausible records as packed value ids
 
 
 def count_part(path: str, spec: Spec, show_values: bool = True, keep_order: bool = False) -> PartCounts:
-    """Read and validate one part (InputError naming its line, column and rule)."""
-    distinct, index, rows = read_distinct(Path(path), spec, show_values)
+    """Read and validate one part (InputError naming its line, column and rule), to the spec's
+    atoms (its distinct atom rows and their counts; its plausible records as packed value ids,
+    for the ledger fingerprint of the whole registry)."""
+    distinct, index, rows, keys = read_atoms(Path(path), spec, show_values)
     size = len(next(iter(distinct.values()))) if distinct else 0
     counts = np.bincount(index, minlength=size).astype(np.int64)
-    return PartCounts(str(path), distinct, counts, index if keep_order else None, rows, file_sha256(Path(path)))
+    return PartCounts(str(path), distinct, counts, index if keep_order else None, rows, file_sha256(Path(path)),
+                      keys)
 
 
 #: parts are read in parallel on this machine when they hold at least this many bytes in all
@@ -187,7 +193,8 @@ def prepare_parts(path: Path | str, spec: Spec, show_values: bool = True,
     paths = registry_parts(path)
     keep_order = spec.records_policy != "declared_public"
     parts = _counted(paths, spec, show_values, keep_order, scheduler, workers)
-    merged = {k: np.concatenate([p.distinct[k] for p in parts]) for k in parts[0].distinct}
+    tables = joined_representatives(spec, [p.distinct for p in parts], [p.keys.values for p in parts])
+    merged = {k: np.concatenate([t[k] for t in tables]) for k in parts[0].distinct}
     distinct, global_of = distinct_rows(merged)
     size = len(next(iter(distinct.values()))) if distinct else 0
     offsets = np.cumsum([0] + [len(p.counts) for p in parts])
@@ -199,5 +206,8 @@ def prepare_parts(path: Path | str, spec: Spec, show_values: bool = True,
     else:   # canonical: each distinct record repeated by its count
         index = np.repeat(np.arange(size, dtype=index_dtype(size)), counts)
     source = str(path)
+    keys = [p.keys for p in parts]
+    for p in parts:
+        p.keys = None
     return _constrained(source, distinct, index.astype(index_dtype(size), copy=False),
-                        sum(p.rows_read for p in parts), spec, show_values, registry_sha256(parts))
+                        sum(p.rows_read for p in parts), spec, show_values, registry_sha256(parts), keys)

@@ -39,6 +39,7 @@ from dpbundle.release.spec.typed import InputColumn
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.mechanisms.records import ResizePlan
+    from dpbundle.release.data.record_keys import RecordKeys
 
 TRUE_TOKENS = {"true", "1", "t", "yes"}
 FALSE_TOKENS = {"false", "0", "f", "no"}
@@ -114,6 +115,9 @@ class Prepared:
         if index is None:
             table, index = distinct_rows(table)
         self.source, self.distinct, self.index = source, table, index
+        # the ledger fingerprint, computed while reading when ``distinct`` holds atoms, not the
+        # records (read_atoms, set by the reading); None: ``distinct`` holds the records' values
+        self.fingerprint: str | None = None
         self.n, self.rows_read = n, rows_read
         self.dropped_by = list(dropped_by or [])   # rows matching each raw constraint (private)
         self.dropped_total, self.sha256, self.resize = dropped_total, sha256, resize
@@ -143,8 +147,20 @@ class Prepared:
         """The same prepared data restricted to (or resampled at) ``index`` (used by benchmarks and tests)."""
         if self.resize is not None:
             raise ValueError("subset() of a resized table: subset before the records policy")
-        return Prepared(self.source, self.distinct, int(len(index)), int(len(index)), [], 0, self.sha256,
-                        index=self.index[np.asarray(index)])
+        out = Prepared(self.source, self.distinct, int(len(index)), int(len(index)), [], 0, self.sha256,
+                       index=self.index[np.asarray(index)])
+        out.atomized = self.atomized     # other records: no fingerprint, and none from atoms
+        return out
+
+    @property
+    def atomized(self) -> bool:
+        """Whether ``distinct`` holds the records' atoms rather than their values (read by
+        :func:`read_atoms`): the ledger fingerprint then comes only from the reading."""
+        return self.__dict__.get("_atomized", self.fingerprint is not None)
+
+    @atomized.setter
+    def atomized(self, value: bool) -> None:
+        self.__dict__["_atomized"] = bool(value)
 
 
 def _line(rows: np.ndarray) -> np.ndarray:
@@ -304,6 +320,36 @@ def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: 
     file order, the row count). ``show_values=False``: error messages name line, column and
     rule but not the value. ``content``: the file's bytes, already in memory (``path`` then only
     names the source); ``label(line)``: where a line is, in messages (default "line L")."""
+    acc = DistinctAccumulator()
+    rows = _read(path, spec, show_values, content, label, acc)
+    distinct, index = acc.finish({name: _concat(meta.type, []) for name, meta in spec.model.input.by_name.items()})
+    return distinct, index, rows
+
+
+def read_atoms(path: Path, spec: Spec, show_values: bool = True, *, content: bytes | None = None,
+               label: Callable[[int], str] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, int, "RecordKeys"]:
+    """:func:`read_distinct` to the spec's atoms (:mod:`dpbundle.release.data.atoms`): the
+    distinct rows are those of the records' atoms (each atom as one of its values), and the
+    fourth result keeps the records the raw constraints do not drop, as packed value ids (the
+    ledger fingerprint's material, :mod:`dpbundle.release.data.record_keys`). Every binning and
+    raw constraint of the spec gives on these rows what it gives on the records."""
+    from dpbundle.release.data.atoms import AtomReader
+    from dpbundle.release.data.record_keys import RecordKeys
+
+    inputs = spec.model.input.by_name
+    keys = RecordKeys(list(inputs), {n: m.type for n, m in inputs.items()},
+                      {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"})
+    sink = AtomReader(spec, keys)
+    rows = _read(path, spec, show_values, content, label, sink)
+    distinct, index = sink.finish()
+    return distinct, index, rows, keys
+
+
+def _read(path: Path, spec: Spec, show_values: bool, content: bytes | None,
+          label: Callable[[int], str] | None, acc) -> int:
+    """Read and validate the input file in chunks, each chunk's typed columns handed to
+    ``acc.add`` (nothing is added once a problem is found); the row count. InputError on bad
+    input."""
     source = str(path)
     inputs = spec.model.input.by_name
     headers = {name: column_header(meta) for name, meta in inputs.items()}
@@ -314,7 +360,6 @@ def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: 
         raise InputError(source, [str(exc)]) from None
     problems = _Problems(show_values, label)
     tokens = {name: spec.model.input.missing_markers(meta) for name, meta in inputs.items()}
-    acc = DistinctAccumulator()
     rows = 0
     gc_was_enabled = gc.isenabled()
     gc.disable()   # millions of small lists and strings, no cycles: the collector only slows reading
@@ -348,8 +393,7 @@ def read_distinct(path: Path, spec: Spec, show_values: bool = True, *, content: 
             gc.enable()
     if problems.total:
         raise InputError.from_problems(source, problems)
-    distinct, index = acc.finish({name: _concat(meta.type, []) for name, meta in inputs.items()})
-    return distinct, index, rows
+    return rows
 
 
 NULL_RULE = ("null cell (a missing value; declare a missing-value marker in input.missing_values or "
@@ -410,14 +454,20 @@ def _concat(kind: str, parts: list[np.ndarray]) -> np.ndarray:
     return np.zeros(0, dtype=dtype)
 
 
-def prepare(path: Path | str, spec: Spec, show_values: bool = True) -> Prepared:
+def prepare(path: Path | str, spec: Spec, show_values: bool = True, atoms: bool = True) -> Prepared:
     """Load, validate and apply the raw constraints. Raises :class:`InputError` on bad input.
 
     ``show_values=False`` (used by ``release``) keeps private cell values and counts out of the
-    error messages; ``spec validate --data`` shows them, for the steward inside the enclave."""
+    error messages; ``spec validate --data`` shows them, for the steward inside the enclave.
+    ``atoms`` (default): the table is read to the spec's atoms (:func:`read_atoms`: every
+    binning, constraint and the ledger fingerprint as on the records, the distinct rows bounded
+    by the spec); ``atoms=False`` keeps the records' own values (the self-test's neighbours)."""
     path = Path(path)
-    distinct, index, rows = read_distinct(path, spec, show_values)
-    return _constrained(str(path), distinct, index, rows, spec, show_values, file_sha256(path))
+    if not atoms:
+        distinct, index, rows = read_distinct(path, spec, show_values)
+        return _constrained(str(path), distinct, index, rows, spec, show_values, file_sha256(path))
+    distinct, index, rows, keys = read_atoms(path, spec, show_values)
+    return _constrained(str(path), distinct, index, rows, spec, show_values, file_sha256(path), [keys])
 
 
 def prepare_frame(frame: "pd.DataFrame", spec: Spec, show_values: bool = True) -> Prepared:
@@ -430,14 +480,17 @@ def prepare_frame(frame: "pd.DataFrame", spec: Spec, show_values: bool = True) -
     ledger keys on, is that of the same data read from a file). A TypeError when ``frame`` is
     not a DataFrame, an :class:`InputError` for a missing column."""
     content, label = frame_csv(frame, spec)
-    distinct, index, rows = read_distinct(Path(FRAME_SOURCE), spec, show_values, content=content, label=label)
-    return _constrained(FRAME_SOURCE, distinct, index, rows, spec, show_values, hashlib.sha256(content).hexdigest())
+    distinct, index, rows, keys = read_atoms(Path(FRAME_SOURCE), spec, show_values, content=content, label=label)
+    return _constrained(FRAME_SOURCE, distinct, index, rows, spec, show_values, hashlib.sha256(content).hexdigest(),
+                        [keys])
 
 
 def _constrained(source: str, distinct: dict, index: np.ndarray, rows: int, spec: Spec, show_values: bool,
-                 sha256: str) -> Prepared:
+                 sha256: str, keys: list["RecordKeys"] | None = None) -> Prepared:
     """The read table with the raw constraints applied (the rows they match dropped), evaluated
-    once per distinct row and counted with each distinct row's number of records."""
+    once per distinct row and counted with each distinct row's number of records. ``keys``:
+    the table was read to atoms, and these readings hold its plausible records (the ledger
+    fingerprint is computed from them here; they are emptied)."""
     inputs = spec.model.input.by_name
     kinds = {n: m.type for n, m in inputs.items()}
     cats = {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"}
@@ -464,9 +517,18 @@ def _constrained(source: str, distinct: dict, index: np.ndarray, rows: int, spec
         # Under dp_count no plausible record is a registry like any other (the resize pads it):
         # refusing it would depend on one record, outside the stated neighbouring relation.
         raise InputError(source, ["no rows left after the raw constraints"])
+    fingerprint = None
+    if keys is not None:
+        from dpbundle.release.data.record_keys import keys_fingerprint
+
+        if sum(k.rows for k in keys) != n:   # the chunks' constraints and the distinct rows' disagree
+            raise RuntimeError("internal error: the records kept for the ledger fingerprint are not the plausible records")
+        fingerprint = keys_fingerprint(keys)
     index = kept_index(index, keep, n)   # in blocks: no n-sized int64 temporaries
-    return Prepared(source, kept, n, rows, dropped_by, int(counts[drop].sum()), sha256, index=index,
-                    counts=counts[keep])
+    prepared = Prepared(source, kept, n, rows, dropped_by, int(counts[drop].sum()), sha256, index=index,
+                        counts=counts[keep])
+    prepared.fingerprint = fingerprint
+    return prepared
 
 
 FRAME_SOURCE = "<DataFrame>"

@@ -1,0 +1,338 @@
+"""Atoms of the input columns: a registry read to what the spec can tell apart.
+
+The release reads an input value only through (a) the missing test, (b) the raw constraints'
+conditions on its column, and (c) the codes of every released column that reads it, under every
+alternative of that column (:func:`~dpbundle.release.data.binning.code_column`: its derive, clip
+range and bin edges). Two values of one input column that give the same result in all of these
+are interchangeable: putting one in place of the other changes no dropped record, no code of any
+configuration, hence no T, no record type, no bundle. An *atom* is such a class of values, and
+its *signature* the tuple of those results.
+
+:class:`AtomReader` reads a registry chunk by chunk to each record's atoms (each atom stands as
+its smallest value in the registry), so that the prepared table's distinct rows are
+bounded by the spec's atoms, not by n: a simulated births registry with weights in grams has
+hundreds of millions of distinct records at 331 million rows, but tens of thousands of distinct
+atom rows. Integer, float and date columns are read to atoms; booleans and categories keep each
+value (they have few).
+
+The ledger's fingerprint is of the records themselves, not of their atoms (it must not depend on
+the spec's bins): :class:`AtomReader` also keeps each plausible record's values as ids packed in
+int64 words (:mod:`dpbundle.release.data.record_keys`, 8 bytes a record), from which
+:func:`~dpbundle.release.data.record_keys.keys_fingerprint` computes exactly the value
+:func:`~dpbundle.release.data.fingerprint.table_fingerprint` gives on the raw records.
+
+Each value is looked up once per chunk: by a dense table over its integer span (integers, whole
+numbers, dates; spans up to :data:`DENSE_SPAN`), otherwise by a sorted array of the values seen.
+The signature is computed once per distinct value, on the first chunk that holds it.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from dpbundle.release.data.constraints import constraint_mask
+from dpbundle.release.data.distinct import DistinctAccumulator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpbundle.release.data.record_keys import RecordKeys
+    from dpbundle.release.spec.model import Spec
+
+__all__ = ["AtomReader", "ColumnAtoms", "atom_signatures", "joined_representatives", "DENSE_SPAN"]
+
+#: the widest integer span a column is looked up in by a dense table (4 bytes an entry)
+DENSE_SPAN = 1 << 22
+_ATOMIZED = ("integer", "float", "date")
+
+
+def _missing(kind: str, values: np.ndarray) -> np.ndarray:
+    if kind == "date":
+        return np.isnat(values)
+    if kind == "category":
+        return values < 0
+    return np.isnan(values)
+
+
+def atom_signatures(spec: "Spec", name: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The signature function of input column ``name``: typed values (k,) -> int64 (k, m), one
+    row per value, equal for two values exactly when the release cannot tell them apart (the
+    module doc): [missing, each raw-constraint condition on the column, the code of each
+    released column reading it under each of its alternatives (-2 for a missing value, -1 for a
+    value the alternative cannot code: such a record is refused or dropped before any code is
+    used)]."""
+    from dpbundle.release.data.binning import code_column
+    from dpbundle.release.spec.typed import as_constraint
+
+    model = spec.model
+    meta = model.input.by_name[name]
+    kind = meta.type
+    kinds = {name: kind}
+    cats = {name: list(meta.category_texts)} if kind == "category" else None
+    conditions = [as_constraint({"name": "atom", "when": [list(cond)]})
+                  for c in model.all_raw_constraints for cond in (c.when or ()) if cond[0] == name]
+    binnings = [(col.name, alt) for col in model.columns if col.source.column == name
+                for alt in col.alternative_ids]
+
+    def codes(col: str, alt: str, values: np.ndarray) -> np.ndarray:
+        try:
+            return code_column(spec, col, alt, {name: values})
+        except (ValueError, IndexError):      # some value outside every bin: value by value
+            out = np.empty(len(values), dtype=np.int64)
+            for i in range(len(values)):
+                try:
+                    out[i] = code_column(spec, col, alt, {name: values[i:i + 1]})[0]
+                except (ValueError, IndexError):
+                    out[i] = -1
+            return out
+
+    def signature(values: np.ndarray) -> np.ndarray:
+        missing = _missing(kind, values)
+        out = np.full((len(values), 1 + len(conditions) + len(binnings)), -2, dtype=np.int64)
+        out[:, 0] = missing
+        for j, cond in enumerate(conditions, start=1):
+            out[:, j] = constraint_mask(cond, {name: values}, kinds, missing=_missing, categories=cats)
+        present = values[~missing]
+        for j, (col, alt) in enumerate(binnings, start=1 + len(conditions)):
+            if len(present):
+                out[~missing, j] = codes(col, alt, present)
+        return out
+    return signature
+
+
+class ColumnAtoms:
+    """One input column's values seen so far: an id for each distinct value (in order of first
+    appearance; ``values`` in that order), and each value's atom (``atom_values``: each atom's
+    smallest value). ``signature=None``: each value is its own atom."""
+
+    def __init__(self, kind: str, signature: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        self.kind, self.signature = kind, signature
+        self._values: list[np.ndarray] = []
+        self.size = 0                                   # distinct values seen
+        self._atom_of = np.zeros(64, dtype=np.int64)    # by id (the first ``size`` entries; grows by doubling)
+        self._atoms: dict[bytes, int] = {}
+        self.atoms = 0
+        self._missing_id = -1
+        self._lo: int | None = None                     # dense table: ids of lo, lo + 1, ...
+        self._table = np.zeros(0, dtype=np.int32)
+        self._dense = True
+        # sorted lookup: keys and their ids, in a large sorted run and a small one of recent
+        # values (merged into the large one when it reaches an eighth of it: amortised O(log))
+        self._sorted_keys = np.zeros(0, dtype=np.int64)
+        self._sorted_ids = np.zeros(0, dtype=np.int64)
+        self._recent_keys = np.zeros(0, dtype=np.int64)
+        self._recent_ids = np.zeros(0, dtype=np.int64)
+
+    # -- results ---------------------------------------------------------------------------
+    @property
+    def values(self) -> np.ndarray:
+        """Every distinct value seen, by id."""
+        if len(self._values) > 1:
+            self._values = [np.concatenate(self._values)]
+        return self._values[0] if self._values else np.zeros(0, dtype=_dtype(self.kind))
+
+    @property
+    def atom_values(self) -> np.ndarray:
+        """Each atom's representative, by atom: the smallest value seen in it (so the same
+        records, however split or ordered, give the same representatives)."""
+        values = self.values
+        if not len(values):
+            return values
+        order = np.argsort(values, kind="stable")            # NaN / NaT last
+        atoms, first = np.unique(self._atom_of[:self.size][order], return_index=True)
+        out = np.empty(self.atoms, dtype=values.dtype)
+        out[atoms] = values[order[first]]
+        return out
+
+    # -- reading ---------------------------------------------------------------------------
+    def encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each row's value id, each row's atom), int64, for one chunk of typed values."""
+        missing = _missing(self.kind, values)
+        ids = np.empty(len(values), dtype=np.int64)
+        if missing.any():
+            if self._missing_id < 0:
+                self._missing_id = self._new_values(values[np.flatnonzero(missing)[:1]])[0]
+            ids[missing] = self._missing_id
+            present = ~missing
+            ids[present] = self._present_ids(values[present])
+        else:
+            ids = self._present_ids(values)
+        return ids, self._atom_of[ids]
+
+    def _keys(self, values: np.ndarray) -> tuple[np.ndarray, bool]:
+        """int64 lookup keys of present values, and whether they are the integers themselves."""
+        if self.kind == "date":
+            return values.view(np.int64), True
+        if self.kind == "category":
+            return values.astype(np.int64, copy=False), True
+        if self._dense and len(values):
+            if np.abs(values).max() < 2**53:
+                ints = values.astype(np.int64)
+                if np.array_equal(ints, values):
+                    return ints, True
+        return np.ascontiguousarray(values, dtype=np.float64).view(np.int64), False
+
+    def _present_ids(self, values: np.ndarray) -> np.ndarray:
+        if not len(values):
+            return np.zeros(0, dtype=np.int64)
+        keys, integral = self._keys(values)
+        if self._dense and integral and self._fits(int(keys.min()), int(keys.max())):
+            return self._dense_ids(values, keys)
+        if self._dense:
+            self._leave_dense()
+        return self._sorted_ids_of(values, keys if not integral or self.kind in ("date", "category")
+                                   else np.ascontiguousarray(values, dtype=np.float64).view(np.int64))
+
+    def _fits(self, lo: int, hi: int) -> bool:
+        if self._lo is None:
+            return hi - lo < DENSE_SPAN
+        return max(hi, self._lo + len(self._table) - 1) - min(lo, self._lo) < DENSE_SPAN
+
+    def _dense_ids(self, values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        lo, hi = int(keys.min()), int(keys.max())
+        if self._lo is None:
+            self._lo, self._table = lo, np.full(hi - lo + 1, -1, dtype=np.int32)
+        elif lo < self._lo or hi >= self._lo + len(self._table):
+            new_lo = min(lo, self._lo)
+            table = np.full(max(hi, self._lo + len(self._table) - 1) - new_lo + 1, -1, dtype=np.int32)
+            table[self._lo - new_lo:self._lo - new_lo + len(self._table)] = self._table
+            self._lo, self._table = new_lo, table
+        offsets = keys - self._lo
+        ids = self._table[offsets]
+        unseen = ids < 0
+        if unseen.any():
+            fresh, first = np.unique(offsets[unseen], return_index=True)
+            self._table[fresh] = self._new_values(values[np.flatnonzero(unseen)[first]])
+            ids = self._table[offsets]
+        return ids.astype(np.int64)
+
+    def _leave_dense(self) -> None:
+        """From the dense table to the sorted lookup (the values' keys as float64 bits, or as
+        integers for dates and categories)."""
+        self._dense = False
+        ids = np.flatnonzero(self._table >= 0)
+        if self._lo is not None and len(ids):
+            if self.kind in ("date", "category"):
+                keys = ids.astype(np.int64) + self._lo
+            else:
+                keys = (ids.astype(np.int64) + self._lo).astype(np.float64).view(np.int64)
+            order = np.argsort(keys, kind="stable")
+            self._sorted_keys, self._sorted_ids = keys[order], self._table[ids][order].astype(np.int64)
+        self._table = np.zeros(0, dtype=np.int32)
+
+    def _sorted_ids_of(self, values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        ids = np.full(len(uniq), -1, dtype=np.int64)
+        for run_keys, run_ids in ((self._sorted_keys, self._sorted_ids), (self._recent_keys, self._recent_ids)):
+            at = np.searchsorted(run_keys, uniq)
+            found = at < len(run_keys)
+            found[found] = run_keys[at[found]] == uniq[found]
+            ids[found] = run_ids[at[found]]
+        unseen = ids < 0
+        if unseen.any():
+            ids[unseen] = self._new_values(values[first[unseen]])
+            keys_all = np.concatenate([self._recent_keys, uniq[unseen]])
+            ids_all = np.concatenate([self._recent_ids, ids[unseen]])
+            order = np.argsort(keys_all, kind="stable")
+            self._recent_keys, self._recent_ids = keys_all[order], ids_all[order]
+            if len(self._recent_keys) * 8 >= len(self._sorted_keys):
+                keys_all = np.concatenate([self._sorted_keys, self._recent_keys])
+                ids_all = np.concatenate([self._sorted_ids, self._recent_ids])
+                order = np.argsort(keys_all, kind="stable")
+                self._sorted_keys, self._sorted_ids = keys_all[order], ids_all[order]
+                self._recent_keys, self._recent_ids = self._recent_keys[:0], self._recent_ids[:0]
+        return ids[inverse.reshape(-1)]
+
+    def _new_values(self, values: np.ndarray) -> np.ndarray:
+        """Ids for values not seen before (distinct), their atoms found or made."""
+        start = self.size
+        self._values.append(np.array(values, copy=True))
+        self.size += len(values)
+        if self.signature is None:
+            atoms = np.arange(self.atoms, self.atoms + len(values), dtype=np.int64)
+            self.atoms += len(values)
+        else:
+            sig = np.ascontiguousarray(self.signature(values))
+            atoms = np.empty(len(values), dtype=np.int64)
+            for i in range(len(values)):
+                key = sig[i].tobytes()
+                atom = self._atoms.get(key)
+                if atom is None:
+                    atom = self._atoms[key] = self.atoms
+                    self.atoms += 1
+                atoms[i] = atom
+        if self.size > len(self._atom_of):
+            grown = np.zeros(max(self.size, 2 * len(self._atom_of)), dtype=np.int64)
+            grown[:start] = self._atom_of[:start]
+            self._atom_of = grown
+        self._atom_of[start:self.size] = atoms
+        return np.arange(start, self.size, dtype=np.int64)
+
+
+def _dtype(kind: str):
+    return {"date": "datetime64[D]", "category": np.int64}.get(kind, np.float64)
+
+
+class AtomReader:
+    """The chunks of a registry read to their atoms (see the module doc): ``add`` each chunk's
+    typed columns (before the raw constraints), then ``finish`` gives the distinct atom rows
+    (each atom as its representative value: ``Prepared.distinct``) and each row's index into
+    them in reading order. With ``keys`` (a :class:`~dpbundle.release.data.record_keys.RecordKeys`),
+    the value ids of the rows no raw constraint drops are kept there too (the fingerprint's
+    material)."""
+
+    def __init__(self, spec: "Spec", keys: "RecordKeys | None" = None) -> None:
+        inputs = spec.model.input.by_name
+        self.names = list(inputs)
+        self.kinds = {n: m.type for n, m in inputs.items()}
+        self.columns = {n: ColumnAtoms(m.type, atom_signatures(spec, n) if m.type in _ATOMIZED else None)
+                        for n, m in inputs.items()}
+        self.constraints = list(spec.model.all_raw_constraints)
+        self.categories = {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"}
+        self.acc = DistinctAccumulator(codes=True)
+        self.keys = keys
+
+    def add(self, table: dict[str, np.ndarray]) -> None:
+        rows = len(next(iter(table.values()))) if table else 0
+        if not rows:
+            return
+        ids, atoms = {}, {}
+        for name in self.names:
+            ids[name], atoms[name] = self.columns[name].encode(table[name])
+        self.acc.add(atoms)
+        if self.keys is not None:
+            drop = np.zeros(rows, dtype=bool)
+            for c in self.constraints:
+                drop |= constraint_mask(c, table, self.kinds, missing=_missing, categories=self.categories)
+            keep = ~drop
+            self.keys.add({n: ids[n][keep] for n in self.names}, {n: self.columns[n].size for n in self.names})
+
+    def finish(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        codes, index = self.acc.finish({n: np.zeros(0, dtype=np.int64) for n in self.names})
+        distinct = {n: self.columns[n].atom_values[codes[n]] if len(codes[n]) else np.zeros(0, dtype=_dtype(self.kinds[n]))
+                    for n in self.names}
+        if self.keys is not None:
+            self.keys.set_values({n: self.columns[n].values for n in self.names})
+        return distinct, index
+
+
+def joined_representatives(spec: "Spec", tables: list[dict[str, np.ndarray]],
+                           seen: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """The distinct atom rows of several readings of one registry (its parts: ``tables``, each
+    reading's ``distinct``; ``seen``: every value each reading met, by column) with each atom
+    as its smallest value over all the readings: the representatives one reading of the whole
+    registry gives, so that the parts' table is the single file's."""
+    out = [dict(t) for t in tables]
+    for name, meta in spec.model.input.by_name.items():
+        if meta.type not in _ATOMIZED:
+            continue
+        values = np.unique(np.concatenate([s[name] for s in seen]))          # sorted, NaN / NaT last
+        if not len(values):
+            continue
+        _, group = np.unique(atom_signatures(spec, name)(values), axis=0, return_inverse=True)
+        group = group.reshape(-1)
+        _, first = np.unique(group, return_index=True)       # each group's first value: its smallest
+        smallest = values[first[group]]
+        for t in out:
+            at = np.searchsorted(values, t[name])
+            t[name] = smallest[at]
+    return out
