@@ -127,11 +127,13 @@ def test_parts_give_the_fingerprint_of_the_whole_registry(tmp_path, spec):
 
 
 def test_fingerprint_with_several_key_words_and_without_the_dense_table(tmp_path, spec, monkeypatch):
-    """Narrow words force several words a record (lexsort path); a tiny dense span forces the
-    sorted lookup (values as float bits) from the second chunk on."""
+    """Narrow words force several words a record (lexsort path), small storage blocks make
+    chunks straddle them, and a tiny dense span forces the sorted lookup (values as float
+    bits) from the second chunk on."""
     path = _write(tmp_path / "b.csv", _births_rows(4000, 4))
     expected = table_fingerprint(prepare(path, spec, atoms=False), spec)
     monkeypatch.setattr(keys_mod, "_WORD_BITS", 12)
+    monkeypatch.setattr(keys_mod, "STORE_ROWS", 97)       # chunks straddle storage blocks
     monkeypatch.setattr(atoms_mod, "DENSE_SPAN", 50)
     atomized = prepare(path, spec)
     assert table_fingerprint(atomized, spec) == expected

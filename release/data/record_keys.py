@@ -79,15 +79,23 @@ def _width(size: int) -> int:
     return max(1, (max(size, 1) - 1).bit_length())
 
 
+#: rows of one storage block (16 MB a word): blocks are allocated as the records arrive and
+#: released as the fingerprint consumes them, so that memory returns to the system
+STORE_ROWS = 1 << 21
+
+
 class RecordKeys:
     """The plausible records of one reading as packed value ids (see the module doc). ``add``
     each chunk's ids (columns in any order; packed in the order of ``names``) with each
-    column's count of ids so far; ``set_values`` the values by id once the reading is done."""
+    column's count of ids so far; ``set_values`` the values by id once the reading is done.
+    Storage: per word, blocks of :data:`STORE_ROWS` records; ``runs``: (first record, records,
+    widths, layout) of consecutive chunks packed alike."""
 
     def __init__(self, names: list[str], kinds: dict[str, str], categories: dict[str, list[str]]) -> None:
         self.names = sorted(names)
         self.kinds, self.categories = dict(kinds), {k: list(v) for k, v in categories.items()}
-        self.chunks: list[tuple[list[int], list[tuple[int, int]], list[np.ndarray]]] = []
+        self.runs: list[list] = []
+        self.blocks: list[list[np.ndarray | None]] = []     # [word][block]
         self.used = {n: np.zeros(0, dtype=bool) for n in self.names}
         self.values: dict[str, np.ndarray] | None = None
         self.rows = 0
@@ -108,8 +116,48 @@ class RecordKeys:
                 grown[:len(used)] = used
                 used = self.used[n] = grown
             used[v] = True
-        self.chunks.append((widths, layout, words))
+        for w, word in enumerate(words):
+            self._store(w, self.rows, word)
+        last = self.runs[-1] if self.runs else None
+        if last is not None and last[2] == widths:
+            last[1] += rows
+        else:
+            self.runs.append([self.rows, rows, widths, layout])
         self.rows += rows
+
+    def _store(self, w: int, at: int, values: np.ndarray) -> None:
+        while len(self.blocks) <= w:
+            self.blocks.append([])
+        blocks = self.blocks[w]
+        done = 0
+        while done < len(values):
+            b, off = divmod(at + done, STORE_ROWS)
+            while len(blocks) <= b:
+                blocks.append(None)
+            if blocks[b] is None:
+                blocks[b] = np.zeros(STORE_ROWS, dtype=np.int64)   # calloc: pages as written
+            k = min(len(values) - done, STORE_ROWS - off)
+            blocks[b][off:off + k] = values[done:done + k]
+            done += k
+
+    def load(self, w: int, at: int, rows: int) -> np.ndarray:
+        """Records ``at`` .. ``at + rows`` of word ``w`` (zeros where that word was never used)."""
+        out = np.zeros(rows, dtype=np.int64)
+        blocks = self.blocks[w] if w < len(self.blocks) else []
+        done = 0
+        while done < rows:
+            b, off = divmod(at + done, STORE_ROWS)
+            k = min(rows - done, STORE_ROWS - off)
+            if b < len(blocks) and blocks[b] is not None:
+                out[done:done + k] = blocks[b][off:off + k]
+            done += k
+        return out
+
+    def release_before(self, at: int) -> None:
+        """Drop the blocks holding only records before ``at`` (consumed)."""
+        for blocks in self.blocks:
+            for b in range(min(len(blocks), at // STORE_ROWS)):
+                blocks[b] = None
 
     def set_values(self, values: dict[str, np.ndarray]) -> None:
         self.values = {n: values[n] for n in self.names}
@@ -117,15 +165,15 @@ class RecordKeys:
             used = self.used[n][:len(values[n])]
             self.used[n] = np.concatenate([used, np.zeros(len(values[n]) - len(used), dtype=bool)])
 
-    def decoded(self, chunk) -> dict[str, np.ndarray]:
-        widths, layout, words = chunk
+    def decoded(self, at: int, rows: int, widths: list[int], layout: list[tuple[int, int]]) -> dict[str, np.ndarray]:
+        words = {w: self.load(w, at, rows) for w in {word for word, _ in layout}}
         return {n: (words[word] >> shift) & ((1 << w) - 1) for n, w, (word, shift) in zip(self.names, widths, layout)}
 
 
 def keys_fingerprint(readings: list[RecordKeys]) -> str:
     """The table fingerprint (``dpbundle-table-fingerprint/1``) of the records of ``readings``
-    (one registry: its parts' readings, in any order), the chunks consumed as they are packed
-    (each reading is emptied)."""
+    (one registry: its parts' readings, in any order); each reading's storage is released as it
+    is re-packed (the readings are emptied)."""
     if not readings:
         raise ValueError("keys_fingerprint: no reading")
     names, kinds, cats = readings[0].names, readings[0].kinds, readings[0].categories
@@ -154,20 +202,20 @@ def keys_fingerprint(readings: list[RecordKeys]) -> str:
         return h.hexdigest()
     widths = [_width(s) for s in sizes]
     layout = _layout(widths)
-    words = [np.empty(rows, dtype=np.int64) for _ in range(layout[-1][0] + 1)]
+    words = [np.empty(rows, dtype=np.int64) for _ in range(layout[-1][0] + 1)]   # pages as written
     at = 0
     for k, r in enumerate(readings):
-        r.chunks.reverse()
-        while r.chunks:
-            chunk = r.chunks.pop()
-            ids = r.decoded(chunk)
-            size = len(chunk[2][0])
-            for w in words:
-                w[at:at + size] = 0
-            for n, (word, shift) in zip(names, layout):
-                words[word][at:at + size] |= ranks[k][n][ids[n]] << shift
-            at += size
-            del chunk, ids
+        for first, count, run_widths, run_layout in r.runs:
+            for s in range(0, count, STORE_ROWS):
+                size = min(STORE_ROWS, count - s)
+                ids = r.decoded(first + s, size, run_widths, run_layout)
+                for w in words:
+                    w[at:at + size] = 0
+                for n, (word, shift) in zip(names, layout):
+                    words[word][at:at + size] |= ranks[k][n][ids[n]] << shift
+                at += size
+                r.release_before(first + s + size)
+        r.runs, r.blocks = [], []
     if len(words) == 1:
         words[0].sort()
         order = None
