@@ -157,8 +157,8 @@ def phases(data: Path, spec_path: Path, configs: Path, generator: str | None,
         rows.append((name, time.perf_counter() - t0, mem.phase()))
         return out
 
-    prepared = timed("read, validate, raw constraints (distinct rows)", prepare, data, spec)
-    timed("ledger fingerprint", table_fingerprint, prepared, spec)
+    prepared = timed("read, validate, raw constraints (to atoms), ledger fingerprint", prepare, data, spec)
+    timed("ledger fingerprint (kept from the reading)", table_fingerprint, prepared, spec)
     timed("binning of one configuration (T as record types)", cached_transform, prepared, spec, config)
     res = timed("one iteration (fit, sample, project, 8 criteria)", run_iteration, prepared, spec, config,
                 Randomness())

@@ -138,6 +138,36 @@ def test_fingerprint_with_several_key_words_and_without_the_dense_table(tmp_path
     atomized = prepare(path, spec)
     assert table_fingerprint(atomized, spec) == expected
     _same_release_input(prepare(path, spec, atoms=False), atomized, spec)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    rows = path.read_text().splitlines()
+    _write(parts / "a.csv", rows[1:1500])
+    _write(parts / "b.csv", rows[1500:])
+    assert table_fingerprint(prepare_parts(parts, spec), spec) == expected      # compacted parts
+
+
+def test_a_part_sends_back_its_records_without_their_order(tmp_path):
+    """Under declared_public what a worker sends back does not depend on the order of the
+    records: the same records reversed give the same words, values, atom rows and counts."""
+    from dpbundle.release.data.parts import count_part
+
+    spec = load_spec(BIRTHS)
+    rows = _births_rows(3000, 9)
+    a = count_part(str(_write(tmp_path / "a.csv", rows)), spec)
+    b = count_part(str(_write(tmp_path / "b.csv", rows[::-1])), spec)
+    assert a.index is None and b.index is None
+    assert len(a.keys.runs) == len(b.keys.runs) == 1
+    assert a.keys.runs[0][1:] == b.keys.runs[0][1:]
+    wa = np.concatenate(a.keys.blocks[0])[:a.keys.rows]
+    wb = np.concatenate(b.keys.blocks[0])[:b.keys.rows]
+    assert np.all(np.diff(wa) >= 0) and np.array_equal(wa, wb)
+    for n in a.keys.names:       # the values read, in their own order (not the order met)
+        assert np.array_equal(a.keys.values[n].view(np.int64), b.keys.values[n].view(np.int64), equal_nan=False)
+    for n in a.distinct:         # the atom rows and their counts, in the order of their values
+        assert np.array_equal(a.distinct[n].view(np.int64), b.distinct[n].view(np.int64))
+    assert np.array_equal(a.counts, b.counts)
+    from dpbundle.release.data.record_keys import keys_fingerprint
+    assert keys_fingerprint([a.keys]) == keys_fingerprint([b.keys])
 
 
 def test_a_subset_of_an_atomized_table_has_no_fingerprint(tmp_path, spec):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from dpbundle.release.data.constraints import constraint_mask
-from dpbundle.release.data.distinct import DistinctAccumulator
+from dpbundle.release.data.distinct import REMAP_BLOCK, DistinctAccumulator, distinct_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.release.data.record_keys import RecordKeys
@@ -307,9 +307,16 @@ class AtomReader:
             self.keys.add({n: ids[n][keep] for n in self.names}, {n: self.columns[n].size for n in self.names})
 
     def finish(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """(the distinct atom rows, each as its representatives, in the order of their values,
+        as :func:`~dpbundle.release.data.distinct.distinct_rows` orders rows; each record's
+        index into them, in reading order)."""
         codes, index = self.acc.finish({n: np.zeros(0, dtype=np.int64) for n in self.names})
         distinct = {n: self.columns[n].atom_values[codes[n]] if len(codes[n]) else np.zeros(0, dtype=_dtype(self.kinds[n]))
                     for n in self.names}
+        if len(index):      # rows in the order of their values, not of the atoms' first reading
+            distinct, order = distinct_rows(distinct)
+            for s in range(0, len(index), REMAP_BLOCK):
+                index[s:s + REMAP_BLOCK] = order[index[s:s + REMAP_BLOCK]]
         if self.keys is not None:
             self.keys.set_values({n: self.columns[n].values for n in self.names})
         return distinct, index

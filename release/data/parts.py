@@ -101,6 +101,8 @@ def count_part(path: str, spec: Spec, show_values: bool = True, keep_order: bool
     atoms (its distinct atom rows and their counts; its plausible records as packed value ids,
     for the ledger fingerprint of the whole registry)."""
     distinct, index, rows, keys = read_atoms(Path(path), spec, show_values)
+    if not keep_order:
+        keys.compact()     # sorted: the part's records up to their order, as its counts
     size = len(next(iter(distinct.values()))) if distinct else 0
     counts = np.bincount(index, minlength=size).astype(np.int64)
     return PartCounts(str(path), distinct, counts, index if keep_order else None, rows, file_sha256(Path(path)),

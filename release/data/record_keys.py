@@ -165,6 +165,41 @@ class RecordKeys:
             used = self.used[n][:len(values[n])]
             self.used[n] = np.concatenate([used, np.zeros(len(values[n]) - len(used), dtype=bool)])
 
+    def compact(self) -> None:
+        """Renumber the ids in the order of the values, re-pack every record to the final
+        widths (one run) and sort the records: what is kept is then the set of values read and
+        the multiset of the reading's records, not their order (what a Dask worker sends back
+        under ``declared_public``). After ``set_values``."""
+        if self.values is None:
+            raise ValueError("RecordKeys.compact: the reading is not finished")
+        renumber = {}            # ids in the order of the values (not of their first reading)
+        for n in self.names:
+            order = np.argsort(self.values[n], kind="stable")      # NaN / NaT last
+            renumber[n] = np.empty(len(order), dtype=np.int64)
+            renumber[n][order] = np.arange(len(order), dtype=np.int64)
+            self.values[n], self.used[n] = self.values[n][order], self.used[n][order]
+        widths = [_width(len(self.values[n])) for n in self.names]
+        layout = _layout(widths)
+        words = [np.empty(self.rows, dtype=np.int64) for _ in range(layout[-1][0] + 1)]
+        at = 0
+        for first, count, run_widths, run_layout in self.runs:
+            for s in range(0, count, STORE_ROWS):
+                size = min(STORE_ROWS, count - s)
+                ids = self.decoded(first + s, size, run_widths, run_layout)
+                for w in words:
+                    w[at:at + size] = 0
+                for n, (word, shift) in zip(self.names, layout):
+                    words[word][at:at + size] |= renumber[n][ids[n]] << shift
+                at += size
+                self.release_before(first + s + size)
+        if len(words) == 1:
+            words[0].sort()
+        elif self.rows:
+            order = np.lexsort(tuple(reversed(words)))
+            words = [w[order] for w in words]
+        self.blocks = [[w[s:s + STORE_ROWS] for s in range(0, self.rows, STORE_ROWS)] for w in words]
+        self.runs = [[0, self.rows, widths, layout]] if self.rows else []
+
     def decoded(self, at: int, rows: int, widths: list[int], layout: list[tuple[int, int]]) -> dict[str, np.ndarray]:
         words = {w: self.load(w, at, rows) for w in {word for word, _ in layout}}
         return {n: (words[word] >> shift) & ((1 << w) - 1) for n, w, (word, shift) in zip(self.names, widths, layout)}
