@@ -21,6 +21,7 @@ constraint always removes (one single ``==`` / ``in`` condition on its column) n
 """
 from __future__ import annotations
 
+import copy
 import csv
 import datetime as dt
 import gzip
@@ -547,8 +548,10 @@ def private_limit(n: object) -> int:
     return MAX_PRIVATE_BYTES
 
 
-def load_private(path: Path, spec: dict, limit: int = MAX_PRIVATE_BYTES) -> PrivateTable:
-    """Parse, validate and apply the raw constraints; PrivateDataError on bad input."""
+def load_private(path: Path, spec: dict, limit: int = MAX_PRIVATE_BYTES, atoms: bool = True) -> PrivateTable:
+    """Parse, validate and apply the raw constraints; PrivateDataError on bad input. ``atoms``
+    (default): the stored rows are rows of atoms (:class:`_Atoms`: what the raw constraints and
+    every binning of the spec read of each value); ``atoms=False`` keeps each row's values."""
     path = Path(path)
     for part in private_parts(path):
         try:
@@ -564,8 +567,8 @@ def load_private(path: Path, spec: dict, limit: int = MAX_PRIVATE_BYTES) -> Priv
     names = [c["name"] for c in inputs]
     headers = {c["name"]: str(c.get("header", c["name"])) for c in inputs}
     kinds = {c["name"]: c.get("type") for c in inputs}
-    atoms = _Atoms(spec, inputs, kinds)
-    cols, (months, years, days), rows, index = _read_parts(path, inputs, tokens, headers, kinds, limit, atoms)
+    cols, (months, years, days), rows, index = _read_parts(path, inputs, tokens, headers, kinds, limit,
+                                                           _Atoms(spec, inputs, kinds) if atoms else None)
     values = {nm: np.asarray(cols[nm], dtype=np.float64) for nm in names}
     mon = {nm: np.asarray(v, dtype=np.float64) for nm, v in months.items()}
     yea = {nm: np.asarray(v, dtype=np.float64) for nm, v in years.items()}
@@ -666,7 +669,9 @@ def _read_parts(path: Path, inputs: list[dict], tokens: dict, headers: dict,
             pieces = list(pool.map(_read_private, parts,
                                    *([x] * len(parts) for x in (inputs, tokens, headers, kinds, limit, atoms))))
     else:
-        pieces = [_read_private(part, inputs, tokens, headers, kinds, limit, atoms) for part in parts]
+        # each part with atoms of its own, as each process of the parallel reading has
+        pieces = [_read_private(part, inputs, tokens, headers, kinds, limit, copy.deepcopy(atoms))
+                  for part in parts]
     if len(pieces) == 1:
         return pieces[0]
     cols = {nm: [v for p in pieces for v in p[0][nm]] for nm in pieces[0][0]}

@@ -283,3 +283,26 @@ def test_the_replay_reads_to_atoms_and_bins_as_the_records(tmp_path, spec):
         a, _ = pd_.bin_private(table, view)
         b, _ = pd_.bin_private(raw, view)
         assert np.array_equal(a, b), cfg
+
+
+def test_freed_arrays_go_back_to_the_system_on_glibc():
+    """On this Linux machine (glibc) the mmap threshold is fixed and the heap trimmed; a 256 MB
+    array freed after that leaves the resident size where it was before."""
+    import platform
+
+    from dpbundle.release.data.system_memory import give_back, large_arrays_mapped
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+
+    def rss() -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
+
+    assert large_arrays_mapped()
+    before = rss()
+    for _ in range(3):              # freed large blocks, which glibc would keep on its heap
+        a = np.ones(1 << 25)
+        del a
+    give_back()
+    assert rss() - before < 64 * 1024     # kB

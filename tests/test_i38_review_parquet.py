@@ -75,7 +75,7 @@ def _audit(path: Path, columns: list[dict], missing=("NA",)) -> dict[str, list]:
     """The audit's typed values of each column, one per record kept (no raw constraint: every
     record); PrivateDataError when refused."""
     _, doc = _spec(columns, missing)
-    table = load_private(path, {"input": doc, "raw_constraints": []})
+    table = load_private(path, {"input": doc, "raw_constraints": []}, atoms=False)   # the values themselves
     return {c["name"]: [float(x) for x in table.values[c["name"]][table.index]] for c in columns}
 
 

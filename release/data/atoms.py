@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from dpbundle.release.data.constraints import constraint_mask
-from dpbundle.release.data.distinct import REMAP_BLOCK, DistinctAccumulator, distinct_rows
+from dpbundle.release.data.distinct import REMAP_BLOCK, distinct_rows, index_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpbundle.release.data.record_keys import RecordKeys
@@ -116,7 +116,7 @@ class ColumnAtoms:
         self._table = np.zeros(0, dtype=np.int32)
         self._dense = True
         # sorted lookup: keys and their ids, in a large sorted run and a small one of recent
-        # values (merged into the large one when it reaches an eighth of it: amortised O(log))
+        # values (merged into the large one by insertion every RECENT_ROWS values)
         self._sorted_keys = np.zeros(0, dtype=np.int64)
         self._sorted_ids = np.zeros(0, dtype=np.int64)
         self._recent_keys = np.zeros(0, dtype=np.int64)
@@ -230,15 +230,11 @@ class ColumnAtoms:
         unseen = ids < 0
         if unseen.any():
             ids[unseen] = self._new_values(values[first[unseen]])
-            keys_all = np.concatenate([self._recent_keys, uniq[unseen]])
-            ids_all = np.concatenate([self._recent_ids, ids[unseen]])
-            order = np.argsort(keys_all, kind="stable")
-            self._recent_keys, self._recent_ids = keys_all[order], ids_all[order]
-            if len(self._recent_keys) * 8 >= len(self._sorted_keys):
-                keys_all = np.concatenate([self._sorted_keys, self._recent_keys])
-                ids_all = np.concatenate([self._sorted_ids, self._recent_ids])
-                order = np.argsort(keys_all, kind="stable")
-                self._sorted_keys, self._sorted_ids = keys_all[order], ids_all[order]
+            self._recent_keys, self._recent_ids = _merged(self._recent_keys, self._recent_ids,
+                                                          uniq[unseen], ids[unseen])
+            if len(self._recent_keys) >= RECENT_ROWS:
+                self._sorted_keys, self._sorted_ids = _merged(self._sorted_keys, self._sorted_ids,
+                                                              self._recent_keys, self._recent_ids)
                 self._recent_keys, self._recent_ids = self._recent_keys[:0], self._recent_ids[:0]
         return ids[inverse.reshape(-1)]
 
@@ -268,8 +264,162 @@ class ColumnAtoms:
         return np.arange(start, self.size, dtype=np.int64)
 
 
+#: keys met since the last merge into the large sorted run (looked up in a small run of their own)
+RECENT_ROWS = 4096
+
+
+def _merged(keys: np.ndarray, ids: np.ndarray, new_keys: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted run ``keys`` (with ``ids``) with ``new_keys`` (distinct, none in ``keys``)
+    inserted in order: O(len(keys)) copying, no sort of the large run."""
+    order = np.argsort(new_keys, kind="stable")
+    new_keys, new_ids = new_keys[order], new_ids[order]
+    at = np.searchsorted(keys, new_keys)
+    return np.insert(keys, at, new_keys), np.insert(ids, at, new_ids)
+
+
 def _dtype(kind: str):
     return {"date": "datetime64[D]", "category": np.int64}.get(kind, np.float64)
+
+
+#: records of one block of the record index (4 MB); the blocks are joined at the end
+INDEX_BLOCK = 1 << 20
+#: records looked up at a time (one sort of their keys; 48 MB of codes for six columns)
+BUFFER_ROWS = 1 << 20
+_KEY_BITS = 62
+
+
+class AtomRows:
+    """The distinct rows of atom codes met chunk by chunk, each numbered once and for all (in
+    order of first appearance), and each record's row number (4 bytes a record, kept in blocks):
+    no record's number is ever rewritten as rows arrive, so reading holds the index once.
+
+    A chunk's rows are looked up by an int64 key that packs each column's code in a fixed
+    number of bits; when a column's codes outgrow their bits, the known rows' keys are packed
+    again (atoms stop appearing early in a reading: a few times in all). Rows wider than 62
+    bits are looked up by their bytes in a dict instead (slower; a spec of many columns)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = list(names)
+        self.bits = [1] * len(self.names)
+        self.codes = np.zeros((64, len(self.names)), dtype=np.int64)   # each known row's codes
+        self.size = 0
+        self._keys = np.zeros(0, dtype=np.int64)        # sorted run of known keys, and their rows
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._recent_keys = np.zeros(0, dtype=np.int64)
+        self._recent_ids = np.zeros(0, dtype=np.int64)
+        self._by_bytes: dict[bytes, int] | None = None  # the wide-row lookup, once packed keys do not fit
+        self._blocks: list[np.ndarray] = []
+        self._filled = 0                                # records in the last block
+        self.records = 0
+        self._buffer: list[np.ndarray] = []             # chunks not yet looked up
+        self._buffered = 0
+
+    def add(self, codes: dict[str, np.ndarray]) -> None:
+        """One chunk's codes (looked up :data:`BUFFER_ROWS` records at a time)."""
+        rows = len(codes[self.names[0]]) if self.names else 0
+        if not rows:
+            return
+        self._buffer.append(np.stack([np.asarray(codes[n], dtype=np.int64) for n in self.names], axis=1))
+        self._buffered += rows
+        if self._buffered >= BUFFER_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        matrix = self._buffer[0] if len(self._buffer) == 1 else np.concatenate(self._buffer)
+        self._buffer, self._buffered = [], 0
+        if self._by_bytes is None:
+            need = [max(1, int(m).bit_length()) for m in matrix.max(axis=0)]
+            if any(n > b for n, b in zip(need, self.bits)):
+                self.bits = [max(b, n + 1) for b, n in zip(self.bits, need)]   # room to grow
+                if sum(self.bits) > _KEY_BITS:
+                    self._by_bytes = {self.codes[i].tobytes(): i for i in range(self.size)}
+                else:
+                    self._repack()
+        rows = self._rows_of(matrix)
+        self._append(rows)
+
+    def _key(self, matrix: np.ndarray) -> np.ndarray:
+        key = np.zeros(len(matrix), dtype=np.int64)
+        for j, b in enumerate(self.bits):
+            key = (key << b) | matrix[:, j]
+        return key
+
+    def _repack(self) -> None:
+        keys = self._key(self.codes[:self.size])
+        order = np.argsort(keys, kind="stable")
+        self._keys, self._ids = keys[order], order.astype(np.int64)
+        self._recent_keys, self._recent_ids = self._recent_keys[:0], self._recent_ids[:0]
+
+    def _rows_of(self, matrix: np.ndarray) -> np.ndarray:
+        if self._by_bytes is not None:
+            uniq, first, inverse = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
+            ids = np.empty(len(uniq), dtype=np.int64)
+            for i, row in enumerate(uniq):
+                key = row.tobytes()
+                got = self._by_bytes.get(key)
+                if got is None:
+                    got = self._by_bytes[key] = self._new_rows(row[None, :])[0]
+                ids[i] = got
+            return ids[inverse.reshape(-1)]
+        uniq, first, inverse = np.unique(self._key(matrix), return_index=True, return_inverse=True)
+        ids = np.full(len(uniq), -1, dtype=np.int64)
+        for run_keys, run_ids in ((self._keys, self._ids), (self._recent_keys, self._recent_ids)):
+            at = np.searchsorted(run_keys, uniq)
+            found = at < len(run_keys)
+            found[found] = run_keys[at[found]] == uniq[found]
+            ids[found] = run_ids[at[found]]
+        unseen = ids < 0
+        if unseen.any():
+            ids[unseen] = self._new_rows(matrix[first[unseen]])
+            self._recent_keys, self._recent_ids = _merged(self._recent_keys, self._recent_ids,
+                                                          uniq[unseen], ids[unseen])
+            if len(self._recent_keys) >= RECENT_ROWS:
+                self._keys, self._ids = _merged(self._keys, self._ids, self._recent_keys, self._recent_ids)
+                self._recent_keys, self._recent_ids = self._recent_keys[:0], self._recent_ids[:0]
+        return ids[inverse.reshape(-1)]
+
+    def _new_rows(self, rows: np.ndarray) -> np.ndarray:
+        start = self.size
+        self.size += len(rows)
+        if self.size > len(self.codes):
+            grown = np.zeros((max(self.size, 2 * len(self.codes)), len(self.names)), dtype=np.int64)
+            grown[:start] = self.codes[:start]
+            self.codes = grown
+        self.codes[start:self.size] = rows
+        return np.arange(start, self.size, dtype=np.int64)
+
+    def _append(self, rows: np.ndarray) -> None:
+        done = 0
+        while done < len(rows):
+            if not self._blocks or self._filled == INDEX_BLOCK:
+                self._blocks.append(np.empty(INDEX_BLOCK, dtype=np.int64 if self.size >= 2**31 else np.int32))
+                self._filled = 0
+            block = self._blocks[-1]
+            k = min(len(rows) - done, INDEX_BLOCK - self._filled)
+            if block.dtype == np.int32 and self.size >= 2**31:     # pragma: no cover - 2^31 atom rows
+                block = self._blocks[-1] = block.astype(np.int64)
+            block[self._filled:self._filled + k] = rows[done:done + k]
+            self._filled += k
+            done += k
+        self.records += len(rows)
+
+    def finish(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """(each distinct row's codes by column, each record's row in reading order); the
+        blocks are released as they are joined."""
+        self._flush()
+        dtype = index_dtype(self.size)
+        index = np.empty(self.records, dtype=dtype)
+        at = 0
+        self._blocks.reverse()
+        while self._blocks:
+            block = self._blocks.pop()
+            k = min(INDEX_BLOCK, self.records - at)
+            index[at:at + k] = block[:k]
+            at += k
+            del block
+        return {n: self.codes[:self.size, j].copy() for j, n in enumerate(self.names)}, index
 
 
 class AtomReader:
@@ -288,7 +438,7 @@ class AtomReader:
                         for n, m in inputs.items()}
         self.constraints = list(spec.model.all_raw_constraints)
         self.categories = {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"}
-        self.acc = DistinctAccumulator(codes=True)
+        self.acc = AtomRows(self.names)
         self.keys = keys
 
     def add(self, table: dict[str, np.ndarray]) -> None:
@@ -310,7 +460,7 @@ class AtomReader:
         """(the distinct atom rows, each as its representatives, in the order of their values,
         as :func:`~dpbundle.release.data.distinct.distinct_rows` orders rows; each record's
         index into them, in reading order)."""
-        codes, index = self.acc.finish({n: np.zeros(0, dtype=np.int64) for n in self.names})
+        codes, index = self.acc.finish()
         distinct = {n: self.columns[n].atom_values[codes[n]] if len(codes[n]) else np.zeros(0, dtype=_dtype(self.kinds[n]))
                     for n in self.names}
         if len(index):      # rows in the order of their values, not of the atoms' first reading

@@ -335,6 +335,9 @@ def read_atoms(path: Path, spec: Spec, show_values: bool = True, *, content: byt
     raw constraint of the spec gives on these rows what it gives on the records."""
     from dpbundle.release.data.atoms import AtomReader
     from dpbundle.release.data.record_keys import RecordKeys
+    from dpbundle.release.data.system_memory import large_arrays_mapped
+
+    large_arrays_mapped()
 
     inputs = spec.model.input.by_name
     keys = RecordKeys(list(inputs), {n: m.type for n, m in inputs.items()},
@@ -524,6 +527,9 @@ def _constrained(source: str, distinct: dict, index: np.ndarray, rows: int, spec
         if sum(k.rows for k in keys) != n:   # the chunks' constraints and the distinct rows' disagree
             raise RuntimeError("internal error: the records kept for the ledger fingerprint are not the plausible records")
         fingerprint = keys_fingerprint(keys)
+        from dpbundle.release.data.system_memory import give_back
+
+        give_back()      # the keys' blocks and the re-packed words are gone
     index = kept_index(index, keep, n)   # in blocks: no n-sized int64 temporaries
     prepared = Prepared(source, kept, n, rows, dropped_by, int(counts[drop].sum()), sha256, index=index,
                         counts=counts[keep])
