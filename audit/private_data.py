@@ -13,7 +13,9 @@ Problems name "row R (row group G)" (rows from 1, row groups from 0) instead of 
 Reading: an input column comes from the CSV column headed by its ``header`` (default its
 ``name``); a cell is missing when it equals one of ``input.missing_values`` or of the column's own
 ``missing`` markers; a category cell is matched by text against the declared categories (an
-integer category 3 is the text "3"). Raw constraints compare in input units (category values by
+integer category 3 is the text "3"). Each integer, float or date value is stored as its atom
+(:class:`_Atoms`): the replay's stored rows are bounded by the spec, not by the records. Raw
+constraints compare in input units (category values by
 text; ``in`` / ``not in`` take lists); a comparison with a missing cell is false. Binning derives
 month, year, ``age`` (completed years at ``source.reference``) or ``linear`` (scale * x + offset)
 and maps categories by ``map``, then ``default``, then the same text; a category that a raw
@@ -66,9 +68,11 @@ class PrivateDataError(ValueError):
 @dataclass
 class PrivateTable:
     """Typed input columns after the raw constraints (private), held as *stored rows*: each
-    distinct row of the file's wanted cells is parsed and stored once (while the memo of rows
-    seen holds fewer than MEMO_ROWS; a row seen again later may be stored again), and
-    ``index[i]`` is the stored row of plausible record i, in file order. ``values[name]`` is
+    distinct row of atoms (:class:`_Atoms`: the values the raw constraints and every binning of
+    the spec cannot tell apart, each atom as its first value read) is stored once (with
+    ``load_private(..., atoms=False)``: each distinct row of the file's cells, while the memo of
+    rows seen holds fewer than MEMO_ROWS), and ``index[i]`` is the stored row of plausible
+    record i, in file order. ``values[name]`` is
     float64 with NaN for missing (dates: proleptic ordinal; booleans 0/1; categories: index);
     dates also keep their year, month and day. ``n``: the plausible records."""
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from dpbundle.release.data.constraints import constraint_mask
+from dpbundle.release.data.constraints import constraint_mask, is_missing as _missing
 from dpbundle.release.data.distinct import REMAP_BLOCK, distinct_rows, index_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,14 +43,6 @@ __all__ = ["AtomReader", "ColumnAtoms", "atom_signatures", "joined_representativ
 #: the widest integer span a column is looked up in by a dense table (4 bytes an entry)
 DENSE_SPAN = 1 << 22
 _ATOMIZED = ("integer", "float", "date")
-
-
-def _missing(kind: str, values: np.ndarray) -> np.ndarray:
-    if kind == "date":
-        return np.isnat(values)
-    if kind == "category":
-        return values < 0
-    return np.isnan(values)
 
 
 def atom_signatures(spec: "Spec", name: str) -> Callable[[np.ndarray], np.ndarray]:
@@ -115,12 +107,7 @@ class ColumnAtoms:
         self._lo: int | None = None                     # dense table: ids of lo, lo + 1, ...
         self._table = np.zeros(0, dtype=np.int32)
         self._dense = True
-        # sorted lookup: keys and their ids, in a large sorted run and a small one of recent
-        # values (merged into the large one by insertion every RECENT_ROWS values)
-        self._sorted_keys = np.zeros(0, dtype=np.int64)
-        self._sorted_ids = np.zeros(0, dtype=np.int64)
-        self._recent_keys = np.zeros(0, dtype=np.int64)
-        self._recent_ids = np.zeros(0, dtype=np.int64)
+        self._lookup = SortedLookup()     # once the dense table is left
 
     # -- results ---------------------------------------------------------------------------
     @property
@@ -209,33 +196,21 @@ class ColumnAtoms:
         """From the dense table to the sorted lookup (the values' keys as float64 bits, or as
         integers for dates and categories)."""
         self._dense = False
-        ids = np.flatnonzero(self._table >= 0)
-        if self._lo is not None and len(ids):
-            if self.kind in ("date", "category"):
-                keys = ids.astype(np.int64) + self._lo
-            else:
-                keys = (ids.astype(np.int64) + self._lo).astype(np.float64).view(np.int64)
-            order = np.argsort(keys, kind="stable")
-            self._sorted_keys, self._sorted_ids = keys[order], self._table[ids][order].astype(np.int64)
+        offsets = np.flatnonzero(self._table >= 0)
+        if self._lo is not None and len(offsets):
+            keys = offsets.astype(np.int64) + self._lo
+            if self.kind not in ("date", "category"):
+                keys = keys.astype(np.float64).view(np.int64)
+            self._lookup.insert(keys, self._table[offsets].astype(np.int64))
         self._table = np.zeros(0, dtype=np.int32)
 
     def _sorted_ids_of(self, values: np.ndarray, keys: np.ndarray) -> np.ndarray:
         uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        ids = np.full(len(uniq), -1, dtype=np.int64)
-        for run_keys, run_ids in ((self._sorted_keys, self._sorted_ids), (self._recent_keys, self._recent_ids)):
-            at = np.searchsorted(run_keys, uniq)
-            found = at < len(run_keys)
-            found[found] = run_keys[at[found]] == uniq[found]
-            ids[found] = run_ids[at[found]]
+        ids = self._lookup.find(uniq)
         unseen = ids < 0
         if unseen.any():
             ids[unseen] = self._new_values(values[first[unseen]])
-            self._recent_keys, self._recent_ids = _merged(self._recent_keys, self._recent_ids,
-                                                          uniq[unseen], ids[unseen])
-            if len(self._recent_keys) >= RECENT_ROWS:
-                self._sorted_keys, self._sorted_ids = _merged(self._sorted_keys, self._sorted_ids,
-                                                              self._recent_keys, self._recent_ids)
-                self._recent_keys, self._recent_ids = self._recent_keys[:0], self._recent_ids[:0]
+            self._lookup.insert(uniq[unseen], ids[unseen])
         return ids[inverse.reshape(-1)]
 
     def _new_values(self, values: np.ndarray) -> np.ndarray:
@@ -277,6 +252,33 @@ def _merged(keys: np.ndarray, ids: np.ndarray, new_keys: np.ndarray, new_ids: np
     return np.insert(keys, at, new_keys), np.insert(ids, at, new_ids)
 
 
+class SortedLookup:
+    """int64 keys -> ids, for keys arriving in batches: a large sorted run and a small one of
+    the keys inserted since the last merge (merged into the large one by insertion every
+    :data:`RECENT_ROWS` keys, so no batch sorts the large run)."""
+
+    def __init__(self) -> None:
+        self.keys = self.ids = np.zeros(0, dtype=np.int64)
+        self.recent_keys = self.recent_ids = np.zeros(0, dtype=np.int64)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The id of each key (distinct keys), -1 where unknown."""
+        ids = np.full(len(keys), -1, dtype=np.int64)
+        for run_keys, run_ids in ((self.keys, self.ids), (self.recent_keys, self.recent_ids)):
+            at = np.searchsorted(run_keys, keys)
+            found = at < len(run_keys)
+            found[found] = run_keys[at[found]] == keys[found]
+            ids[found] = run_ids[at[found]]
+        return ids
+
+    def insert(self, keys: np.ndarray, ids: np.ndarray) -> None:
+        """Add keys not known yet (distinct), with their ids."""
+        self.recent_keys, self.recent_ids = _merged(self.recent_keys, self.recent_ids, keys, ids)
+        if len(self.recent_keys) >= RECENT_ROWS:
+            self.keys, self.ids = _merged(self.keys, self.ids, self.recent_keys, self.recent_ids)
+            self.recent_keys, self.recent_ids = self.recent_keys[:0], self.recent_ids[:0]
+
+
 def _dtype(kind: str):
     return {"date": "datetime64[D]", "category": np.int64}.get(kind, np.float64)
 
@@ -303,10 +305,7 @@ class AtomRows:
         self.bits = [1] * len(self.names)
         self.codes = np.zeros((64, len(self.names)), dtype=np.int64)   # each known row's codes
         self.size = 0
-        self._keys = np.zeros(0, dtype=np.int64)        # sorted run of known keys, and their rows
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._recent_keys = np.zeros(0, dtype=np.int64)
-        self._recent_ids = np.zeros(0, dtype=np.int64)
+        self._lookup = SortedLookup()                   # packed key -> row
         self._by_bytes: dict[bytes, int] | None = None  # the wide-row lookup, once packed keys do not fit
         self._blocks: list[np.ndarray] = []
         self._filled = 0                                # records in the last block
@@ -347,10 +346,8 @@ class AtomRows:
         return key
 
     def _repack(self) -> None:
-        keys = self._key(self.codes[:self.size])
-        order = np.argsort(keys, kind="stable")
-        self._keys, self._ids = keys[order], order.astype(np.int64)
-        self._recent_keys, self._recent_ids = self._recent_keys[:0], self._recent_ids[:0]
+        self._lookup = SortedLookup()
+        self._lookup.insert(self._key(self.codes[:self.size]), np.arange(self.size, dtype=np.int64))
 
     def _rows_of(self, matrix: np.ndarray) -> np.ndarray:
         if self._by_bytes is not None:
@@ -364,20 +361,11 @@ class AtomRows:
                 ids[i] = got
             return ids[inverse.reshape(-1)]
         uniq, first, inverse = np.unique(self._key(matrix), return_index=True, return_inverse=True)
-        ids = np.full(len(uniq), -1, dtype=np.int64)
-        for run_keys, run_ids in ((self._keys, self._ids), (self._recent_keys, self._recent_ids)):
-            at = np.searchsorted(run_keys, uniq)
-            found = at < len(run_keys)
-            found[found] = run_keys[at[found]] == uniq[found]
-            ids[found] = run_ids[at[found]]
+        ids = self._lookup.find(uniq)
         unseen = ids < 0
         if unseen.any():
             ids[unseen] = self._new_rows(matrix[first[unseen]])
-            self._recent_keys, self._recent_ids = _merged(self._recent_keys, self._recent_ids,
-                                                          uniq[unseen], ids[unseen])
-            if len(self._recent_keys) >= RECENT_ROWS:
-                self._keys, self._ids = _merged(self._keys, self._ids, self._recent_keys, self._recent_ids)
-                self._recent_keys, self._recent_ids = self._recent_keys[:0], self._recent_ids[:0]
+            self._lookup.insert(uniq[unseen], ids[unseen])
         return ids[inverse.reshape(-1)]
 
     def _new_rows(self, rows: np.ndarray) -> np.ndarray:

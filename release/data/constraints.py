@@ -30,6 +30,15 @@ OPS: dict[str, Callable] = {
 SET_OPS = ("in", "not in")
 
 
+def is_missing(kind: str, values: np.ndarray) -> np.ndarray:
+    """Missing-value mask of one typed input column (NaT for dates, -1 for categories, NaN)."""
+    if kind == "date":
+        return np.isnat(values)
+    if kind == "category":
+        return values < 0
+    return np.isnan(values)
+
+
 def _items(op: str, value) -> list:
     return list(value) if op in SET_OPS else [value]
 

@@ -13,21 +13,25 @@ at least :data:`PARALLEL_BYTES` in all; each holds one part while reading it); t
 same as reading them one after the other.
 
 What runs where (``--scheduler ADDRESS``): each worker reads and validates one part with the
-spec's input columns and reduces it to its distinct typed records and their counts
-(:func:`count_part`: the same reader and checks as a single file). Only that crosses the network
-back to the steward (through the scheduler): the distinct records of the part and how many times each occurs (the
-registry's records up to their order, never the file's text), the number of rows read and the
-part's SHA-256. Under the ``dp_count`` records policy the order of the records crosses too (a
-4-byte index per record): the DP count's resize keeps a uniform subset of the records in file
-order, and the enclave replay repeats it from the file. Everything after that (raw
-constraints, the ledger's fingerprint, the selection, the bundle) runs on the steward's machine,
-as for a single file. The cluster must be inside the enclave: its workers read the private files
-and hold their counts in memory.
+spec's input columns and reduces it to the distinct rows of its records' atoms and their counts
+(:func:`count_part`: the same reader and checks as a single file;
+:mod:`dpbundle.release.data.atoms`). Only that crosses the network back to the steward (through
+the scheduler): the part's distinct atom rows and how many records hold each, the part's
+plausible records as packed value ids with the values read (8 bytes a record: the material of
+the ledger's fingerprint, sorted, so the registry's records up to their order, never the
+file's text), the number of rows read and the part's SHA-256. Under the ``dp_count`` records
+policy the order of the records crosses too (a 4-byte index per record): the DP count's resize
+keeps a uniform subset of the records in file order, and the enclave replay repeats it from the
+file. Everything after that (raw constraints, the ledger's fingerprint, the selection, the
+bundle) runs on the steward's machine, as for a single file. The cluster must be inside the
+enclave: its workers read the private files and hold their records in memory.
 
-Under ``declared_public`` the gathered records are put in a canonical order (the distinct
-records, each repeated by its count); the release does not depend on the order of the records
-(every step after the preparation works on their multiset), so its bundle, given the same
-transcript, is the one made from the parts' concatenation in a single file.
+Each atom stands as its smallest value over all the parts (:func:`~dpbundle.release.data.atoms.joined_representatives`),
+as in one reading of the whole registry. Under ``declared_public`` the gathered records are put
+in a canonical order (the distinct atom rows, each repeated by its count); the release does not
+depend on the order of the records (every step after the preparation works on their multiset),
+so its bundle, given the same transcript, is the one made from the parts' concatenation in a
+single file.
 """
 from __future__ import annotations
 

@@ -10,6 +10,14 @@ Each input column is read from the CSV column whose header is its ``header`` (de
 ``name``); a cell is missing when it is one of ``input.missing_values`` or of the column's own
 ``missing`` markers.
 
+A release reads the table to the spec's *atoms* (:func:`read_atoms`,
+:mod:`dpbundle.release.data.atoms`): each value as the smallest value the spec cannot tell apart
+from it (no raw-constraint condition and no alternative's code differs), so that the distinct
+rows are bounded by the spec, not by the number of records; every binning and constraint gives
+what it gives on the records, and the ledger fingerprint is computed from the records themselves
+while reading (:mod:`dpbundle.release.data.record_keys`). ``prepare(..., atoms=False)`` keeps the
+records' own values (the self-test, which builds neighbours from them).
+
 Bad input raises :class:`InputError` naming the file, line, column and rule (first few problems
 plus a count). Nothing is written anywhere. The file is read in chunks by
 :mod:`dpbundle.release.data.csv_read` (cell length limit, encoding, gzip, header and row structure,
@@ -31,7 +39,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import numpy as np
 import pandas as pd
 
-from dpbundle.release.data.constraints import constraint_mask
+from dpbundle.release.data.constraints import constraint_mask, is_missing  # noqa: F401  (is_missing: also from here)
 from dpbundle.release.data.distinct import DistinctAccumulator, distinct_rows, kept_index
 from dpbundle.release.data.csv_read import MAX_PROBLEMS, MAX_REPORTED, CsvReader, Problems, file_sha256, max_cell_chars
 from dpbundle.release.spec.model import Spec
@@ -289,15 +297,6 @@ def _parse_typed(name: str, meta: InputColumn, values: np.ndarray, missing: np.n
         values[~present] = np.nan
         return values
     return _checked_dates(name, meta, np.array(values, dtype="datetime64[D]"), present, problems, cells, where)
-
-
-def is_missing(kind: str, values: np.ndarray) -> np.ndarray:
-    """Missing-value mask of one typed column."""
-    if kind == "date":
-        return np.isnat(values)
-    if kind == "category":
-        return values < 0
-    return np.isnan(values)
 
 
 def column_header(meta: InputColumn) -> str:

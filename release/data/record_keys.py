@@ -181,17 +181,7 @@ class RecordKeys:
         widths = [_width(len(self.values[n])) for n in self.names]
         layout = _layout(widths)
         words = [np.empty(self.rows, dtype=np.int64) for _ in range(layout[-1][0] + 1)]
-        at = 0
-        for first, count, run_widths, run_layout in self.runs:
-            for s in range(0, count, STORE_ROWS):
-                size = min(STORE_ROWS, count - s)
-                ids = self.decoded(first + s, size, run_widths, run_layout)
-                for w in words:
-                    w[at:at + size] = 0
-                for n, (word, shift) in zip(self.names, layout):
-                    words[word][at:at + size] |= renumber[n][ids[n]] << shift
-                at += size
-                self.release_before(first + s + size)
+        self.repack_into(words, 0, layout, renumber)
         if len(words) == 1:
             words[0].sort()
         elif self.rows:
@@ -199,6 +189,23 @@ class RecordKeys:
             words = [w[order] for w in words]
         self.blocks = [[w[s:s + STORE_ROWS] for s in range(0, self.rows, STORE_ROWS)] for w in words]
         self.runs = [[0, self.rows, widths, layout]] if self.rows else []
+
+    def repack_into(self, words: list[np.ndarray], at: int, layout: list[tuple[int, int]],
+                    maps: dict[str, np.ndarray]) -> int:
+        """Every record, each value id ``i`` of column ``c`` as ``maps[c][i]``, packed in
+        ``layout`` into ``words`` from record ``at`` on (the storage released as it is read);
+        the record after the last."""
+        for first, count, run_widths, run_layout in self.runs:
+            for s in range(0, count, STORE_ROWS):
+                size = min(STORE_ROWS, count - s)
+                ids = self.decoded(first + s, size, run_widths, run_layout)
+                for w in words:
+                    w[at:at + size] = 0
+                for n, (word, shift) in zip(self.names, layout):
+                    words[word][at:at + size] |= maps[n][ids[n]] << shift
+                at += size
+                self.release_before(first + s + size)
+        return at
 
     def decoded(self, at: int, rows: int, widths: list[int], layout: list[tuple[int, int]]) -> dict[str, np.ndarray]:
         words = {w: self.load(w, at, rows) for w in {word for word, _ in layout}}
@@ -240,16 +247,7 @@ def keys_fingerprint(readings: list[RecordKeys]) -> str:
     words = [np.empty(rows, dtype=np.int64) for _ in range(layout[-1][0] + 1)]   # pages as written
     at = 0
     for k, r in enumerate(readings):
-        for first, count, run_widths, run_layout in r.runs:
-            for s in range(0, count, STORE_ROWS):
-                size = min(STORE_ROWS, count - s)
-                ids = r.decoded(first + s, size, run_widths, run_layout)
-                for w in words:
-                    w[at:at + size] = 0
-                for n, (word, shift) in zip(names, layout):
-                    words[word][at:at + size] |= ranks[k][n][ids[n]] << shift
-                at += size
-                r.release_before(first + s + size)
+        at = r.repack_into(words, at, layout, ranks[k])
         r.runs, r.blocks = [], []
     if len(words) == 1:
         words[0].sort()
