@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["distinct_rows", "DistinctAccumulator", "index_dtype", "kept_index", "join_indices"]
+__all__ = ["distinct_rows", "DistinctAccumulator", "index_counts", "index_dtype", "kept_index", "join_indices"]
 
 #: rows of an index remapped at a time by :func:`kept_index` (bounds its temporaries)
 REMAP_BLOCK = 1 << 24
@@ -92,6 +92,16 @@ def kept_index(index: np.ndarray, keep: np.ndarray, kept: int | None = None) -> 
         out[at:at + block.size] = new_id[block]
         at += block.size
     return out
+
+
+def index_counts(index: np.ndarray, size: int) -> np.ndarray:
+    """``np.bincount(index, minlength=size)`` as int64, counted :data:`REMAP_BLOCK` records at
+    a time (bincount casts its input to int64: 8 bytes a record at once, 2.6 GB at 331 million
+    records, for an index of 4)."""
+    counts = np.zeros(size, dtype=np.int64)
+    for s in range(0, index.size, REMAP_BLOCK):
+        counts += np.bincount(index[s:s + REMAP_BLOCK], minlength=size)
+    return counts
 
 
 def join_indices(pieces: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -43,7 +43,7 @@ import numpy as np
 
 from dpbundle.release.data.atoms import joined_representatives
 from dpbundle.release.data.csv_read import file_sha256
-from dpbundle.release.data.distinct import distinct_rows, index_dtype
+from dpbundle.release.data.distinct import distinct_rows, index_counts, index_dtype
 from dpbundle.release.data.prepare import InputError, Prepared, _constrained, read_atoms
 from dpbundle.release.data.record_keys import RecordKeys
 from dpbundle.release.spec.model import Spec
@@ -108,7 +108,7 @@ def count_part(path: str, spec: Spec, show_values: bool = True, keep_order: bool
     if not keep_order:
         keys.compact()     # sorted: the part's records up to their order, as its counts
     size = len(next(iter(distinct.values()))) if distinct else 0
-    counts = np.bincount(index, minlength=size).astype(np.int64)
+    counts = index_counts(index, size)
     return PartCounts(str(path), distinct, counts, index if keep_order else None, rows, file_sha256(Path(path)),
                       keys)
 

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from dpbundle.release.data.constraints import constraint_mask, is_missing  # noqa: F401  (is_missing: also from here)
-from dpbundle.release.data.distinct import DistinctAccumulator, distinct_rows, kept_index
+from dpbundle.release.data.distinct import DistinctAccumulator, distinct_rows, index_counts, kept_index
 from dpbundle.release.data.csv_read import MAX_PROBLEMS, MAX_REPORTED, CsvReader, Problems, file_sha256, max_cell_chars
 from dpbundle.release.spec.model import Spec
 from dpbundle.release.spec.typed import InputColumn
@@ -131,7 +131,7 @@ class Prepared:
         self.dropped_total, self.sha256, self.resize = dropped_total, sha256, resize
         size = len(next(iter(table.values()))) if table else 0
         # records per distinct row (``counts``: given by a caller that has them)
-        self.counts = np.bincount(self.index, minlength=size).astype(np.int64) if counts is None else counts
+        self.counts = index_counts(self.index, size) if counts is None else counts
 
     @property
     def rows(self) -> int:
@@ -497,7 +497,7 @@ def _constrained(source: str, distinct: dict, index: np.ndarray, rows: int, spec
     kinds = {n: m.type for n, m in inputs.items()}
     cats = {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"}
     size = len(next(iter(distinct.values()))) if distinct else 0
-    counts = np.bincount(index, minlength=size).astype(np.int64)
+    counts = index_counts(index, size)
     drop = np.zeros(size, dtype=bool)
     dropped_by = []
     for c in spec.model.all_raw_constraints:
