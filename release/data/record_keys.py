@@ -187,7 +187,10 @@ class RecordKeys:
         elif self.rows:
             order = np.lexsort(tuple(reversed(words)))
             words = [w[order] for w in words]
-        self.blocks = [[w[s:s + STORE_ROWS] for s in range(0, self.rows, STORE_ROWS)] for w in words]
+        self.blocks = []
+        for w in words:    # blocks of their own (released one by one as the fingerprint reads them)
+            self.blocks.append([w[s:s + STORE_ROWS].copy() for s in range(0, self.rows, STORE_ROWS)])
+            w.resize(0, refcheck=False)
         self.runs = [[0, self.rows, widths, layout]] if self.rows else []
 
     def repack_into(self, words: list[np.ndarray], at: int, layout: list[tuple[int, int]],
