@@ -51,15 +51,20 @@ def test_the_memo_of_rows_changes_nothing_but_memory(tmp_path, monkeypatch):
     lines = fx.example_registry(tmp_path / "r.csv", 1500, 4).read_bytes().splitlines(keepends=True)
     data = tmp_path / "twice.csv"
     data.write_bytes(b"".join([lines[0], *lines[1:], *lines[1:][::-1]]))     # every record twice
-    full = private_data.load_private(data, spec)
+    full = private_data.load_private(data, spec, atoms=False)
+    atoms_full = private_data.load_private(data, spec)
     monkeypatch.setattr(private_data, "MEMO_ROWS", 3)
-    small = private_data.load_private(data, spec)
+    small = private_data.load_private(data, spec, atoms=False)
+    atoms_small = private_data.load_private(data, spec)
     assert full.n == small.n and full.rows_read == small.rows_read == 3000
     stored_full, stored_small = (len(next(iter(t.values.values()))) for t in (full, small))
     assert stored_full <= full.n // 2 and stored_small > 1.9 * stored_full   # repeats stored once, or again
-    for name in full.values:
-        assert np.array_equal(full.values[name][full.record_rows()], small.values[name][small.record_rows()],
-                              equal_nan=True)
+    # read to atoms, a row of atoms is stored once whatever the memo holds
+    stored_atoms = [len(next(iter(t.values.values()))) for t in (atoms_full, atoms_small)]
+    assert stored_atoms[0] == stored_atoms[1] <= stored_full
+    for a, b in ((full, small), (atoms_full, atoms_small)):
+        for name in a.values:
+            assert np.array_equal(a.values[name][a.record_rows()], b.values[name][b.record_rows()], equal_nan=True)
 
 
 def test_arranged_csv_is_the_rows_csv():
