@@ -306,3 +306,23 @@ def test_freed_arrays_go_back_to_the_system_on_glibc():
         del a
     give_back()
     assert rss() - before < 64 * 1024     # kB
+
+
+@pytest.mark.parametrize("span", [1 << 22, 4])
+def test_a_value_keeps_its_id_when_the_lookup_leaves_the_dense_table(monkeypatch, span):
+    """Whole numbers first (dense table), then fractions or a wide span (sorted lookup), then
+    the first values again: every value keeps the id it got first, missing values one id."""
+    from dpbundle.release.data.atoms import ColumnAtoms
+
+    monkeypatch.setattr(atoms_mod, "DENSE_SPAN", span)
+    col = ColumnAtoms("float", None)
+    first = np.array([3.0, 1.0, 3.0, 2.0])
+    ids1, _ = col.encode(first)
+    ids2, _ = col.encode(np.array([2.5, np.nan, 1.0, 1e9, np.nan]))
+    ids3, _ = col.encode(first[::-1])
+    assert ids1[0] == ids1[2] and len({int(i) for i in ids1}) == 3
+    assert ids2[2] == ids1[1] and ids2[1] == ids2[4] and len({int(i) for i in ids2}) == 4
+    assert not {int(i) for i in ids2} - {int(ids1[1])} & {int(i) for i in ids1}     # new values, new ids
+    assert ids3.tolist() == ids1[::-1].tolist()
+    values = col.values
+    assert all(values[i] == v for i, v in zip(ids1, first))

@@ -92,8 +92,8 @@ def atom_signatures(spec: "Spec", name: str) -> Callable[[np.ndarray], np.ndarra
 
 
 class ColumnAtoms:
-    """One input column's values seen so far: an id for each distinct value (in order of first
-    appearance; ``values`` in that order), and each value's atom (``atom_values``: each atom's
+    """One input column's values seen so far: an id for each distinct value (chunk by chunk in
+    order of first appearance, a chunk's new values in value order; ``values`` by id), and each value's atom (``atom_values``: each atom's
     smallest value). ``signature=None``: each value is its own atom."""
 
     def __init__(self, kind: str, signature: Callable[[np.ndarray], np.ndarray] | None) -> None:
@@ -134,40 +134,43 @@ class ColumnAtoms:
     def encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(each row's value id, each row's atom), int64, for one chunk of typed values."""
         missing = _missing(self.kind, values)
-        ids = np.empty(len(values), dtype=np.int64)
-        if missing.any():
-            if self._missing_id < 0:
-                self._missing_id = self._new_values(values[np.flatnonzero(missing)[:1]])[0]
-            ids[missing] = self._missing_id
-            present = ~missing
-            ids[present] = self._present_ids(values[present])
-        else:
+        if not missing.any():
             ids = self._present_ids(values)
+            return ids, self._atom_of[ids]
+        if self._missing_id < 0:
+            self._missing_id = self._new_values(values[np.flatnonzero(missing)[:1]])[0]
+        ids = np.full(len(values), self._missing_id, dtype=np.int64)
+        ids[~missing] = self._present_ids(values[~missing])
         return ids, self._atom_of[ids]
 
-    def _keys(self, values: np.ndarray) -> tuple[np.ndarray, bool]:
-        """int64 lookup keys of present values, and whether they are the integers themselves."""
+    def _integers(self, values: np.ndarray) -> np.ndarray | None:
+        """Present values as the integers the dense table is indexed by (dates: days), or None
+        when they are not all whole numbers."""
         if self.kind == "date":
-            return values.view(np.int64), True
+            return values.view(np.int64)
         if self.kind == "category":
-            return values.astype(np.int64, copy=False), True
-        if self._dense and len(values):
-            if np.abs(values).max() < 2**53:
-                ints = values.astype(np.int64)
-                if np.array_equal(ints, values):
-                    return ints, True
-        return np.ascontiguousarray(values, dtype=np.float64).view(np.int64), False
+            return values.astype(np.int64, copy=False)
+        if np.abs(values).max() < 2**53:
+            ints = values.astype(np.int64)
+            if np.array_equal(ints, values):
+                return ints
+        return None
+
+    def _sort_keys(self, values: np.ndarray) -> np.ndarray:
+        """Present values as the keys of the sorted lookup (dates: days; numbers: float64 bits)."""
+        if self.kind in ("date", "category"):
+            return self._integers(values)
+        return np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
 
     def _present_ids(self, values: np.ndarray) -> np.ndarray:
         if not len(values):
             return np.zeros(0, dtype=np.int64)
-        keys, integral = self._keys(values)
-        if self._dense and integral and self._fits(int(keys.min()), int(keys.max())):
-            return self._dense_ids(values, keys)
         if self._dense:
+            ints = self._integers(values)
+            if ints is not None and self._fits(int(ints.min()), int(ints.max())):
+                return self._dense_ids(values, ints)
             self._leave_dense()
-        return self._sorted_ids_of(values, keys if not integral or self.kind in ("date", "category")
-                                   else np.ascontiguousarray(values, dtype=np.float64).view(np.int64))
+        return self._sorted_ids_of(values, self._sort_keys(values))
 
     def _fits(self, lo: int, hi: int) -> bool:
         if self._lo is None:
@@ -198,9 +201,9 @@ class ColumnAtoms:
         self._dense = False
         offsets = np.flatnonzero(self._table >= 0)
         if self._lo is not None and len(offsets):
-            keys = offsets.astype(np.int64) + self._lo
+            keys = offsets.astype(np.int64) + self._lo       # the values (numbers: whole)
             if self.kind not in ("date", "category"):
-                keys = keys.astype(np.float64).view(np.int64)
+                keys = self._sort_keys(keys.astype(np.float64))
             self._lookup.insert(keys, self._table[offsets].astype(np.int64))
         self._table = np.zeros(0, dtype=np.int32)
 
@@ -291,8 +294,8 @@ _KEY_BITS = 62
 
 
 class AtomRows:
-    """The distinct rows of atom codes met chunk by chunk, each numbered once and for all (in
-    order of first appearance), and each record's row number (4 bytes a record, kept in blocks):
+    """The distinct rows of atom codes met chunk by chunk, each numbered once and for all (as
+    they are first met, a buffer's new rows in key order), and each record's row number (4 bytes a record, kept in blocks):
     no record's number is ever rewritten as rows arrive, so reading holds the index once.
 
     A chunk's rows are looked up by an int64 key that packs each column's code in a fixed

@@ -39,16 +39,12 @@ def _bits(values: np.ndarray) -> np.ndarray:
     return a.view(np.int64)
 
 
-def _keys(table: dict[str, np.ndarray], rows: int, codes: bool = False) -> np.ndarray:
-    """One int64 key per row, equal exactly for rows with the same bits in every column
-    (``codes``: the columns are non-negative int64 codes, their own ranks)."""
+def _keys(table: dict[str, np.ndarray], rows: int) -> np.ndarray:
+    """One int64 key per row, equal exactly for rows with the same bits in every column."""
     key = np.zeros(rows, dtype=np.int64)
     width = 1
     for values in table.values():
-        if codes:
-            rank = np.asarray(values, dtype=np.int64)
-        else:
-            _, rank = np.unique(_bits(values), return_inverse=True)
+        _, rank = np.unique(_bits(values), return_inverse=True)
         size = int(rank.max()) + 1 if rows else 1
         if width * size >= _KEY_LIMIT:
             _, key = np.unique(key, return_inverse=True)   # re-rank: < rows distinct keys
@@ -59,15 +55,14 @@ def _keys(table: dict[str, np.ndarray], rows: int, codes: bool = False) -> np.nd
     return key
 
 
-def distinct_rows(table: dict[str, np.ndarray], codes: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def distinct_rows(table: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """(the distinct rows of ``table``, the index of each row's distinct row): ``{k: v[index]}``
-    of the result is ``table`` bit for bit. ``codes``: every column holds non-negative int64
-    codes (no ranking needed)."""
+    of the result is ``table`` bit for bit."""
     names = list(table)
     rows = len(table[names[0]]) if names else 0
     if not names:
         return {}, np.zeros(0, dtype=np.int32)
-    _, first, inverse = np.unique(_keys(table, rows, codes), return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(_keys(table, rows), return_index=True, return_inverse=True)
     distinct = {k: np.asarray(v)[first] for k, v in table.items()}
     return distinct, inverse.reshape(-1).astype(index_dtype(len(first)))
 
@@ -121,11 +116,10 @@ class DistinctAccumulator:
     """Distinct rows of a table read in chunks (in memory: a buffer of up to ``buffer_rows``
     rows, the distinct rows found so far, and 4 bytes a row read). Chunks are buffered and
     reduced ``buffer_rows`` at a time to their distinct rows; the reduced parts are merged
-    whenever ``merge_parts`` have piled up, and once more by :meth:`finish`. ``codes``: the
-    tables hold non-negative int64 codes (atoms: :mod:`dpbundle.release.data.atoms`)."""
+    whenever ``merge_parts`` have piled up, and once more by :meth:`finish`."""
 
-    def __init__(self, buffer_rows: int = 1 << 20, merge_parts: int = 16, codes: bool = False) -> None:
-        self.buffer_rows, self.merge_parts, self.codes = buffer_rows, merge_parts, codes
+    def __init__(self, buffer_rows: int = 1 << 20, merge_parts: int = 16) -> None:
+        self.buffer_rows, self.merge_parts = buffer_rows, merge_parts
         self._buffer: list[dict[str, np.ndarray]] = []
         self._buffered = 0
         # each part: (its distinct rows, the index arrays of the rows it stands for, in order)
@@ -150,7 +144,7 @@ class DistinctAccumulator:
         table = self._buffer[0] if len(self._buffer) == 1 else \
             {k: np.concatenate([b[k] for b in self._buffer]) for k in self._buffer[0]}
         self._buffer, self._buffered = [], 0
-        distinct, index = distinct_rows(table, self.codes)
+        distinct, index = distinct_rows(table)
         self._parts.append((distinct, [index]))
         if len(self._parts) >= self.merge_parts:
             self._merge()
@@ -159,7 +153,7 @@ class DistinctAccumulator:
         if len(self._parts) < 2:
             return
         merged = {k: np.concatenate([p[0][k] for p in self._parts]) for k in self._parts[0][0]}
-        distinct, global_of = distinct_rows(merged, self.codes)
+        distinct, global_of = distinct_rows(merged)
         dtype = index_dtype(len(next(iter(distinct.values()))))
         indices, offset = [], 0
         for part, part_indices in self._parts:
