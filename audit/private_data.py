@@ -821,13 +821,7 @@ class _Atoms:
         sig: list = [bool(_condition_hit(i, cond, one, self.kinds, self.cats)[0]) for i, cond in self.conditions[name]]
         table = PrivateTable(values=one, months={name: np.array([mo])}, years={name: np.array([yr])},
                              days={name: np.array([dy])}, kinds=self.kinds, n=1, rows_read=1)
-        for source, alt in self.bins[name]:
-            x = _derived(table, source)
-            if "clip" in alt:
-                x = np.clip(x, float(alt["clip"][0]), float(alt["clip"][1]))
-            e = _bin_edges(alt)
-            code = int(np.searchsorted(np.asarray(e), x, side="right")[0]) - 1
-            sig.append(code if 0 <= code < len(e) - 1 else -1)
+        sig.extend(int(_bin_codes(alt, _derived(table, source))[0]) for source, alt in self.bins[name])
         return tuple(sig)
 
 
@@ -959,6 +953,17 @@ def _bin_edges(alt: dict) -> list[float]:
     return [float(v) for v in range(int(a), int(b) + 2)]
 
 
+def _bin_codes(alt: dict, x: np.ndarray) -> np.ndarray:
+    """The bin of each derived value under a binned alternative (clipped first); -1 outside
+    every bin."""
+    if "clip" in alt:
+        x = np.clip(x, float(alt["clip"][0]), float(alt["clip"][1]))
+    e = np.asarray(_bin_edges(alt))
+    c = np.searchsorted(e, x, side="right") - 1
+    c[(c < 0) | (c >= len(e) - 1)] = -1
+    return c
+
+
 def _target(alt: dict, key: str, cats: list[str], removed: frozenset = frozenset()) -> int:
     """Released code of one input category text: map, else default, else the same text; -1 for
     a text the raw constraints always remove (see :func:`always_removed`) that maps nowhere."""
@@ -1061,13 +1066,11 @@ def bin_stored(table: PrivateTable, view: SpecView) -> tuple[np.ndarray, list[tu
             nan = np.full(len(cats), np.nan)
             edges_out.append((nan, nan))
             continue
-        if "clip" in alt:
-            x = np.clip(x, float(alt["clip"][0]), float(alt["clip"][1]))
-        e = np.asarray(_bin_edges(alt))
-        c = np.searchsorted(e, x, side="right") - 1
-        if ((c < 0) | (c >= len(e) - 1)).any():
+        c = _bin_codes(alt, x)
+        if (c < 0).any():
             raise PrivateDataError(f"column {vc.name!r}: a value lies outside the bins of "
                                    f"alternative {vc.alternative!r}")
         codes[:, j] = c
+        e = np.asarray(_bin_edges(alt))
         edges_out.append((e[:-1].copy(), e[1:].copy()))
     return codes, edges_out
