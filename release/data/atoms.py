@@ -170,7 +170,7 @@ class ColumnAtoms:
             if ints is not None and self._fits(int(ints.min()), int(ints.max())):
                 return self._dense_ids(values, ints)
             self._leave_dense()
-        return self._sorted_ids_of(values, self._sort_keys(values))
+        return self._lookup.ids_of(self._sort_keys(values), lambda at: self._new_values(values[at]))
 
     def _fits(self, lo: int, hi: int) -> bool:
         if self._lo is None:
@@ -206,15 +206,6 @@ class ColumnAtoms:
                 keys = self._sort_keys(keys.astype(np.float64))
             self._lookup.insert(keys, self._table[offsets].astype(np.int64))
         self._table = np.zeros(0, dtype=np.int32)
-
-    def _sorted_ids_of(self, values: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        ids = self._lookup.find(uniq)
-        unseen = ids < 0
-        if unseen.any():
-            ids[unseen] = self._new_values(values[first[unseen]])
-            self._lookup.insert(uniq[unseen], ids[unseen])
-        return ids[inverse.reshape(-1)]
 
     def _new_values(self, values: np.ndarray) -> np.ndarray:
         """Ids for values not seen before (distinct), their atoms found or made."""
@@ -273,6 +264,18 @@ class SortedLookup:
             found[found] = run_keys[at[found]] == keys[found]
             ids[found] = run_ids[at[found]]
         return ids
+
+    def ids_of(self, keys: np.ndarray, new: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """The id of each of ``keys`` (repeats allowed): the known ones looked up; the others
+        numbered by ``new(first)`` (``first``: where each unknown key first occurs in ``keys``)
+        and inserted."""
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        ids = self.find(uniq)
+        unseen = ids < 0
+        if unseen.any():
+            ids[unseen] = new(first[unseen])
+            self.insert(uniq[unseen], ids[unseen])
+        return ids[inverse.reshape(-1)]
 
     def insert(self, keys: np.ndarray, ids: np.ndarray) -> None:
         """Add keys not known yet (distinct), with their ids."""
@@ -363,13 +366,7 @@ class AtomRows:
                     got = self._by_bytes[key] = self._new_rows(row[None, :])[0]
                 ids[i] = got
             return ids[inverse.reshape(-1)]
-        uniq, first, inverse = np.unique(self._key(matrix), return_index=True, return_inverse=True)
-        ids = self._lookup.find(uniq)
-        unseen = ids < 0
-        if unseen.any():
-            ids[unseen] = self._new_rows(matrix[first[unseen]])
-            self._lookup.insert(uniq[unseen], ids[unseen])
-        return ids[inverse.reshape(-1)]
+        return self._lookup.ids_of(self._key(matrix), lambda at: self._new_rows(matrix[at]))
 
     def _new_rows(self, rows: np.ndarray) -> np.ndarray:
         start = self.size
