@@ -28,6 +28,7 @@ JSON_SCHEMAS = {
     "preregistration.json": "preregistration",
     "seeds.json": "seeds",
     "model.json": "model",
+    "dp-tables.json": "dp-tables",
 }
 REQUIRED = ("manifest.json", "metrics.json", "budget.json", "spec.json", "datapackage.json", "data.csv")
 REGISTRY_ENTRY = "registry-entry.yaml"   # optional: bundles before it existed have none

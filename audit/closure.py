@@ -183,6 +183,13 @@ RULES: tuple[Rule, ...] = (
     _r("seeds.json", "**", PREREG, "seeds: the commitment opened, the seeds derived; --beacon pins the value"),
     _r("model.json", "**", TRANSCRIPT, "replay: the fit again, every number; rederivation (public): its "
        "structure, sizes and noise scales"),
+    _r("dp-tables.json", "tables[].counts", TRANSCRIPT, "replay: the fit again, every noisy count"),
+    _r("dp-tables.json", "tables[].measurement", REDERIVED, "tables: the generator's purpose of the draw; "
+       "replay: the transcript's"),
+    _r("dp-tables.json", "**", REDERIVED, "tables: structure, epsilons, noise scales and 95% half-widths "
+       "recomputed from the spec and the configuration (the structure itself: replay)"),
+    _r("dp-tables.csv", "", REDERIVED, "tables: rendered again from dp-tables.json and the labels, byte for byte"),
+    _r("dp-tables.csv", "column:*", REDERIVED, "tables: rendered again from dp-tables.json and the labels"),
 )
 
 KNOWN_FILES = frozenset(rule.file for rule in RULES)
@@ -192,7 +199,8 @@ FILES_0_2 = ("data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.
              "datapackage.json", "registry-entry.yaml", "README.html", "README.pdf", "SHA256SUMS",
              "manifest.json", "manifest.sig")
 FILES_0_3 = FILES_0_2 + ("SHA256SUMS.sig", "SHA256SUMS.sshsig")
-OPTIONAL = ("preregistration.json", "preregistration.json.sig", "seeds.json", "model.json", "configurations.yaml")
+OPTIONAL = ("preregistration.json", "preregistration.json.sig", "seeds.json", "model.json", "configurations.yaml",
+            "dp-tables.json", "dp-tables.csv")
 # fields only dpbundle 0.3 writes (a bundle claiming 0.2 holds none)
 FIELDS_SINCE_0_3 = (("manifest.json", "ledger.earlier_epsilons"), ("manifest.json", "ledger.composed_epsilon"))
 

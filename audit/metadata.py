@@ -86,13 +86,20 @@ def _package_facts(ctx: AuditContext, view) -> package_mod.PackageFacts:
         if not ctx.bundle.has(name):
             raise Missing(f"{name}: missing from the bundle, so {DATAPACKAGE} cannot be re-derived")
         digests[name] = ctx.bundle.digest(name)
+    table_ids: list[str] = []
+    if ctx.bundle.has("dp-tables.csv"):       # publish: tables (the tables check re-derives it)
+        digests["dp-tables.csv"] = ctx.bundle.digest("dp-tables.csv")
+        try:
+            table_ids = [str(t["id"]) for t in ctx.json("dp-tables.json")["tables"]]
+        except (KeyError, TypeError):
+            raise Missing("dp-tables.json: no list of tables with ids") from None
     created = _manifest(ctx).get("created")
     if not isinstance(created, str):
         raise Missing("manifest.json: created is not a day")
     return package_mod.PackageFacts(
         spec=spec, columns=[(c.name, list(c.labels), c.categories_ordered) for c in view.columns],
         descriptions=descriptions, digests=digests, created=created,
-        configuration_id=view.configuration_id, spec_sha256=canonical_sha256(spec))
+        configuration_id=view.configuration_id, spec_sha256=canonical_sha256(spec), table_ids=table_ids)
 
 
 def check_datapackage_rederived(ctx: AuditContext, view, r: CheckResult) -> None:

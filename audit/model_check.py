@@ -285,11 +285,16 @@ def noise_plan(doc: dict, config: dict, epsilon: float, n: int, spec: dict | Non
             (j, _lv), x = node["parents"][0], node["attribute"]
             add(f"2-way marginal of columns {sorted([j, x])}", domain[j] * domain[x], 2.0, eps_pair)
     elif gen["type"] == "privsyn":
+        from dpbundle.mechanisms import estimation
         from dpbundle.mechanisms.privsyn import allocate
 
         ones = [(j,) for j in range(d) if domain[j] >= 2]
         attrs = ones + [tuple(int(c) for c in pr) for pr in doc["selected"]]
-        cells = [math.prod(domain[j] for j in a) for a in attrs]
+        # the hierarchical estimator measures pairs on merged codes (a public rule of the domain
+        # and pair_values): their cells, and so their epsilons, are the merged table's
+        merged = [estimation.merged_size(k, estimation.merge_factor(k, generator.pair_values))
+                  if generator.estimator == "hierarchical" else k for k in domain]
+        cells = [domain[a[0]] if len(a) == 1 else math.prod(merged[j] for j in a) for a in attrs]
         for a, c, e in zip(attrs, cells, allocate(generator.epsilon_measure, cells)):
             add(f"{len(a)}-way marginal of column{'s' if len(a) > 1 else ''} {list(a)}", c, 2.0, e)
     elif gen["type"] == "aim_pure":

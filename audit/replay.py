@@ -973,6 +973,8 @@ def _check_replayed_release(ctx: AuditContext, r: CheckResult, records: list[dic
                f"{_first_differing_line(replayed, released_bytes)})")
     if fitted and ctx.bundle.has("model.json"):
         _check_published_model(ctx, r, fitted[0], mark.get("config"), view)
+    if fitted and ctx.bundle.has("dp-tables.json"):
+        _check_published_tables(ctx, r, fitted[0], view)
     return results
 
 
@@ -1046,6 +1048,23 @@ def _check_published_model(ctx: AuditContext, r: CheckResult, model, config: dic
     if got != want:
         r.fail("model.json is not the model the replayed noisy measurements give: the published "
                "model was replaced or edited")
+
+
+def _check_published_tables(ctx: AuditContext, r: CheckResult, model, view) -> None:
+    """``publish: tables``: dp-tables.json must be the replayed fit's measured tables
+    (``mechanisms.measured.tables_document``), every count and number the same. Tables whose
+    counts were edited (and the bundle re-signed, dp-tables.csv rendered again) fail here."""
+    from dpbundle.mechanisms.measured import measured_of, tables_document
+
+    try:
+        want = _canonical(tables_document(measured_of(model), list(view.names)))
+        got = _canonical(ctx.json("dp-tables.json"))
+    except (Missing, KeyError, TypeError, ValueError) as e:
+        r.fail(f"dp-tables.json cannot be compared with the replayed fit ({type(e).__name__})")
+        return
+    if got != want:
+        r.fail("dp-tables.json is not the tables the replayed noisy measurements give: the published "
+               "tables were replaced or edited")
 
 
 def _check_noise(r: CheckResult, records: list[dict]) -> str:

@@ -72,6 +72,7 @@ CHECK_NAMES = (
     "preregistration",
     "seeds",
     "rederivation",
+    "tables",
     "replay",
     "ledger",
 )

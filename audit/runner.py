@@ -11,6 +11,7 @@ from .checks_integrity import HEX_PIN, PinnedKey, PublicKeyError, check_integrit
 from .checks_schema import check_schema
 from .checks_seeds import SeedPins, check_seeds
 from .rederive import check_rederivation
+from .tables_check import check_tables
 from .checks_table import check_constraints, check_face_privacy, check_size
 from .bounds import spec_count_problems
 from .context import AuditContext, Missing
@@ -222,7 +223,8 @@ def _run_checks(report: AuditReport, ctx: AuditContext, pin, pre, transcript, da
               "constraints": (check_constraints, ctx), "budget": (check_budget, ctx),
               "acceptance": (check_acceptance, ctx), "documentation": (check_documentation, ctx),
               "preregistration": (check_preregistration, ctx, pre),
-              "seeds": (check_seeds, ctx, pins), "rederivation": (check_rederivation, ctx)}
+              "seeds": (check_seeds, ctx, pins), "rederivation": (check_rederivation, ctx),
+              "tables": (check_tables, ctx)}
     verified = False
     for name in CHECK_NAMES:
         progress.step(name)

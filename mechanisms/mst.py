@@ -54,6 +54,7 @@ import numpy as np
 from . import exact
 from .generators import check_codes, record_weights
 from .marginals import COUNT_SENSITIVITY
+from .measured import attach, measured_table
 from .noise import Randomness
 from .norm_sub import norm_sub
 from .privbayes import NetworkNode, PrivBayesModel
@@ -448,6 +449,8 @@ class PureMST:
                                              purpose="mst_pure: 1-way marginals"))
         cuts = np.cumsum(dom)[:-1]
         noisy_1 = [np.asarray(v, dtype=np.float64) for v in np.split(noisy_flat, cuts)]
+        measured = [measured_table([j], [1], dom, v, oneway_sensitivity(d), self.epsilon_1,
+                                   "mst_pure: 1-way marginals") for j, v in enumerate(noisy_1)]
 
         # ---- tree selection (eps_sel): Kruskal with report-noisy-max, sensitivity 2 ----
         pairs = [(a, b) for a in range(d) for b in range(a + 1, d)]
@@ -485,6 +488,8 @@ class PureMST:
                 rand.laplace(t.reshape(-1), sensitivity=COUNT_SENSITIVITY, epsilon=eps_pair,
                              integer=True, purpose=f"mst_pure: 2-way marginal [{a}, {b}]"),
                 dtype=np.float64).reshape(t.shape)
+            measured.append(measured_table([a, b], [1, 1], dom, noisy_2[(a, b)], COUNT_SENSITIVITY,
+                                           eps_pair, f"mst_pure: 2-way marginal [{a}, {b}]"))
         del true_1, true_2, scores  # nothing below this line sees the data
 
         # ---- post-processing ----
@@ -493,7 +498,7 @@ class PureMST:
                                              var_1way=2.0 * b1 * b1, var_2way=2.0 * b2 * b2)
         model = PureMSTModel(dom, nodes, conds, edges, info)
         self.edges = list(edges)
-        return model
+        return attach(model, measured)
 
 
 # --------------------------------------------------------------------------------------------

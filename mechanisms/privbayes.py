@@ -64,6 +64,7 @@ import numpy as np
 
 from . import exact
 from . import oneway as ow
+from .measured import MeasuredTable, attach, measured_table
 from .norm_sub import norm_sub  # re-exported: dpbundle.mechanisms.privbayes.norm_sub
 
 __all__ = [
@@ -751,25 +752,29 @@ class PrivBayes:
         sens = count_table_sensitivity()
         conditionals: list[np.ndarray] = []
         table_sums: dict[int, tuple[np.ndarray, int]] = {}  # X -> (raw noisy counts of X, |dom(Pi)|)
+        measured: list[MeasuredTable] = []                  # publish: tables
         for node in network:
             counts = count_table(data, domain, node.attribute, node.parents, weights)
             # integer counts -> OpenDP's discrete Laplace (exact, same scale 2 d / eps_2)
+            what = f"privbayes: conditional table of column {node.attribute}"
             noisy = np.asarray(rand.laplace(counts.ravel().astype(np.int64), sensitivity=sens,
-                                            epsilon=eps_table, integer=True,
-                                            purpose=f"privbayes: conditional table of column {node.attribute}"),
+                                            epsilon=eps_table, integer=True, purpose=what),
                                dtype=np.float64).reshape(counts.shape)
+            measured.append(measured_table([p for p, _ in node.parents] + [node.attribute],
+                                           [1 << lv for _, lv in node.parents] + [1], domain, noisy,
+                                           int(sens), eps_table, what))
             if self.oneway != "none":
                 table_sums[node.attribute] = (noisy.sum(axis=0), noisy.shape[0])
             conditionals.append(_normalise(norm_sub(noisy, float(n))))
         model = PrivBayesModel(domain, network, conditionals)
         self.network = model.network_description()
         if self.oneway == "none":
-            return model
-        return self._oneway_model(model, data, weights, n, domain, table_sums, eps_table, rand)
+            return attach(model, measured)
+        return self._oneway_model(model, data, weights, n, domain, table_sums, eps_table, rand, measured)
 
     def _oneway_model(self, model: PrivBayesModel, data: np.ndarray, weights: np.ndarray, n: int,
                       domain: tuple[int, ...], table_sums: dict[int, tuple[np.ndarray, int]], eps_table: float,
-                      rand: Any) -> Any:
+                      rand: Any, measured: list[MeasuredTable] | None = None) -> Any:
         """The RakedModel of ``oneway`` "tables"/"measure" (see the module docstring).
 
         Per column X: the raw noisy table of (X, Pi) summed over Pi (unbiased, per-cell variance
@@ -777,16 +782,20 @@ class PrivBayes:
         variance ``v_oneway``), combined by inverse-variance weighting. Then norm-sub to n and
         shares. All post-processing except the "measure" draws."""
         d = len(domain)
+        tables = list(measured or [])
         v_table = ow.oneway_noise_variance(eps_table, 1, sensitivity=count_table_sensitivity())
         estimates = [[(table_sums[j][0], table_sums[j][1] * v_table)] for j in range(d)]
         if self.oneway == "measure":
-            measured = ow.measure_oneway(data, domain, self.epsilon_oneway, rand,
-                                         purpose="privbayes: one-way marginal", counts=weights)
+            oneways = ow.measure_oneway(data, domain, self.epsilon_oneway, rand,
+                                        purpose="privbayes: one-way marginal", counts=weights)
             v_one = ow.oneway_noise_variance(self.epsilon_oneway, d)
+            eps_col = exact.split_float(float(self.epsilon_oneway), d)
             for j in range(d):
-                estimates[j].append((measured[j], v_one))
+                estimates[j].append((oneways[j], v_one))
+                tables.append(measured_table([j], [1], domain, oneways[j], ow.COLUMN_SENSITIVITY, eps_col,
+                                             f"privbayes: one-way marginal of column {j}"))
         counts = [ow.inverse_variance(e) for e in estimates]
-        return ow.RakedModel(model, ow.shares_from_noisy(counts, float(n)), method="rake")
+        return attach(ow.RakedModel(model, ow.shares_from_noisy(counts, float(n)), method="rake"), tables)
 
 
 class _Columns:

@@ -80,6 +80,7 @@ import numpy as np
 from . import estimation, exact
 from .generators import check_codes, constructor_grid_problems, record_weights
 from .marginals import COUNT_SENSITIVITY, make_consistent
+from .measured import MeasuredTable, attach, measured_table
 from .noise import Randomness, calibrated_gaussian_scale
 from .norm_sub import norm_sub
 
@@ -773,6 +774,7 @@ class PrivSyn:
         cells = [dom[a[0]] if len(a) == 1 else pdom[a[0]] * pdom[a[1]] for a in attrs]
         shares = allocate_rho(rho_meas, cells) if zcdp else allocate(eps_meas, cells)
         noisy, scales, variances, mean_abs = [], [], [], []
+        measured: list[MeasuredTable] = []      # publish: tables (pure DP)
         for a, e in zip(attrs, shares):
             if len(a) == 1:
                 true_t = np.bincount(codes[:, a[0]], weights=weights, minlength=dom[a[0]]).astype(np.int64)
@@ -793,6 +795,8 @@ class PrivSyn:
                 out = rand.laplace(true_t, sensitivity=COUNT_SENSITIVITY, epsilon=e, purpose=what,
                                    integer=True)
                 b = COUNT_SENSITIVITY / e
+                measured.append(measured_table(a, [1] if len(a) == 1 else [factors[a[0]], factors[a[1]]],
+                                               dom, out, COUNT_SENSITIVITY, e, what))
                 scales.append(b)
                 variances.append(2.0 * b * b)
                 mean_abs.append(None)   # the Laplace's: sqrt(variance / 2) = b
@@ -800,8 +804,9 @@ class PrivSyn:
             noisy.append(np.asarray(out, dtype=np.float64).reshape(shape))
         if hier:
             self.selected = list(selected)
-            return self._hierarchical_model(dom, factors, attrs, noisy, variances, n, selected,
-                                            mean_abs)
+            model = self._hierarchical_model(dom, factors, attrs, noisy, variances, n, selected,
+                                             mean_abs)
+            return model if zcdp else attach(model, measured)
 
         # ---- post-processing: consistency, distributions ----
         tabs = consistent_tables(noisy, attrs, scales, float(n), self.consistency_rounds,
@@ -817,9 +822,10 @@ class PrivSyn:
             if dom[j] < 2:
                 oneways[j] = np.ones(1)
         self.selected = list(selected)
-        return PrivSynModel(domain=dom, oneways=oneways, marginals=margs,
-                            gum_rounds=self.gum_rounds, gum_alpha=self.gum_alpha,
-                            selected=list(selected))
+        model = PrivSynModel(domain=dom, oneways=oneways, marginals=margs,
+                             gum_rounds=self.gum_rounds, gum_alpha=self.gum_alpha,
+                             selected=list(selected))
+        return model if zcdp else attach(model, measured)
 
     def _hierarchical_model(self, dom: tuple[int, ...], factors: list[int],
                                attrs: list[tuple[int, ...]], noisy: list[np.ndarray],

@@ -61,6 +61,7 @@ from dpbundle.release.bundle.data_csv import released_n, write_data_csv
 from dpbundle.templates.datasheet import Meta, datasheet_html, read_public_files
 from dpbundle.templates.datasheet.codebook import codebook_bytes
 from dpbundle.templates.metadata import datapackage as metadata_package
+from dpbundle.templates.metadata.dp_tables import TABLES_CSV, TABLES_JSON, dp_tables_csv
 from dpbundle.templates.metadata.budget_words import budget_words_of_spec
 
 from dpbundle.release.bundle import datasheet, timings
@@ -317,7 +318,8 @@ CONFIGURATIONS = "configurations.yaml"
 # optional public files -> their JSON Schema (None: not JSON; a .yaml file is parsed as YAML and
 # validated against its schema)
 OPTIONAL_FILES = {"preregistration.json": "preregistration", "preregistration.json.sig": None,
-                  "seeds.json": "seeds", "model.json": "model", CONFIGURATIONS: "narrowed"}
+                  "seeds.json": "seeds", "model.json": "model", CONFIGURATIONS: "narrowed",
+                  TABLES_JSON: "dp-tables"}
 
 
 def configurations_file(path: Path | None) -> dict[str, bytes]:
@@ -535,7 +537,8 @@ def spec_sha256(spec: dict) -> str:
 
 
 def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests: dict[str, tuple[str, int]],
-                 created: str, configuration_id: str, configuration: dict | None = None) -> dict:
+                 created: str, configuration_id: str, configuration: dict | None = None,
+                 table_ids: Sequence[str] = ()) -> dict:
     """datapackage.json (:func:`dpbundle.templates.metadata.datapackage.datapackage`, which the
     audit renders again from the bundle): the public spec, each column's labels and
     ``categoriesOrdered`` (:func:`_ordered_flags`), its description, the tables' digests
@@ -544,7 +547,7 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests
     facts = metadata_package.PackageFacts(
         spec=spec, columns=[(c.name, [str(x) for x in c.labels], ordered[c.name]) for c in columns],
         descriptions=descriptions, digests=digests, created=created, configuration_id=configuration_id,
-        spec_sha256=spec_sha256(spec))
+        spec_sha256=spec_sha256(spec), table_ids=table_ids)
     return metadata_package.datapackage(facts)
 
 
@@ -870,7 +873,8 @@ def _stamp(docs: _Documents, private_key: Any) -> _Stamp:
     salt = secrets.token_bytes(32)
     commitment = transcript_commitment(salt, docs.transcript)
     files = ("data.csv", "codebook.csv", "metrics.csv", "metrics.json", "budget.json", "spec.json",
-             "datapackage.json", REGISTRY_ENTRY, *docs.optional, "README.html", "README.pdf")
+             "datapackage.json", REGISTRY_ENTRY, *docs.optional,
+             *((TABLES_CSV,) if TABLES_JSON in docs.optional else ()), "README.html", "README.pdf")
     optional = docs.optional
     try:
         entry_bytes = registry_entry_bytes(registry_entry_of(RegistryFacts(
@@ -961,14 +965,27 @@ def _public_files(docs: _Documents, stamp: _Stamp, data_digest: tuple[str, int])
              "metrics.json": _checked_json(docs.metrics, "metrics", "metrics.json"),
              "budget.json": _checked_json(docs.budget, "budget", "budget.json"),
              "spec.json": _checked_json(docs.spec_doc, "spec-json", "spec.json")}
+    if TABLES_JSON in docs.optional:
+        files[TABLES_CSV] = _dp_tables_csv(docs.optional[TABLES_JSON], docs.columns)
     digests = {"data.csv": data_digest} | {f: (hashlib.sha256(files[f]).hexdigest(), len(files[f]))
-                                           for f in ("codebook.csv", "metrics.csv")}
+                                           for f in ("codebook.csv", "metrics.csv", TABLES_CSV) if f in files}
+    table_ids = ([t["id"] for t in json.loads(docs.optional[TABLES_JSON].decode("utf-8"))["tables"]]
+                 if TABLES_JSON in docs.optional else [])
     package = _datapackage(docs.spec, docs.columns, docs.descriptions, digests, stamp.created,
-                           docs.spec_doc["configuration_id"], docs.spec_doc["configuration"])
+                           docs.spec_doc["configuration_id"], docs.spec_doc["configuration"], table_ids)
     files["datapackage.json"] = _checked_json(package, "datapackage", "datapackage.json")
     files.update(docs.optional)
     files[REGISTRY_ENTRY] = stamp.entry_bytes
     return files
+
+
+def _dp_tables_csv(tables_json: bytes, columns: Sequence[Any]) -> bytes:
+    """dp-tables.csv rendered from dp-tables.json and the released columns' labels."""
+    try:
+        return dp_tables_csv(json.loads(tables_json.decode("utf-8")),
+                             [(c.name, [str(x) for x in c.labels]) for c in columns])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"{TABLES_JSON}: {exc}") from None
 
 
 def _datasheet_html(files: dict[str, bytes], docs: _Documents, stamp: _Stamp) -> str:

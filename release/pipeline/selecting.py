@@ -103,7 +103,7 @@ def _nothing_released(exc: BaseException, plan: Plan, transcript, run: Run) -> N
 
 def _budget_and_model(plan: Plan, selection, released, transcript, run: Run) -> tuple[dict, dict]:
     """(budget, public files): the budget of the selected candidate and, with ``publish:
-    model``, model.json added to the public files."""
+    model``, model.json (with ``publish: tables``, dp-tables.json) added to the public files."""
     from dpbundle.release.scheme.budget import build_budget
 
     spec, public_files = plan.spec, plan.public_files
@@ -112,6 +112,8 @@ def _budget_and_model(plan: Plan, selection, released, transcript, run: Run) -> 
                               stop=plan.stop)
         if spec.publish_model:
             public_files = public_files | {"model.json": _model_file(spec, selection.result)}
+        if spec.publish_tables:
+            public_files = public_files | {"dp-tables.json": _tables_file(spec, selection.result)}
     except Exception as exc:  # noqa: BLE001 - the message may carry private values
         run.signals.stop()
         mark(run, "failed")
@@ -128,6 +130,15 @@ def _model_file(spec, result) -> bytes:
 
     doc = model_document(result.model, generator=result.config["generator"],
                          epsilon=spec.epsilon_generation, columns=list(spec.column_names))
+    return (json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+
+
+def _tables_file(spec, result) -> bytes:
+    """dp-tables.json of ``publish: tables``: the noisy count tables the selected candidate's
+    generator measured (mechanisms/measured.py)."""
+    from dpbundle.mechanisms.measured import measured_of, tables_document
+
+    doc = tables_document(measured_of(result.model), list(spec.column_names))
     return (json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
 
 

@@ -653,14 +653,30 @@ def _missing_problems(doc: dict) -> list[str]:
 
 
 def _publish_problems(doc: dict) -> list[str]:
-    """``publish: model`` needs generators whose models can be written and rebuilt."""
-    if "model" not in _publish_items(doc):
-        return []
-    from dpbundle.mechanisms.published import PUBLISHABLE_GENERATORS
+    """``publish: model`` needs generators whose models can be written and rebuilt;
+    ``publish: tables`` generators that measure count tables with a fixed budget rule the audit
+    can recompute (mechanisms/measured.py)."""
+    items = _publish_items(doc)
+    out: list[str] = []
+    if "model" in items:
+        from dpbundle.mechanisms.published import PUBLISHABLE_GENERATORS
 
-    return [f"generators[{i}].type: publish: model needs a generator whose model can be "
-            f"published ({', '.join(sorted(PUBLISHABLE_GENERATORS))}); {g['type']!r} cannot"
-            for i, g in enumerate(doc["generators"]) if g["type"] not in PUBLISHABLE_GENERATORS]
+        out += [f"generators[{i}].type: publish: model needs a generator whose model can be "
+                f"published ({', '.join(sorted(PUBLISHABLE_GENERATORS))}); {g['type']!r} cannot"
+                for i, g in enumerate(doc["generators"]) if g["type"] not in PUBLISHABLE_GENERATORS]
+    if "tables" in items:
+        from dpbundle.mechanisms.measured import TABLE_GENERATORS
+
+        out += [f"generators[{i}].type: publish: tables needs a generator whose noisy count tables "
+                f"can be published ({', '.join(TABLE_GENERATORS)}); {g['type']!r} cannot"
+                + (" yet (its rounds' epsilons are chosen privately; publish: model shows them)"
+                   if g["type"] == "aim_pure" else "")
+                for i, g in enumerate(doc["generators"]) if g["type"] not in TABLE_GENERATORS]
+        from dpbundle.templates.metadata.dp_tables import reserved_name_problems
+
+        out += reserved_name_problems([str(c.get("name")) for c in doc.get("columns") or []
+                                       if isinstance(c, dict)])
+    return out
 
 
 def _duplicate_name_problems(doc: dict) -> list[str]:
@@ -847,8 +863,9 @@ def _definition_problems(doc: dict) -> list[str]:
         if isinstance(g, dict) and not supports_zcdp(g.get("type")):
             problems.append(f"generators[{i}].type: {g.get('type')!r} measures under pure DP only; "
                             "privacy.definition: zcdp needs a generator with Gaussian measurements (privsyn)")
-    if "model" in _publish_items(doc):
-        problems.append("publish: model is not available with privacy.definition: zcdp yet")
+    for item in ("model", "tables"):
+        if item in _publish_items(doc):
+            problems.append(f"publish: {item} is not available with privacy.definition: zcdp yet")
     return problems
 
 

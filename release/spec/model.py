@@ -120,6 +120,12 @@ class Spec:
         return "model" in _publish_items(self.raw)
 
     @property
+    def publish_tables(self) -> bool:
+        """``publish: tables``: the bundle carries the generator's noisy count tables
+        (dp-tables.json and dp-tables.csv, with a 95% interval per cell)."""
+        return "tables" in _publish_items(self.raw)
+
+    @property
     def records_policy(self) -> str:
         """How n is released: ``dp_count`` (default) or ``declared_public``."""
         return records_settings(self.raw)[0]

@@ -65,11 +65,28 @@ def publication_facts(public: PublicFiles) -> dict:
     public files."""
     out: dict[str, Any] = {"model": public.has_model,
                            "configurations": "configurations.yaml" in public.meta.files}
+    tables = public.optional.get("dp-tables.json")
+    if isinstance(tables, dict):
+        out["tables"] = dp_tables_rows(tables)
     seeds, record = public.optional.get("seeds.json"), public.optional.get("preregistration.json")
     if isinstance(seeds, dict) and isinstance(record, dict):
         out.update(beacon=seeds.get("beacon"), record_created=record.get("created"),
                    spec_sha256=record.get("spec_sha256"), commitment=seeds.get("commitment"))
     return out
+
+
+def dp_tables_rows(doc: dict) -> list[dict]:
+    """One row per table of dp-tables.json for the datasheet: its id, its columns (a merged one
+    says how many values each group holds), cells, epsilon, noise scale and 95% half-width."""
+    from .numbers import plain
+
+    rows = []
+    for t in doc.get("tables") or []:
+        cols = [c if g == 1 else f"{c} (groups of {g} values)" for c, g in zip(t["columns"], t["merge"])]
+        rows.append({"id": t["id"], "columns": " × ".join(cols), "cells": f"{len(t['counts']):,}",
+                     "epsilon": plain(t["epsilon"], 4), "scale": plain(t["scale"], 4),
+                     "half_width": f"{t['half_width']:,}"})
+    return rows
 
 
 def verification_claims(publication: dict, source: dict | None = None, edition: int = 1,

@@ -30,7 +30,7 @@ from .codebook import CodebookError, read_codebook
 __all__ = ["Meta", "PublicFiles", "read_public_files", "meta_from_manifest", "DatasheetInputError",
            "parse_data_csv", "OPTIONAL_JSON"]
 
-OPTIONAL_JSON = ("preregistration.json", "seeds.json")
+OPTIONAL_JSON = ("preregistration.json", "seeds.json", "dp-tables.json")
 
 
 class DatasheetInputError(ValueError):

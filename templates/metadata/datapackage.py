@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from .dp_tables import TABLES_CSV, tables_resource
+
 __all__ = ["PackageFacts", "datapackage", "datapackage_id", "json_bytes", "DATAPACKAGE_PROFILE",
            "DATAPACKAGE_VERSION", "DATAPACKAGE_ID_PREFIX", "SIMULATED_TITLE_SUFFIX", "SIMULATED_NOTE",
            "LICENCES", "METRICS_CSV_FIELDS"]
@@ -73,7 +75,8 @@ class PackageFacts:
     ``spec``: the public spec (spec.json's ``spec``); ``columns``: (name, labels in code order,
     categoriesOrdered) of each released column, in data.csv's order; ``descriptions``: column ->
     its description ("" or absent: none); ``digests``: file -> (SHA-256, size) of data.csv,
-    codebook.csv and metrics.csv; ``created``: the UTC day (manifest.json's); ``configuration_id``:
+    codebook.csv and metrics.csv (and dp-tables.csv with ``publish: tables``); ``table_ids``: the ids
+    of dp-tables.json's tables; ``created``: the UTC day (manifest.json's); ``configuration_id``:
     spec.json's; ``spec_sha256``: the canonical SHA-256 of the public spec (``audit --spec``'s)."""
 
     spec: dict
@@ -83,6 +86,7 @@ class PackageFacts:
     created: str
     configuration_id: str
     spec_sha256: str
+    table_ids: Sequence[str] = ()
 
 
 def json_bytes(obj: Any) -> bytes:
@@ -118,6 +122,13 @@ def datapackage(facts: PackageFacts) -> dict:
     pkg.update(_people(release))
     fields = _data_fields(facts.columns, facts.descriptions)
     pkg["resources"] = _resources(title, fields, [c[0] for c in facts.columns], facts.digests)
+    if TABLES_CSV in facts.digests:
+        pkg["resources"].append(_table(
+            "dp-tables", TABLES_CSV,
+            ("DP count tables", "The noisy count tables the generator measured (dp-tables.json): one "
+             "row per cell, its DP count and 95% interval; a column is empty where the table does not "
+             "have it."),
+            facts.digests[TABLES_CSV], tables_resource([c[0] for c in facts.columns], facts.table_ids)))
     return pkg
 
 
