@@ -21,13 +21,18 @@ from .checks_seeds import RECORD, SEEDS, derive_seed
 from .context import AuditContext, Missing
 from .report import CheckResult, StopCheck
 
-__all__ = ["check_rederivation", "MODEL"]
+__all__ = ["check_rederivation", "MODEL", "spec_publishes", "spec_publishes_model"]
 
 MODEL = "model.json"
 
 
 def spec_publishes_model(ctx: AuditContext) -> bool | None:
     """Whether spec.json's spec says ``publish: model`` (None if spec.json is unusable)."""
+    return spec_publishes(ctx, "model")
+
+
+def spec_publishes(ctx: AuditContext, item: str) -> bool | None:
+    """Whether spec.json's spec lists ``item`` under ``publish`` (None if spec.json is unusable)."""
     try:
         spec = ctx.json("spec.json").get("spec")
     except (Missing, AttributeError):
@@ -35,7 +40,7 @@ def spec_publishes_model(ctx: AuditContext) -> bool | None:
     if not isinstance(spec, dict):
         return None
     value = spec.get("publish") or []
-    return "model" in (value if isinstance(value, list) else [value])
+    return item in (value if isinstance(value, list) else [value])
 
 
 def check_rederivation(ctx: AuditContext) -> CheckResult:

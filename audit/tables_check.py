@@ -34,14 +34,9 @@ MEASUREMENT_FIELDS = ("measurement", "sensitivity", "epsilon", "scale")
 
 def spec_publishes_tables(ctx: AuditContext) -> bool | None:
     """Whether spec.json's spec says ``publish: tables`` (None if spec.json is unusable)."""
-    try:
-        spec = ctx.json("spec.json").get("spec")
-    except (Missing, AttributeError):
-        return None
-    if not isinstance(spec, dict):
-        return None
-    value = spec.get("publish") or []
-    return "tables" in (value if isinstance(value, list) else [value])
+    from .rederive import spec_publishes
+
+    return spec_publishes(ctx, "tables")
 
 
 def half_width(scale: float, level: float = 0.95) -> int:
