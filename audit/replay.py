@@ -1056,8 +1056,10 @@ def _check_published_tables(ctx: AuditContext, r: CheckResult, model, view) -> N
     counts were edited (and the bundle re-signed, dp-tables.csv rendered again) fail here."""
     from dpbundle.mechanisms.measured import measured_of, tables_document
 
+    from .tables_check import count_scale
+
     try:
-        want = _canonical(tables_document(measured_of(model), list(view.names)))
+        want = _canonical(tables_document(measured_of(model), list(view.names), count_scale(view.spec)))
         got = _canonical(ctx.json("dp-tables.json"))
     except (Missing, KeyError, TypeError, ValueError) as e:
         r.fail(f"dp-tables.json cannot be compared with the replayed fit ({type(e).__name__})")

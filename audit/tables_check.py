@@ -25,7 +25,7 @@ import math
 from .context import AuditContext, Missing
 from .report import CheckResult
 
-__all__ = ["check_tables", "spec_publishes_tables", "half_width", "expected_tables",
+__all__ = ["check_tables", "spec_publishes_tables", "half_width", "expected_tables", "count_scale",
            "TABLES_JSON", "TABLES_CSV"]
 
 TABLES_JSON, TABLES_CSV = "dp-tables.json", "dp-tables.csv"
@@ -37,6 +37,18 @@ def spec_publishes_tables(ctx: AuditContext) -> bool | None:
     from .rederive import spec_publishes
 
     return spec_publishes(ctx, "tables")
+
+
+def count_scale(spec: dict) -> float | None:
+    """The DP count's OpenDP scale under the spec's records policy ``dp_count`` (the table the
+    generator measured was resized to that count), None under ``declared_public``."""
+    from dpbundle.mechanisms.noise import calibrated_laplace_scale
+    from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON, DEFAULT_POLICY
+
+    rec = (spec.get("privacy") or {}).get("records") or {}
+    if rec.get("policy", DEFAULT_POLICY) != "dp_count":
+        return None
+    return calibrated_laplace_scale(1, float(rec.get("epsilon", DEFAULT_COUNT_EPSILON)), integer=True)
 
 
 def half_width(scale: float, level: float = 0.95) -> int:
@@ -102,14 +114,18 @@ def check_tables(ctx: AuditContext) -> CheckResult:
         r.fail(p)
     if r.failed:
         return r
+    resized = _resize(r, doc, view.spec)
+    level = 0.95 if resized is None else 0.975
+    extra = resized or 0
     for t, w in zip(doc["tables"], want):
         wrong = [f for f in MEASUREMENT_FIELDS if t[f] != w[f]]
         for field in wrong:
             r.fail(f"{TABLES_JSON}: table {t['id']}: {field} {t[field]!r}, but the spec and the "
                    f"configuration give {w[field]!r}")
-        if not wrong and t["half_width"] != half_width(t["scale"]):
-            r.fail(f"{TABLES_JSON}: table {t['id']}: half_width {t['half_width']}, but the 95% "
-                   f"half-width of the discrete Laplace of scale {t['scale']!r} is {half_width(t['scale'])}")
+        if not wrong and t["half_width"] != half_width(t["scale"], level) + extra:
+            r.fail(f"{TABLES_JSON}: table {t['id']}: half_width {t['half_width']}, but the 95% interval "
+                   f"needs {half_width(t['scale'], level) + extra} (the discrete Laplace of scale "
+                   f"{t['scale']!r} at level {level}" + (f", plus {extra} for the resize)" if resized else ")"))
     if r.failed:
         return r
     _check_csv(ctx, r, doc, view)
@@ -121,6 +137,21 @@ def check_tables(ctx: AuditContext) -> CheckResult:
                     "and 95% intervals re-derived from the spec and the configuration; dp-tables.csv "
                     "rendered again byte for byte (the counts themselves: enclave replay)")
     return r
+
+
+def _resize(r: CheckResult, doc: dict, spec: dict) -> int | None:
+    """The count's share of every half-width under ``dp_count`` (None under declared_public):
+    ``half_width(count scale, 0.975)``; dp-tables.json's ``resize`` must state it (failing ``r``)."""
+    scale = count_scale(spec)
+    if scale is None:
+        if "resize" in doc:
+            r.fail(f"{TABLES_JSON}: resize stated, but the records policy is declared_public (no resize)")
+        return None
+    want = {"count_scale": scale, "half_width": half_width(scale, 0.975)}
+    if doc.get("resize") != want:
+        r.fail(f"{TABLES_JSON}: resize {doc.get('resize')!r}, but the records policy dp_count gives {want!r} "
+               "(the table was resized to the DP count: its noise widens every interval)")
+    return want["half_width"]
 
 
 def _cell_problems(doc: dict, names: list[str], sizes: list[int]) -> list[str]:
@@ -213,7 +244,7 @@ def _mst(tables, d: int, gen, exact) -> tuple[list[dict], list[str]]:
     from dpbundle.mechanisms.mst import oneway_sensitivity
 
     problems, want = [], []
-    if [t for t in tables[:d]] != [([j], [1]) for j in range(d)]:
+    if tables[:d] != [([j], [1]) for j in range(d)]:
         problems.append(f"{TABLES_JSON}: mst_pure measures the 1-way tables of every column first, in order")
     comp = list(range(d))
 

@@ -16,15 +16,28 @@ independent of the data. For an integer ``t >= 0``,
 
 The half-width :func:`half_width` is the smallest integer ``t`` with ``P(|Z| > t) <= 1 - level``;
 then ``[y - t, y + t]`` holds ``c`` with probability at least ``level`` whatever ``c`` is (exactly
-``1 - 2 a^(t+1) / (1 + a)``). A true count is never negative, so the published interval is
-``[max(0, y - t), max(0, y + t)]``: it holds ``c`` whenever ``[y - t, y + t]`` does. The interval
-is per cell (not simultaneous over a table), and the counts are those of the plausible records of
-the registry (after the raw constraints), which the synthetic records were generated from.
+``1 - 2 a^(t+1) / (1 + a)``).
+
+The resize (records policy ``dp_count``). The generator is fitted on the plausible records
+resized to the published DP count ``m = max(n + Z_n, 1)``, ``Z_n`` OpenDP's discrete Laplace of
+the count's scale ``s_n`` (``mechanisms/records.py``): a uniform subsample of ``m`` of the ``n``
+records, or all of them plus ``m - n`` pads. Every cell of every table then counts ``c'`` records
+with ``|c' - c| <= |m - n| <= |Z_n|`` (a subsample removes ``n - m`` records in all, pads add
+``m - n``; the max with 1 only shrinks ``|m - n|``), where ``c`` is the cell's count of the plausible
+records of the registry. So ``|y - c| <= |Z| + |Z_n|``, and with ``t = half_width(s, 0.975)`` and
+``t_n = half_width(s_n, 0.975)``, by the union bound, ``P(|y - c| > t + t_n) <= 2.5% + 2.5% = 5%``.
+Under ``declared_public`` there is no resize and the half-width is ``half_width(s, 0.95)``.
+
+A true count is never negative, so the published interval is ``[max(0, y - w), max(0, y + w)]``
+(``w`` the half-width): it holds ``c`` whenever ``[y - w, y + w]`` does. The interval is per cell
+(not simultaneous over a table); ``c`` is the count of the plausible records of the registry (after
+the raw constraints).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -35,6 +48,8 @@ __all__ = ["MeasuredTable", "measured_table", "half_width", "cell_interval", "at
 TABLES_FORMAT = "dpbundle-dp-tables/1"
 #: The level of every published interval.
 CONFIDENCE = 0.95
+#: The level of each of the two noises (table, count) of a resized table's interval (union bound).
+RESIZED_LEVEL = 0.975
 #: Generators whose measured tables can be published (``publish: tables``).
 TABLE_GENERATORS = ("privbayes", "mst_pure", "privsyn")
 _ATTR = "_dpbundle_measured_tables"
@@ -54,21 +69,24 @@ class MeasuredTable:
     counts: np.ndarray
     sensitivity: int
     epsilon: float
-    scale: float
     measurement: str
 
     @property
     def cells(self) -> int:
         return int(math.prod(self.sizes))
 
+    @cached_property
+    def scale(self) -> float:
+        """OpenDP's calibrated scale, the one ``Randomness.laplace`` drew with (computed when a
+        document asks for it, not at every fit)."""
+        from .noise import calibrated_laplace_scale
+
+        return float(calibrated_laplace_scale(self.sensitivity, self.epsilon, vector=True, integer=True))
+
 
 def measured_table(columns: Sequence[int], merge: Sequence[int], domain: Sequence[int], noisy: Any,
                    sensitivity: int, epsilon: float, measurement: str) -> MeasuredTable:
-    """A :class:`MeasuredTable` of a discrete Laplace draw; its scale is OpenDP's calibrated one
-    (``noise.calibrated_laplace_scale(sensitivity, epsilon, vector=True, integer=True)``, the
-    scale ``Randomness.laplace`` drew with)."""
-    from .noise import calibrated_laplace_scale
-
+    """A :class:`MeasuredTable` of a discrete Laplace draw of ``sensitivity`` at ``epsilon``."""
     cols = tuple(int(c) for c in columns)
     mg = tuple(int(g) for g in merge)
     if len(cols) != len(mg) or not cols or any(g < 1 for g in mg):
@@ -79,9 +97,8 @@ def measured_table(columns: Sequence[int], merge: Sequence[int], domain: Sequenc
         raise ValueError(f"{counts.size} counts for a table of {math.prod(sizes)} cells")
     if not np.all(counts == np.round(counts)):
         raise ValueError("a measured table holds integer counts (the discrete Laplace's)")
-    scale = calibrated_laplace_scale(sensitivity, epsilon, vector=True, integer=True)
     return MeasuredTable(cols, mg, sizes, counts.astype(np.int64), int(sensitivity), float(epsilon),
-                         float(scale), str(measurement))
+                         str(measurement))
 
 
 def half_width(scale: float, level: float = CONFIDENCE) -> int:
@@ -125,15 +142,23 @@ def measured_of(model: Any) -> tuple[MeasuredTable, ...]:
     return tables
 
 
-def tables_document(tables: Sequence[MeasuredTable], names: Sequence[str]) -> dict:
+def tables_document(tables: Sequence[MeasuredTable], names: Sequence[str],
+                    count_scale: float | None = None) -> dict:
     """dp-tables.json: every measured table in measurement order, with its columns (names),
-    merge factors, sizes, noise (mechanism, sensitivity, epsilon, scale), the 95% half-width and
-    the noisy counts. ``id``: ``t01``, ``t02``, ..."""
+    merge factors, sizes, noise (mechanism, sensitivity, epsilon, scale), the half-width of its
+    95% interval and the noisy counts. ``id``: ``t01``, ``t02``, ... ``count_scale``: the DP
+    count's scale under the records policy ``dp_count`` (the table was resized; ``resize``
+    states the count's share of the half-width), None under ``declared_public`` (module doc)."""
+    level = CONFIDENCE if count_scale is None else RESIZED_LEVEL
+    extra = 0 if count_scale is None else half_width(count_scale, level)
     out = []
     for i, t in enumerate(tables):
         out.append({"id": f"t{i + 1:02d}", "measurement": t.measurement,
                     "columns": [str(names[c]) for c in t.columns], "merge": list(t.merge),
                     "sizes": list(t.sizes), "mechanism": "opendp.make_laplace/integer",
                     "sensitivity": t.sensitivity, "epsilon": t.epsilon, "scale": t.scale,
-                    "half_width": half_width(t.scale), "counts": [int(c) for c in t.counts]})
-    return {"format": TABLES_FORMAT, "confidence": CONFIDENCE, "tables": out}
+                    "half_width": half_width(t.scale, level) + extra, "counts": [int(c) for c in t.counts]})
+    doc: dict[str, Any] = {"format": TABLES_FORMAT, "confidence": CONFIDENCE}
+    if count_scale is not None:
+        doc["resize"] = {"count_scale": float(count_scale), "half_width": extra}
+    return doc | {"tables": out}

@@ -46,13 +46,14 @@ def _tail(scale: float, t: int) -> float:
     return 1.0 - inside
 
 
-@pytest.mark.parametrize("scale", [0.05, 0.3, 0.5, 1.0, 1.7, 2.0, 5.333, 8.57, 13.0, 66.6, 250.0])
-def test_half_width_is_the_smallest_covering_integer(scale):
-    t = half_width(scale)
-    assert t == audit_half_width(scale)
-    assert _tail(scale, t) <= 0.05 + 1e-12
+@pytest.mark.parametrize("level", [0.95, 0.975])
+@pytest.mark.parametrize("scale", [0.05, 0.3, 0.5, 1.0, 1.7, 2.0, 5.333, 8.57, 10.0, 13.0, 50.0, 66.6, 250.0])
+def test_half_width_is_the_smallest_covering_integer(scale, level):
+    t = half_width(scale, level)
+    assert t == audit_half_width(scale, level)
+    assert _tail(scale, t) <= 1 - level + 1e-12
     if t > 0:
-        assert _tail(scale, t - 1) > 0.05 - 1e-12
+        assert _tail(scale, t - 1) > 1 - level - 1e-12
 
 
 def test_half_width_at_the_boundary():
@@ -83,6 +84,43 @@ def test_opendp_draws_cover_at_the_nominal_rate():
     lo, hi = np.maximum(0, noisy - t), np.maximum(0, noisy + t)
     assert np.mean((lo <= true) & (true <= hi)) >= 0.95 - 3 * se
     assert np.mean(np.abs(noisy - true) <= t - 1) < 0.95 + 3 * se
+
+
+def test_intervals_cover_the_registry_counts_through_the_dp_count_and_the_resize():
+    """The whole path of a dp_count release, with OpenDP's draws: the DP count m, the resize of
+    the plausible records to m (subsample or pads), the table's noise; the interval of
+    tables_document (2.5% for each noise) holds the count of the plausible records in at least
+    95% of the cells (minus three standard errors). Worst case included: a column whose one
+    value holds every record (the resize moves that cell by exactly |m - n| when it subsamples)."""
+    from dpbundle.mechanisms.measured import cell_interval, measured_table
+    from dpbundle.mechanisms.noise import Randomness, calibrated_laplace_scale
+    from dpbundle.mechanisms.records import dp_record_count, resize_plan
+
+    rng = np.random.default_rng(8)
+    n, sizes = 400, [4, 2]
+    codes = np.stack([rng.choice(4, size=n, p=[0.75, 0.15, 0.07, 0.03]), np.zeros(n, dtype=int)], axis=1)
+    truth = [np.bincount(codes[:, j], minlength=k) for j, k in enumerate(sizes)]
+    eps_count, eps_table = 0.2, 2.0
+    s_n = calibrated_laplace_scale(1, eps_count, integer=True)
+    rand = Randomness()
+    hits, cells, worst = 0, 0, 0
+    for _ in range(1200):
+        m = dp_record_count(n, eps_count, rand)
+        resized = resize_plan(n, m, 2, rand.rng("resize")).apply(codes, sizes)
+        tables = [measured_table([j], [1], sizes, rand.laplace(np.bincount(resized[:, j], minlength=k),
+                                                                sensitivity=2, epsilon=eps_table,
+                                                                integer=True, purpose="t"), 2, eps_table, "t")
+                  for j, k in enumerate(sizes)]
+        doc = tables_document(tables, ["a", "b"], count_scale=s_n)
+        for t, c in zip(doc["tables"], truth):
+            for y, true in zip(t["counts"], c):
+                lo, hi = cell_interval(y, t["half_width"])
+                hits += lo <= true <= hi
+                cells += 1
+        worst = max(worst, abs(int(np.bincount(resized[:, 1], minlength=2)[0]) - n))
+    assert doc["resize"]["half_width"] == half_width(s_n, 0.975) > 0
+    assert worst > 0, "the resize moved the all-records cell"
+    assert hits / cells >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / cells)
 
 
 # ------------------------------------------------------------------ sensitivity on neighbours
@@ -127,13 +165,11 @@ def test_tables_move_by_at_most_their_sensitivity_on_neighbours(gen_type, kw):
         draws: dict[str, list[float]] = {}
         for x, y in zip(a, b):
             draws.setdefault(x.measurement, []).append(float(np.abs(x.counts - y.counts).sum()))
-            sens = x.sensitivity
         for what, moves in draws.items():
             limit = next(t.sensitivity for t in a if t.measurement == what)
             assert sum(moves) <= limit, (what, moves, limit)
             worst = max(worst, sum(moves) / limit)
     assert worst == 1.0, "the worst case (every column changed) reaches the sensitivity"
-    assert sens >= 1
 
 
 # ------------------------------------------------------------------ spec validation
@@ -160,7 +196,8 @@ def test_spec_validation_names_what_publish_tables_needs():
 # ------------------------------------------------------------------ end to end
 
 
-def _spec(tmp: Path, example: str, generator: dict) -> Path:
+def _spec(tmp: Path, example: str, generator: dict, policy: str | None = None,
+          publish: str | list = "tables") -> Path:
     doc = yaml.safe_load((ROOT / "examples" / example).read_text())
     for c in doc["columns"]:
         c["alternatives"] = c["alternatives"][:1]
@@ -169,7 +206,9 @@ def _spec(tmp: Path, example: str, generator: dict) -> Path:
     for e in doc["acceptance"]:
         if isinstance(e.get("threshold"), (int, float)):
             e["threshold"] = 1e9
-    doc["publish"] = "tables"
+    doc["publish"] = publish
+    if policy:
+        doc["privacy"]["records"] = {"policy": policy}
     doc["privacy"]["epsilon_cap"] = 20
     doc["privacy"].pop("selection", None)
     path = tmp / "spec.yaml"
@@ -226,8 +265,19 @@ def persons(tmp_path_factory):
 def census(tmp_path_factory):
     t = tmp_path_factory.mktemp("i39-census")
     spec = _spec(t, "acs-excerpt-eps1.yaml", {"type": "privsyn", "grid": {
-        "estimator": ["hierarchical"], "select_rule": ["top"], "max_pairs": [8]}})
+        "estimator": ["hierarchical"], "select_rule": ["top"], "max_pairs": [8]}}, policy="declared_public")
     return _released(t, spec, _census_registry(t / "census.csv"))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """mst_pure with publish: [model, tables] on the persons example (dp_count)."""
+    from dpbundle.release.data.example import example_csv
+
+    t = tmp_path_factory.mktemp("i39-tree")
+    (t / "reg.csv").write_bytes(example_csv("persons", 5000, 4))
+    spec = _spec(t, "persons.yaml", {"type": "mst_pure", "grid": {}}, publish=["model", "tables"])
+    return _released(t, spec, t / "reg.csv")
 
 
 def _audit(*args) -> tuple[int, dict]:
@@ -247,7 +297,7 @@ def _rows(bundle: Path) -> list[dict]:
     return list(csv.DictReader(io.StringIO((bundle / "dp-tables.csv").read_text())))
 
 
-@pytest.mark.parametrize("which", ["persons", "census"])
+@pytest.mark.parametrize("which", ["persons", "census", "tree"])
 def test_release_passes_the_public_audit_and_the_enclave_replay(which, request):
     rel = request.getfixturevalue(which)
     b = rel["bundle"]
@@ -264,6 +314,8 @@ def test_release_passes_the_public_audit_and_the_enclave_replay(which, request):
     assert code == 0, {k: v["problems"] for k, v in checks.items() if v["result"] == "fail"}
     assert checks["tables"]["result"] == "pass" and checks["replay"]["result"] == "pass"
     assert checks["tables"]["facts"]["tables"] == len(doc["tables"])
+    policy = json.loads((b / "budget.json").read_text())["records"]["policy"]
+    assert ("resize" in doc) == (policy == "dp_count")
     html = (b / "README.html").read_text()
     assert "The DP count tables" in html and all(f">{t['id']}<" in html for t in doc["tables"])
 
@@ -276,8 +328,8 @@ def test_census_tables_read_ages_in_groups(census):
     one_way = [t for t in doc["tables"] if t["columns"] == ["AGEP"]]
     assert one_way and one_way[0]["sizes"] == [100]
     labels = {r["AGEP"] for r in _rows(census["bundle"]) if r["table"] in {t["id"] for t in age_pairs}}
-    if age_pairs:
-        assert "0 to 4" in labels and "95 to 99" in labels
+    assert age_pairs, "AGEP (not applicable under 15 for MSP, EDU, PINCP_DECILE) is in a selected pair"
+    assert "0 to 4" in labels and "95 to 99" in labels
 
 
 def _forge(rel: dict, tmp: Path, edit) -> Path:
@@ -326,11 +378,12 @@ def test_an_edited_interval_fails_the_public_audit(persons, tmp_path):
 @pytest.mark.parametrize("field,value,message", [
     ("epsilon", 9.0, "epsilon 9.0, but the spec and the configuration give"),
     ("scale", 1.0, "scale 1.0, but the spec and the configuration give"),
-    ("half_width", 0, "half_width 0, but the 95% half-width"),
+    ("half_width", 0, "half_width 0, but the 95% interval needs"),
+    ("resize", None, "resize None, but the records policy dp_count gives"),
 ])
 def test_a_tightened_noise_claim_fails_the_public_audit(persons, tmp_path, field, value, message):
     def edit(b):
-        _edit_json(b, lambda d: d["tables"][0].update({field: value}))
+        _edit_json(b, lambda d: d.pop("resize") if field == "resize" else d["tables"][0].update({field: value}))
         _rerender(b)
     code, checks = _audit(_forge(persons, tmp_path, edit), "--pubkey", persons["pub"])
     assert code != 0 and any(message in p for p in checks["tables"]["problems"]), checks["tables"]

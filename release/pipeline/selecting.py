@@ -137,8 +137,11 @@ def _tables_file(spec, result) -> bytes:
     """dp-tables.json of ``publish: tables``: the noisy count tables the selected candidate's
     generator measured (mechanisms/measured.py)."""
     from dpbundle.mechanisms.measured import measured_of, tables_document
+    from dpbundle.mechanisms.noise import calibrated_laplace_scale
 
-    doc = tables_document(measured_of(result.model), list(spec.column_names))
+    count_scale = (calibrated_laplace_scale(1, spec.epsilon_count, integer=True)
+                   if spec.records_policy == "dp_count" else None)     # the table was resized
+    doc = tables_document(measured_of(result.model), list(spec.column_names), count_scale)
     return (json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
 
 

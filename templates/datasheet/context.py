@@ -68,6 +68,7 @@ def publication_facts(public: PublicFiles) -> dict:
     tables = public.optional.get("dp-tables.json")
     if isinstance(tables, dict):
         out["tables"] = dp_tables_rows(tables)
+        out["tables_resize"] = tables.get("resize")
     seeds, record = public.optional.get("seeds.json"), public.optional.get("preregistration.json")
     if isinstance(seeds, dict) and isinstance(record, dict):
         out.update(beacon=seeds.get("beacon"), record_created=record.get("created"),

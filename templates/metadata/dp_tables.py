@@ -5,7 +5,8 @@ bytes).
 Layout ("tidy", one file for every table): ``table`` (the table's id in dp-tables.json), then
 one column per released column of data.csv, in data.csv's order, holding the cell's label, or
 empty when the column is not one of the table's; then ``dp_count`` (the noisy count, which may
-be negative), ``lower_95`` and ``upper_95`` (the cell's 95% interval). Cells run in the table's
+be negative), ``lower_95`` and ``upper_95`` (the cell's 95% interval for the count of the
+plausible records: mechanisms/measured.py). Cells run in the table's
 mixed-radix order (its first column most significant). A column read on merged codes
 (``merge`` g > 1: codes ``c // g``) has the label of the group, ``"FIRST to LAST"`` (the labels
 of its first and last codes), or the code's own label when the group has one code.
@@ -26,10 +27,12 @@ __all__ = ["TABLES_JSON", "TABLES_CSV", "CSV_COUNT_FIELDS", "group_label", "dp_t
 TABLES_JSON = "dp-tables.json"
 TABLES_CSV = "dp-tables.csv"
 CSV_COUNT_FIELDS = {
-    "dp_count": "The cell's differentially private count of the plausible records (true count plus "
-                "discrete Laplace noise; may be negative).",
-    "lower_95": "The lower end of the cell's 95% interval for the true count (never below 0).",
-    "upper_95": "The upper end of the cell's 95% interval for the true count.",
+    "dp_count": "The cell's differentially private count: the count of the records the generator "
+                "was fitted on plus discrete Laplace noise (may be negative).",
+    "lower_95": "The lower end of the cell's 95% interval for the count of the plausible records "
+                "of the registry (never below 0).",
+    "upper_95": "The upper end of the cell's 95% interval for the count of the plausible records "
+                "of the registry.",
 }
 
 
