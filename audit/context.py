@@ -12,7 +12,7 @@ from .bundle_io import Bundle, BundleFileError
 from .data_csv import Counted, DataTable, read_data_csv, read_header_and_labels
 from .labels import AmbiguousAlternative, SpecView, SpecViewError, build_view
 
-__all__ = ["AuditContext", "Missing", "need", "need_number"]
+__all__ = ["AuditContext", "Missing", "need", "need_number", "spec_publishes"]
 
 
 class Missing(Exception):
@@ -119,3 +119,15 @@ class AuditContext:
         if view.min_count < 1:
             raise Missing(f"spec.json: projection min_count {view.min_count} is below 1")
         return view.min_count
+
+
+def spec_publishes(ctx: AuditContext, item: str) -> bool | None:
+    """Whether spec.json's spec lists ``item`` under ``publish`` (None if spec.json is unusable)."""
+    try:
+        spec = ctx.json("spec.json").get("spec")
+    except (Missing, AttributeError):
+        return None
+    if not isinstance(spec, dict):
+        return None
+    value = spec.get("publish") or []
+    return item in (value if isinstance(value, list) else [value])

@@ -18,7 +18,7 @@ from .bounds import (DRAWN_EXTRA, DRAWN_FACTOR, WORK_FLOOR, WORK_PER_BYTE, clip,
                      max_drawn, model_problems, sampling_cost, work_budget)
 from .bundle_io import BundleFileError
 from .checks_seeds import RECORD, SEEDS, derive_seed
-from .context import AuditContext, Missing
+from .context import AuditContext, Missing, spec_publishes
 from .report import CheckResult, StopCheck
 
 __all__ = ["check_rederivation", "MODEL", "spec_publishes", "spec_publishes_model"]
@@ -29,18 +29,6 @@ MODEL = "model.json"
 def spec_publishes_model(ctx: AuditContext) -> bool | None:
     """Whether spec.json's spec says ``publish: model`` (None if spec.json is unusable)."""
     return spec_publishes(ctx, "model")
-
-
-def spec_publishes(ctx: AuditContext, item: str) -> bool | None:
-    """Whether spec.json's spec lists ``item`` under ``publish`` (None if spec.json is unusable)."""
-    try:
-        spec = ctx.json("spec.json").get("spec")
-    except (Missing, AttributeError):
-        return None
-    if not isinstance(spec, dict):
-        return None
-    value = spec.get("publish") or []
-    return item in (value if isinstance(value, list) else [value])
 
 
 def check_rederivation(ctx: AuditContext) -> CheckResult:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from .context import AuditContext, Missing
+from .context import AuditContext, Missing, spec_publishes
 from .report import CheckResult
 
 __all__ = ["check_tables", "spec_publishes_tables", "half_width", "expected_tables", "count_scale",
@@ -34,8 +34,6 @@ MEASUREMENT_FIELDS = ("measurement", "sensitivity", "epsilon", "scale")
 
 def spec_publishes_tables(ctx: AuditContext) -> bool | None:
     """Whether spec.json's spec says ``publish: tables`` (None if spec.json is unusable)."""
-    from .rederive import spec_publishes
-
     return spec_publishes(ctx, "tables")
 
 
