@@ -54,7 +54,7 @@ import numpy as np
 from . import exact
 from .generators import check_codes, record_weights
 from .marginals import COUNT_SENSITIVITY
-from .measured import attach, measured_table
+from .measured import MeasuredTable, attach, measured_table
 from .noise import Randomness
 from .norm_sub import norm_sub
 from .privbayes import NetworkNode, PrivBayesModel
@@ -491,14 +491,24 @@ class PureMST:
             measured.append(measured_table([a, b], [1, 1], dom, noisy_2[(a, b)], COUNT_SENSITIVITY,
                                            eps_pair, f"mst_pure: 2-way marginal [{a}, {b}]"))
         del true_1, true_2, scores  # nothing below this line sees the data
+        self.edges = list(edges)
+        return self.estimate(measured, dom, n)
 
-        # ---- post-processing ----
+    def estimate(self, tables: Sequence[MeasuredTable], domain: Sequence[int], n: float) -> PureMSTModel:
+        """The model from the measured tables (post-processing: no data, no budget; the fit's
+        own code, and a refit on other counts for ``dpbundle sample --copies``): the d 1-way
+        tables in column order, then the tree's 2-way tables in the order the edges were chosen,
+        made consistent by :func:`consistent_tree` with the noise variances of the public scales."""
+        dom = tuple(int(k) for k in domain)
+        d = len(dom)
+        noisy_1 = [t.counts.astype(np.float64) for t in tables[:d]]
+        edges = [(t.columns[0], t.columns[1]) for t in tables[d:]]
+        noisy_2 = {(a, b): t.counts.astype(np.float64).reshape(dom[a], dom[b])
+                   for (a, b), t in zip(edges, tables[d:])}
         b1, b2 = self.noise_scales(d)
         nodes, conds, info = consistent_tree(noisy_1, noisy_2, dom, float(n),
                                              var_1way=2.0 * b1 * b1, var_2way=2.0 * b2 * b2)
-        model = PureMSTModel(dom, nodes, conds, edges, info)
-        self.edges = list(edges)
-        return attach(model, measured)
+        return attach(PureMSTModel(dom, nodes, conds, edges, info), tables)
 
 
 # --------------------------------------------------------------------------------------------

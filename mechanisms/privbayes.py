@@ -750,9 +750,7 @@ class PrivBayes:
         # ---- conditional tables (eps_2) ----
         eps_table = _even_split(self.epsilon_2, d)
         sens = count_table_sensitivity()
-        conditionals: list[np.ndarray] = []
-        table_sums: dict[int, tuple[np.ndarray, int]] = {}  # X -> (raw noisy counts of X, |dom(Pi)|)
-        measured: list[MeasuredTable] = []                  # publish: tables
+        measured: list[MeasuredTable] = []
         for node in network:
             counts = count_table(data, domain, node.attribute, node.parents, weights)
             # integer counts -> OpenDP's discrete Laplace (exact, same scale 2 d / eps_2)
@@ -763,37 +761,55 @@ class PrivBayes:
             measured.append(measured_table([p for p, _ in node.parents] + [node.attribute],
                                            [1 << lv for _, lv in node.parents] + [1], domain, noisy,
                                            int(sens), eps_table, what))
-            if self.oneway != "none":
-                table_sums[node.attribute] = (noisy.sum(axis=0), noisy.shape[0])
+        self.network = [node.to_dict(domain) for node in network]
+        if self.oneway == "measure":   # eps_0: the d one-way histograms, measured last
+            oneways = ow.measure_oneway(data, domain, self.epsilon_oneway, rand,
+                                        purpose="privbayes: one-way marginal", counts=weights)
+            eps_col = exact.split_float(float(self.epsilon_oneway), d)
+            measured += [measured_table([j], [1], domain, oneways[j], ow.COLUMN_SENSITIVITY, eps_col,
+                                        f"privbayes: one-way marginal of column {j}") for j in range(d)]
+        return self.estimate(measured, domain, n)
+
+    def estimate(self, tables: Sequence[MeasuredTable], domain: Sequence[int], n: float) -> Any:
+        """The model from the measured tables (post-processing: no data, no budget): the same
+        code for the fit and for a refit on other counts (``dpbundle sample --copies``).
+
+        ``tables``: the d conditional tables in network order (columns: the parents, then the
+        attribute; merge ``2^level`` per parent), then with ``oneway: measure`` the d one-way
+        tables in column order. Each conditional is norm-sub'ed to ``n`` and its rows
+        normalised; with ``oneway`` "tables"/"measure" the model is raked to the one-way shares
+        (:meth:`_oneway_model`)."""
+        domain = tuple(int(k) for k in domain)
+        d = len(domain)
+        network, conditionals, table_sums = [], [], {}
+        for t in tables[:d]:
+            parents = tuple((c, g.bit_length() - 1) for c, g in zip(t.columns[:-1], t.merge[:-1]))
+            node = NetworkNode(t.columns[-1], parents)
+            noisy = t.counts.astype(np.float64).reshape(-1, domain[node.attribute])
+            network.append(node)
+            table_sums[node.attribute] = (noisy.sum(axis=0), noisy.shape[0])
             conditionals.append(_normalise(norm_sub(noisy, float(n))))
         model = PrivBayesModel(domain, network, conditionals)
-        self.network = model.network_description()
         if self.oneway == "none":
-            return attach(model, measured)
-        return self._oneway_model(model, data, weights, n, domain, table_sums, eps_table, rand, measured)
+            return attach(model, tables)
+        return self._oneway_model(model, n, domain, table_sums, tables)
 
-    def _oneway_model(self, model: PrivBayesModel, data: np.ndarray, weights: np.ndarray, n: int,
-                      domain: tuple[int, ...], table_sums: dict[int, tuple[np.ndarray, int]], eps_table: float,
-                      rand: Any, measured: list[MeasuredTable] | None = None) -> Any:
+    def _oneway_model(self, model: PrivBayesModel, n: float, domain: tuple[int, ...],
+                      table_sums: dict[int, tuple[np.ndarray, int]], tables: Sequence[MeasuredTable]) -> Any:
         """The RakedModel of ``oneway`` "tables"/"measure" (see the module docstring).
 
         Per column X: the raw noisy table of (X, Pi) summed over Pi (unbiased, per-cell variance
-        ``|dom(Pi)| v_table``); with "measure" also the measured one-way histogram (eps_0 / d,
-        variance ``v_oneway``), combined by inverse-variance weighting. Then norm-sub to n and
-        shares. All post-processing except the "measure" draws."""
+        ``|dom(Pi)| v_table``); with "measure" also the measured one-way histogram (the tables
+        after the d conditionals; eps_0 / d, variance ``v_oneway``), combined by inverse-variance
+        weighting. Then norm-sub to n and shares. All post-processing."""
         d = len(domain)
-        tables = list(measured or [])
+        eps_table = _even_split(self.epsilon_2, d)
         v_table = ow.oneway_noise_variance(eps_table, 1, sensitivity=count_table_sensitivity())
         estimates = [[(table_sums[j][0], table_sums[j][1] * v_table)] for j in range(d)]
         if self.oneway == "measure":
-            oneways = ow.measure_oneway(data, domain, self.epsilon_oneway, rand,
-                                        purpose="privbayes: one-way marginal", counts=weights)
             v_one = ow.oneway_noise_variance(self.epsilon_oneway, d)
-            eps_col = exact.split_float(float(self.epsilon_oneway), d)
-            for j in range(d):
-                estimates[j].append((oneways[j], v_one))
-                tables.append(measured_table([j], [1], domain, oneways[j], ow.COLUMN_SENSITIVITY, eps_col,
-                                             f"privbayes: one-way marginal of column {j}"))
+            for t in tables[d:]:
+                estimates[t.columns[0]].append((t.counts.astype(np.float64), v_one))
         counts = [ow.inverse_variance(e) for e in estimates]
         return attach(ow.RakedModel(model, ow.shares_from_noisy(counts, float(n)), method="rake"), tables)
 

@@ -802,13 +802,35 @@ class PrivSyn:
                 mean_abs.append(None)   # the Laplace's: sqrt(variance / 2) = b
             shape = [dom[a[0]]] if len(a) == 1 else [pdom[j] for j in a]
             noisy.append(np.asarray(out, dtype=np.float64).reshape(shape))
-        if hier:
-            self.selected = list(selected)
-            model = self._hierarchical_model(dom, factors, attrs, noisy, variances, n, selected,
-                                             mean_abs)
-            return model if zcdp else attach(model, measured)
+        self.selected = list(selected)
+        model = self._model(dom, attrs, noisy, scales, variances, mean_abs, n, selected)
+        return model if zcdp else attach(model, measured)
 
-        # ---- post-processing: consistency, distributions ----
+    def estimate(self, tables: Sequence[MeasuredTable], domain: Sequence[int], n: float) -> PrivSynModel:
+        """The model from the measured tables (pure DP; post-processing: no data, no budget; the
+        fit's own code, and a refit on other counts for ``dpbundle sample --copies``): the 1-way
+        tables, then the selected pairs (merged codes under the hierarchical estimator), each with
+        the Laplace's variance ``2 b^2``, ``b = 2 / epsilon`` of the table."""
+        dom = tuple(int(k) for k in domain)
+        attrs = [tuple(t.columns) for t in tables]
+        noisy = [t.counts.astype(np.float64).reshape(t.sizes) for t in tables]
+        scales = [COUNT_SENSITIVITY / t.epsilon for t in tables]
+        variances = [2.0 * b * b for b in scales]
+        selected = [a for a in attrs if len(a) == 2]
+        model = self._model(dom, attrs, noisy, scales, variances, [None] * len(attrs), n, selected)
+        return attach(model, tables)
+
+    def _model(self, dom: tuple[int, ...], attrs: list[tuple[int, ...]], noisy: list[np.ndarray],
+               scales: list[float], variances: list[float], mean_abs: list[float | None], n: float,
+               selected: list[tuple[int, int]]) -> PrivSynModel:
+        """Post-processing of the noisy tables: the hierarchical estimator's model, or the
+        consistent tables (variances used under zCDP, the Laplace scales otherwise) and their
+        distributions."""
+        d = len(dom)
+        if self.estimator == "hierarchical":
+            factors = [estimation.merge_factor(k, self.pair_values) for k in dom]
+            return self._hierarchical_model(dom, factors, attrs, noisy, variances, n, selected, mean_abs)
+        zcdp = self.rho is not None
         tabs = consistent_tables(noisy, attrs, scales, float(n), self.consistency_rounds,
                                  variances=variances if zcdp else None)
         oneways = [np.ones(1)] * d
@@ -821,11 +843,9 @@ class PrivSyn:
         for j in range(d):
             if dom[j] < 2:
                 oneways[j] = np.ones(1)
-        self.selected = list(selected)
-        model = PrivSynModel(domain=dom, oneways=oneways, marginals=margs,
-                             gum_rounds=self.gum_rounds, gum_alpha=self.gum_alpha,
-                             selected=list(selected))
-        return model if zcdp else attach(model, measured)
+        return PrivSynModel(domain=dom, oneways=oneways, marginals=margs,
+                            gum_rounds=self.gum_rounds, gum_alpha=self.gum_alpha,
+                            selected=list(selected))
 
     def _hierarchical_model(self, dom: tuple[int, ...], factors: list[int],
                                attrs: list[tuple[int, ...]], noisy: list[np.ndarray],

@@ -2,15 +2,18 @@
 no budget, no private data)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Iterator, Optional
 
 import typer
 
 if TYPE_CHECKING:  # numpy is imported when rows are drawn, never to print help
     import numpy as np
+
+    from dpbundle.audit.context import AuditContext
 
 __all__ = ["cli_sample", "sample_bundle", "sample_to_file", "SampleError", "MAX_ROWS"]
 
@@ -23,8 +26,9 @@ class SampleError(ValueError):
     """The bundle has no usable model, or the request is unusable."""
 
 
-def _rng_for(seed: int):
-    """purpose -> Generator(PCG64(SHA-256(seed | purpose | k))): reproducible from the seed."""
+def _rng_for(seed: int | str):
+    """purpose -> Generator(PCG64(SHA-256(seed | purpose | k))): reproducible from the seed (a
+    copy of ``--copies`` passes ``"seed\x1fcopy i"``)."""
     import numpy as np
 
     uses: dict[str, int] = {}
@@ -66,34 +70,44 @@ def _check_rows(rows: int, columns: int) -> None:
                           "more rows)")
 
 
-def _draw(bundle: Path, rows: int, seed: int, raw: bool):
-    """(view, codes) of ``rows`` rows drawn from ``bundle``'s model (see :func:`sample_bundle`)."""
-    import numpy as np
-
-    from dpbundle.audit.bounds import clip, max_drawn, model_problems
+@contextlib.contextmanager
+def checked_bundle(bundle: Path, needs: str, what: str, noun: str) -> Iterator["AuditContext"]:
+    """The audit's context of ``bundle`` once its files match the signed manifest (the audit's
+    integrity check, signature by the manifest's own key); SampleError if the bundle cannot be
+    opened, lacks the file ``needs`` (``noun``, published by the spec's ``publish: what``), or
+    fails the check."""
+    from dpbundle.audit.bounds import clip
     from dpbundle.audit.bundle_io import BundleError, open_bundle
     from dpbundle.audit.checks_integrity import check_integrity
-    from dpbundle.audit.context import AuditContext, Missing
-    from dpbundle.audit.replay import DrawLimit, TranscriptError, sample_and_project
-    from dpbundle.mechanisms.published import PublishError, model_from_document
+    from dpbundle.audit.context import AuditContext
 
-    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_ROWS:
-        raise SampleError(f"--rows must be a whole number from 1 to {MAX_ROWS:,} (draw more with "
-                          "several seeds)")
     try:
         guarded = open_bundle(bundle)
     except BundleError as e:
         raise SampleError(str(e)) from None
     with guarded:
-        if not guarded.has("model.json"):
-            raise SampleError(f"{bundle}: the bundle publishes no model (its spec did not say "
-                              "`publish: model`), so there is nothing to sample from")
+        if not guarded.has(needs):
+            raise SampleError(f"{bundle}: the bundle publishes no {noun} (its spec did not say "
+                              f"`publish: {what}`), so there is nothing to sample from")
         ctx = AuditContext(guarded)
         integrity = check_integrity(ctx, None)
         if integrity.failed:
             raise SampleError(clip(f"{bundle}: the bundle's files do not match its signed manifest "
                                    f"({'; '.join(integrity.problems[:2])}); nothing sampled (run "
                                    "`dpbundle audit` with the publisher's key)", 2000))
+        yield ctx
+
+
+def _draw(bundle: Path, rows: int, seed: int, raw: bool):
+    """(view, codes) of ``rows`` rows drawn from ``bundle``'s model (see :func:`sample_bundle`)."""
+    from dpbundle.audit.bounds import clip, model_problems
+    from dpbundle.audit.context import Missing
+    from dpbundle.mechanisms.published import PublishError, model_from_document
+
+    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_ROWS:
+        raise SampleError(f"--rows must be a whole number from 1 to {MAX_ROWS:,} (draw more with "
+                          "several seeds)")
+    with checked_bundle(bundle, "model.json", "model", "model") as ctx:
         try:
             doc = ctx.json("model.json")
             view, config = ctx.view(), ctx.json("spec.json")["configuration"]
@@ -107,29 +121,41 @@ def _draw(bundle: Path, rows: int, seed: int, raw: bool):
             model = model_from_document(doc)
         except PublishError as e:
             raise SampleError(clip(f"{bundle}: {e}")) from None
-        try:
-            if raw:
-                codes = np.asarray(model.sample(rows, _rng_for(seed)("sample round 0")))
-            else:
-                try:
-                    codes = sample_and_project(model, rows, config, view, _rng_for(seed),
-                                               max_rows=max_drawn(rows))
-                except (KeyError, TypeError) as e:
-                    raise SampleError(clip(f"{bundle}: spec.json: the configuration has no usable "
-                                           f"projection ({type(e).__name__}: {e})")) from None
-                except DrawLimit:
-                    raise SampleError("the model's samples fail the synthetic constraints so often that "
-                                      f"keeping {rows:,} rows would draw more than {max_drawn(rows):,} "
-                                      "rows in all; try --raw") from None
-                except TranscriptError:
-                    raise SampleError("the model's samples fail the synthetic constraints too often to "
-                                      f"keep {rows:,} rows; try --raw") from None
-                except ValueError as e:   # the projection (e.g. fewer rows than min_count), the constraints
-                    raise SampleError(clip(f"{bundle}: {e}")) from None
-        except MemoryError:
-            raise SampleError(f"not enough memory to draw {rows:,} rows; ask for fewer (several seeds "
-                              "give more rows)") from None
+        codes = drawn(model, rows, config, view, _rng_for(seed), bundle, raw=raw)
         return view, codes
+
+
+def drawn(model, rows: int, config: dict, view, rng_for, bundle: Path, *, raw: bool = False,
+          sampler: int | None = None) -> np.ndarray:
+    """``rows`` codes drawn from ``model`` as the release draws data.csv (the synthetic
+    constraints and the projection of ``config``; ``sampler``: the sampler version, default the
+    model's), or its raw draws; SampleError naming what failed."""
+    import numpy as np
+
+    from dpbundle.audit.bounds import clip, max_drawn
+    from dpbundle.audit.replay import DrawLimit, TranscriptError, sample_and_project
+
+    try:
+        if raw:
+            return np.asarray(model.sample(rows, rng_for("sample round 0")))
+        try:
+            return sample_and_project(model, rows, config, view, rng_for, max_rows=max_drawn(rows),
+                                      sampler=sampler)
+        except (KeyError, TypeError) as e:
+            raise SampleError(clip(f"{bundle}: spec.json: the configuration has no usable "
+                                   f"projection ({type(e).__name__}: {e})")) from None
+        except DrawLimit:
+            raise SampleError("the model's samples fail the synthetic constraints so often that "
+                              f"keeping {rows:,} rows would draw more than {max_drawn(rows):,} "
+                              "rows in all; try --raw") from None
+        except TranscriptError:
+            raise SampleError("the model's samples fail the synthetic constraints too often to "
+                              f"keep {rows:,} rows; try --raw") from None
+        except ValueError as e:   # the projection (e.g. fewer rows than min_count), the constraints
+            raise SampleError(clip(f"{bundle}: {e}")) from None
+    except MemoryError:
+        raise SampleError(f"not enough memory to draw {rows:,} rows; ask for fewer (several seeds "
+                          "give more rows)") from None
 
 
 def _csv_chunks(view, codes: np.ndarray):
@@ -202,30 +228,49 @@ def sample_to_file(bundle: Path, rows: int, seed: int, out: Path, *, raw: bool =
 
 
 def cli_sample(
-    bundle: Annotated[Path, typer.Argument(help="A bundle (folder or .zip) made with `publish: model`.")],
-    rows: Annotated[int, typer.Option("--rows", "-n", help="How many synthetic rows to draw.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="CSV file to write (must not exist unless --force).")],
+    bundle: Annotated[Path, typer.Argument(help="A bundle (folder or .zip) made with `publish: model` "
+                                                "(or `publish: tables` for --copies).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="CSV file to write (must not exist unless --force); "
+                                                          "with --copies, a new folder.")],
+    rows: Annotated[Optional[int], typer.Option("--rows", "-n", help="How many synthetic rows to draw "
+                                                "(not with --copies: each copy has its own).")] = None,
+    copies: Annotated[Optional[int], typer.Option("--copies", "-m", help="Draw this many copies that carry "
+                                                  "the DP noise, for intervals (2 to 100; 10 is a good start).",
+                                                  show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed: the same bundle, rows and seed give the same file.")] = 0,
     raw: Annotated[bool, typer.Option("--raw", help="Skip the synthetic constraints and the face-privacy projection.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite OUT.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite OUT (not with --copies).")] = False,
 ) -> None:
-    """Draw more synthetic rows from a bundle's published DP model.
+    """Draw more synthetic rows from a bundle's published DP model, or m copies for intervals.
 
     Sampling a published model is post-processing: it spends no privacy budget and reads no
     private data. By default the rows go through the same synthetic constraints and
     face-privacy projection as the release (every record at least min_count times). The rows
     are NOT the released data.csv: only that file was checked by the acceptance criteria.
 
+    With --copies M (a bundle made with `publish: tables`): M copies, each drawn from the
+    model rebuilt from the DP tables redrawn around their published counts, so that the copies
+    differ as much as the DP noise could have made the release differ. Run your analysis on
+    every copy and combine the M estimates (docs/reading-the-data.md, "Intervals from m
+    copies"): one file alone understates the uncertainty.
+
     Nothing is sampled from a bundle whose files do not match its signed manifest, or whose
     model is not the selected configuration's or exceeds the audit's bounds (docs/audit.md,
     "Bounds"); pin the publisher's key with `dpbundle audit` first.
 
-    Example:
+    Examples:
 
         dpbundle sample births-bundle --rows 1000000 --seed 7 --out births-1m.csv
+
+        dpbundle sample persons-bundle --copies 10 --seed 7 --out persons-copies
     """
     from dpbundle.release.cli.common import EXIT_FAILED, fail_input
 
+    if copies is not None:
+        _cli_copies(bundle, copies, seed, out, raw=raw, rows=rows, force=force)
+        return
+    if rows is None:
+        fail_input("--rows is required (how many synthetic rows to draw), or --copies M for copies")
     try:
         sample_to_file(bundle, rows, seed, out, raw=raw, force=force)
     except SampleError as exc:
@@ -236,3 +281,31 @@ def cli_sample(
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else f"{out}: "
         fail_input(f"{where}cannot write the sample ({exc.strerror or exc}); nothing was written")
     typer.echo(f"wrote {rows:,} synthetic rows to {out} (seed {seed}; no privacy budget spent)")
+
+
+def _cli_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool, rows: int | None,
+                force: bool) -> None:
+    """`dpbundle sample --copies`: write the folder, one line of progress per copy."""
+    from dpbundle.release.cli.common import EXIT_FAILED, fail_input
+    from dpbundle.release.cli.copies import write_copies
+
+    if rows is not None:
+        fail_input("--rows does not go with --copies: every copy has the number of records the "
+                   "bundle's count gives it (docs/reading-the-data.md)")
+    if force:
+        fail_input("--force does not go with --copies: copies go into a new folder")
+
+    def progress(i: int, m: int, n: int) -> None:
+        typer.echo(f"copy {i}/{m}: {n:,} rows", err=True)
+
+    try:
+        write_copies(bundle, copies, seed, out, raw=raw, progress=progress)
+    except SampleError as exc:
+        fail_input(str(exc))
+    except MemoryError:
+        fail_input("not enough memory to draw the copies", code=EXIT_FAILED)
+    except OSError as exc:
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else f"{out}: "
+        fail_input(f"{where}cannot write the copies ({exc.strerror or exc}); nothing was written")
+    typer.echo(f"wrote {copies} copies to {out} (seed {seed}; no privacy budget spent); combine "
+               "estimates with the rules of docs/reading-the-data.md")

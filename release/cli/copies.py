@@ -1,0 +1,143 @@
+"""`dpbundle sample --copies M`: m synthetic copies that carry the DP noise, from a bundle's
+published DP tables (post-processing: no budget, no private data).
+
+Copy i (``mechanisms/copies.py``): every table of dp-tables.json redrawn from its posterior
+(the published counts plus a fresh discrete Laplace of the published scale), the model rebuilt by
+the configuration's generator from those counts (its own estimator), the number of records redrawn
+the same way under the records policy ``dp_count``, and the records drawn as the release draws
+data.csv (synthetic constraints, face-privacy projection, the public sampler rule). An estimate
+computed on every copy combines into an interval with the rules of docs/reading-the-data.md.
+
+The output is a new folder: ``copy-01.csv`` ... (data.csv's format) and ``copies.json`` (schema
+``schemas/copies.schema.json``: the bundle's manifest digest, the seed, every copy's file, rows
+and SHA-256, the combining rule's name). It is written in a private temporary sibling and renamed
+into place: on any failure nothing is left behind.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from dpbundle.release.cli.sample import SampleError, _csv_chunks, _rng_for, checked_bundle, drawn
+
+__all__ = ["write_copies", "COPIES_FORMAT", "COPIES_JSON"]
+
+COPIES_FORMAT = "dpbundle-copies/1"
+COPIES_JSON = "copies.json"
+#: The rules of docs/reading-the-data.md, stated in copies.json (mechanisms/copies.py derives them).
+COMBINING = {"registry": "mean(q) +- t(m - 1) sqrt((1 + 1/m) b)",
+             "population": "mean(q) +- t(nu) sqrt((1 + 1/m) b + mean(u)), nu = (m - 1) (1 + mean(u) / ((1 + 1/m) b))^2"}
+
+
+def _tables(doc: dict, names: list[str]):
+    """The MeasuredTables of dp-tables.json (column names to indices)."""
+    import numpy as np
+
+    from dpbundle.mechanisms.measured import MeasuredTable
+
+    return [MeasuredTable(tuple(names.index(c) for c in t["columns"]), tuple(t["merge"]), tuple(t["sizes"]),
+                          np.asarray(t["counts"], dtype=np.int64), int(t["sensitivity"]), float(t["epsilon"]),
+                          str(t["measurement"]))
+            for t in doc["tables"]]
+
+
+def _plan(ctx, bundle: Path):
+    """(view, config, generator, tables, n, count scale) from the bundle's public files, once
+    the audit's ``tables`` check has re-derived every table's structure and noise from the spec."""
+    from dpbundle.audit.bounds import clip
+    from dpbundle.audit.context import Missing
+    from dpbundle.audit.model_check import config_generator
+    from dpbundle.audit.tables_check import check_tables, count_scale
+    from dpbundle.mechanisms.copies import COPY_GENERATORS
+
+    try:
+        view, spec_doc = ctx.view(), ctx.json("spec.json")
+        config, n = spec_doc["configuration"], ctx.declared_n()
+        gen_type = (config.get("generator") or {}).get("type")
+    except (Missing, KeyError, TypeError, AttributeError) as e:
+        raise SampleError(clip(f"{bundle}: {e}")) from None
+    if gen_type not in COPY_GENERATORS:
+        raise SampleError(f"{bundle}: copies need a generator that rebuilds its model from its tables "
+                          f"({', '.join(COPY_GENERATORS)}); this bundle's is {gen_type!r}")
+    checked = check_tables(ctx)
+    if checked.failed:
+        raise SampleError(clip(f"{bundle}: dp-tables.json fails the audit's tables check "
+                               f"({'; '.join(checked.problems[:2])}); nothing sampled", 2000))
+    names = list(view.names)
+    try:
+        generator = config_generator(config, float(view.spec["privacy"]["epsilon_generation"]),
+                                     view.spec, names)
+        tables = _tables(ctx.json("dp-tables.json"), names)
+    except (Missing, KeyError, TypeError, ValueError) as e:
+        raise SampleError(clip(f"{bundle}: spec.json: the configuration's generator cannot be built ({e})")) from None
+    return view, config, generator, tables, n, count_scale(view.spec)
+
+
+def _write_copy(path: Path, view, codes) -> str:
+    """Write one copy (data.csv's format) and return its SHA-256."""
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        for piece in _csv_chunks(view, codes):
+            digest.update(piece)
+            fh.write(piece)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return digest.hexdigest()
+
+
+def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool = False,
+                 progress: Callable[[int, int, int], None] | None = None) -> dict:
+    """Write ``copies`` copies of ``bundle`` into the new folder ``out`` (module docstring) and
+    return copies.json's document. ``progress(i, m, rows)`` after each copy. SampleError when
+    the request, the bundle or ``out`` is unusable; OSError when writing fails (nothing is left)."""
+    import numpy as np
+
+    from dpbundle.mechanisms.copies import MAX_COPIES, MIN_COPIES, posterior_counts, posterior_n
+    from dpbundle.mechanisms.sampling import public_sampler
+
+    if isinstance(copies, bool) or not isinstance(copies, int) or not MIN_COPIES <= copies <= MAX_COPIES:
+        raise SampleError(f"--copies must be a whole number from {MIN_COPIES} to {MAX_COPIES} "
+                          "(10 is a good start: docs/reading-the-data.md)")
+    out = Path(out)
+    if out.exists() or out.is_symlink():
+        raise SampleError(f"{out}: exists; copies go into a new folder (remove it or choose another)")
+    if not out.parent.is_dir():
+        raise SampleError(f"{out.parent}: no such directory")
+    with checked_bundle(bundle, "dp-tables.json", "tables", "DP tables") as ctx:
+        view, config, generator, tables, n, scale_n = _plan(ctx, bundle)
+        manifest = ctx.bundle.digest("manifest.json")[0]
+        domain = [c.size for c in view.columns]
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        tmp.mkdir(mode=0o755)
+        try:
+            listed = []
+            for i in range(1, copies + 1):
+                rng_for = _rng_for(f"{seed}\x1fcopy {i}")
+                posterior = rng_for("posterior")
+                model = generator.estimate(posterior_counts(tables, posterior), domain, n)
+                rows = posterior_n(n, scale_n, posterior)
+                codes = drawn(model, rows, config, view, rng_for, bundle, raw=raw,
+                              sampler=public_sampler(config.get("generator"), rows, domain))
+                name = f"copy-{i:0{max(2, len(str(copies)))}d}.csv"
+                listed.append({"file": name, "rows": int(len(codes)),
+                               "sha256": _write_copy(tmp / name, view, np.asarray(codes))})
+                if progress:
+                    progress(i, copies, int(len(codes)))
+            doc = {"format": COPIES_FORMAT, "manifest_sha256": manifest, "seed": seed, "raw": raw,
+                   "records": "dp_count" if scale_n is not None else "declared_public",
+                   "combining": COMBINING,
+                   "copies": listed}
+            (tmp / COPIES_JSON).write_text(json.dumps(doc, indent=2) + "\n")
+            if out.exists() or out.is_symlink():
+                raise SampleError(f"{out}: appeared while the copies were drawn; nothing written")
+            os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return doc
