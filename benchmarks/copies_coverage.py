@@ -26,6 +26,7 @@ population). ``acs-like`` (the tests) simulates a table in the excerpt's format.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import tempfile
@@ -38,7 +39,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("registry", "population")
-GROUPS = ("one-way", "modelled pairs", "unmodelled pairs", "one copy")
+GROUPS = ("one-way", "modelled pairs", "unmodelled pairs", "one copy", "one-way, RRR's rule")
 MIN_SHARE = 0.02
 GENERATORS = {"privbayes": {"epsilon_split": 0.25, "theta": 8}, "mst_pure": {},
               "privsyn": {"estimator": "hierarchical", "select_rule": "top", "max_pairs": 8}}
@@ -86,8 +87,10 @@ class Tally:
         return len(self.hits.get((group, target), []))
 
     def width(self, group: str, target: str) -> float:
+        """The median width (RRR's rule has intervals of astronomical width when its degrees of
+        freedom collapse: a mean would say nothing)."""
         v = self.widths.get((group, target), [])
-        return float(np.mean(v)) if v else float("nan")
+        return float(np.median(v)) if v else float("nan")
 
 
 class Setting:
@@ -134,7 +137,8 @@ def estimands(registry: np.ndarray, domain: list[int], pairs: list[tuple[int, in
 
 
 def replicate(tally: Tally, registry: np.ndarray, population: np.ndarray | None, domain: list[int],
-              generator_type: str, epsilon: float, m: int, min_count: int, seed: int) -> None:
+              generator_type: str, epsilon: float, m: int, min_count: int, seed: int,
+              hyper: dict | None = None) -> None:
     """One replication (module docstring): fit, m copies, combine, count."""
     from scipy.stats import norm
 
@@ -144,7 +148,7 @@ def replicate(tally: Tally, registry: np.ndarray, population: np.ndarray | None,
     from dpbundle.mechanisms.noise import Randomness
     from dpbundle.mechanisms.projection import project
 
-    gen = make_generator(generator_type, epsilon, **GENERATORS[generator_type])
+    gen = make_generator(generator_type, epsilon, **(GENERATORS[generator_type] if hyper is None else hyper))
     n = len(registry)
     tables = measured_of(gen.fit(registry, domain, Randomness()))
     pairs = sorted({tuple(t.columns) for t in tables if len(t.columns) == 2 and t.merge == (1, 1)})
@@ -173,10 +177,27 @@ def replicate(tally: Tally, registry: np.ndarray, population: np.ndarray | None,
         if group == "one-way":
             half = z * math.sqrt(u[0, e])
             tally.add("one copy", "registry", abs(q[0, e] - truth["registry"]) <= half, 2 * half)
+            half = _rrr_half_width(q[:, e], u[:, e])
+            tally.add("one-way, RRR's rule", "registry", abs(q[:, e].mean() - truth["registry"]) <= half, 2 * half)
+
+
+def _rrr_half_width(q: np.ndarray, u: np.ndarray) -> float:
+    """Raghunathan, Reiter and Rubin's (2003) fully synthetic rule, for comparison: T_f = (1 +
+    1/m) b - ū with nu = (m - 1)(1 - ū / ((1 + 1/m) b))^2; where T_f <= 0, Reiter's (2002)
+    fallback ū with m - 1 degrees of freedom."""
+    from scipy.stats import t
+
+    m = len(q)
+    between, ubar = (1 + 1 / m) * q.var(ddof=1), u.mean()
+    if between - ubar <= 0:
+        return float(t.ppf(0.975, m - 1) * math.sqrt(ubar))
+    nu = (m - 1) * (1 - ubar / between) ** 2
+    return float(t.ppf(0.975, nu) * math.sqrt(between - ubar))
 
 
 def run(registry: str, generator_type: str, epsilon: float, reps: int, m: int, *, rows: int = 6000,
-        acs: Path | None = None, target: str = "registry", min_count: int = 2, progress: bool = False) -> Tally:
+        acs: Path | None = None, target: str = "registry", min_count: int = 2, progress: bool = False,
+        hyper: dict | None = None) -> Tally:
     """``reps`` replications (module docstring); ``target`` "population" draws every registry
     from a population (for ``acs``: a bootstrap sample of the file) and counts both targets."""
     from dpbundle.release.data.example import example_csv
@@ -200,7 +221,7 @@ def run(registry: str, generator_type: str, epsilon: float, reps: int, m: int, *
             reg = population if target == "registry" else population[rng.integers(0, len(population), len(population))]
         else:
             reg = setting.codes(acs_like_csv(rows, 1000 + r))
-        replicate(tally, reg, population, domain, generator_type, epsilon, m, min_count, seed=r)
+        replicate(tally, reg, population, domain, generator_type, epsilon, m, min_count, seed=r, hyper=hyper)
         if progress and (r + 1) % 20 == 0:
             print(f"  {r + 1}/{reps} replications, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     return tally
@@ -221,14 +242,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--copies", type=int, default=5)
     ap.add_argument("--target", choices=KINDS, default="population")
+    ap.add_argument("--hyper", help="the generator's hyperparameters as JSON (default: GENERATORS[generator])")
     a = ap.parse_args(argv)
     if a.registry == "acs" and a.acs is None:
         ap.error("--registry acs needs --acs PATH")
     t0 = time.time()
-    tally = run(a.registry, a.generator, a.epsilon, a.reps, a.copies, acs=a.acs, target=a.target, progress=True)
-    print(f"{a.registry}, {a.generator}, epsilon {a.epsilon}, m = {a.copies}, {a.reps} replications "
+    hyper = json.loads(a.hyper) if a.hyper else None
+    tally = run(a.registry, a.generator, a.epsilon, a.reps, a.copies, acs=a.acs, target=a.target, progress=True,
+                hyper=hyper)
+    shown = GENERATORS[a.generator] if hyper is None else hyper
+    print(f"{a.registry}, {a.generator} {json.dumps(shown)}, epsilon {a.epsilon}, m = {a.copies}, {a.reps} replications "
           f"({time.time() - t0:.0f} s)")
-    print(f"| estimands | target | intervals | coverage | mean width |\n|---|---|---:|---:|---:|")
+    print(f"| estimands | target | intervals | coverage | median width |\n|---|---|---:|---:|---:|")
     for group in GROUPS:
         for target in KINDS:
             if tally.count(group, target):

@@ -36,10 +36,10 @@ q̄)^2) / (m - 1)`` and ``ū = mean(u_i)``:
   t_{m-1}(0.975) sqrt(T)``, ``T = (1 + 1/m) b``: unbiased when the DP noise dominates,
   conservative by the sampling variance otherwise.
 - Raghunathan, Reiter and Rubin's (2003) rule for fully synthetic data subtracts ``ū`` from
-  ``T``; that is right only when a copy is drawn record by record (``v_s = ū``). PrivSyn's GUM
-  sampler matches the measured margins and draws with much less variance, and the subtraction
-  then undercovers (measured: 91% for 95% intervals; docs/reading-the-data.md); it also makes
-  the degrees of freedom collapse when ``b`` is near ``ū``. So it is not used.
+  ``T``; that is right only when a copy is drawn record by record (``v_s = ū``; PrivSyn's GUM
+  sampler matches the measured margins and draws with less variance, so ``T - ū`` can fall
+  below ``Var(Q - q̄)``), and it makes the degrees of freedom collapse when ``b`` is near ``ū``
+  (measured: intervals 1.1 to 1.8 times as wide; docs/reading-the-data.md). So it is not used.
 - For a population the registry is a random sample of (a survey), add the registry's own
   sampling variance, which ``ū`` estimates: ``T_pop = (1 + 1/m) b + ū``, with Satterthwaite's
   ``nu = (m - 1) (T_pop / ((1 + 1/m) b))^2`` degrees of freedom (``ū`` taken as known).

@@ -5,6 +5,7 @@
     >>> b.data.head(); b.metrics; b.budget["total_epsilon"]
     >>> audit("births-bundle", pubkey="births-bundle.demo-key.pub").verdict
     >>> s = sweep("examples/births.yaml", "public.csv.gz", out="sweep", sample=8, reps=3)
+    >>> copies("persons-bundle", 10, out="persons-copies")           # publish: tables; intervals
 
 ``release`` is the release itself: ``dpbundle release`` is a thin layer over the same function
 (``pipeline.run_release``) that prints the exception's message and exits with its code. The
@@ -36,7 +37,7 @@ from typing import Any, Iterator
 
 __all__ = ["ReleaseOptions", "SweepOptions", "DpbundleError", "CommandError", "UnusableInput", "Refused", "ReleaseFailed",
            "BundleNotWritten", "DpbundleInterrupt", "ReleaseInterrupted", "DPBUNDLE_ERRORS",
-           "DpbundleWarning", "release", "sweep", "audit"]
+           "DpbundleWarning", "release", "sweep", "audit", "copies"]
 
 PathLike = str | os.PathLike
 
@@ -377,14 +378,43 @@ def audit(bundle: PathLike, pubkey: PathLike | str | None = None, *, spec: PathL
         raise UnusableInput(f"audit(): beacon must be a string, got {type(beacon).__name__}")
     from dpbundle.audit.runner import AuditInputError, run_audit
 
-    try:
+    with _api_errors("audit()", AuditInputError, "audit interrupted: no report was written"):
         return run_audit(bundle, pubkey=pubkey, transcript=transcript, data=data, spec=spec,
                          preregistration=preregistration, beacon=beacon, ledger=ledger)
-    except AuditInputError as exc:
+
+
+@contextlib.contextmanager
+def _api_errors(call: str, unusable: type[Exception], interrupted: str) -> Iterator[None]:
+    """``unusable`` -> UnusableInput, an interrupt -> DpbundleInterrupt(``interrupted``), our
+    own errors as they are, anything else -> a DpbundleError naming ``call``."""
+    try:
+        yield
+    except unusable as exc:
         raise UnusableInput(str(exc)) from None
     except DPBUNDLE_ERRORS:
         raise
     except KeyboardInterrupt:
-        raise DpbundleInterrupt("audit interrupted: no report was written") from None
+        raise DpbundleInterrupt(interrupted) from None
     except Exception as exc:  # noqa: BLE001
-        raise _unexpected("audit()", exc) from None
+        raise _unexpected(call, exc) from None
+
+
+def copies(bundle: PathLike, m: int, *, out: PathLike, seed: int = 0, raw: bool = False) -> dict:
+    """``dpbundle sample BUNDLE --copies M --out OUT``: m synthetic copies that carry the DP noise
+    (a bundle made with ``publish: tables``), written into the new folder ``out``; returns
+    copies.json's document (each copy's ``file``, ``rows``, ``sha256``). Combine an estimate
+    computed on every copy with :func:`dpbundle.mechanisms.copies.combine`
+    (docs/reading-the-data.md). :class:`UnusableInput` (code 2) when the request or the bundle
+    is unusable; nothing is left behind."""
+    _check_args("copies()", bundle=(bundle, "path"), out=(out, "path"))
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise UnusableInput(f"copies(): seed must be an integer, got {type(seed).__name__}")
+    from dpbundle.release.bundle.copies import write_copies
+    from dpbundle.release.bundle.draws import SampleError
+
+    with _api_errors("copies()", SampleError, "copies interrupted: nothing was written"):
+        try:
+            return write_copies(Path(bundle), m, seed, Path(out), raw=bool(raw))
+        except OSError as exc:
+            raise DpbundleError(f"{out}: cannot write the copies ({exc.strerror or exc}); nothing "
+                                "was written") from None

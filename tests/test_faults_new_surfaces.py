@@ -824,7 +824,7 @@ def test_sample_out_never_replaces_a_device_node(published, tmp_path):
 # --------------------------------------------------------- 8. rows of sample and examples
 
 def test_sample_rows_are_bounded_before_any_work(published, tmp_path, monkeypatch):
-    from dpbundle.release.cli import sample as sample_cmd
+    from dpbundle.release.bundle import draws as sample_cmd   # the drawing behind `dpbundle sample`
 
     with _deadline(30):
         res = _invoke("sample", published, "--rows", str(10 ** 8), "--out", tmp_path / "s.csv")
@@ -836,7 +836,7 @@ def test_sample_rows_are_bounded_before_any_work(published, tmp_path, monkeypatc
 
 
 def test_sample_is_written_in_pieces_with_the_same_bytes(published, tmp_path, monkeypatch):
-    from dpbundle.release.cli import sample as sample_cmd
+    from dpbundle.release.bundle import draws as sample_cmd   # the drawing behind `dpbundle sample`
 
     whole = sample_cmd.sample_bundle(published, 3000, 7)
     monkeypatch.setattr(sample_cmd, "CHUNK_ROWS", 700)

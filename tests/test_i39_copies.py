@@ -348,3 +348,18 @@ def test_an_edited_file_is_refused(persons, tmp_path):
     (b / "dp-tables.json").write_text(json.dumps(doc))
     res = _sample(b, "--copies", 3, "--out", tmp_path / "c")
     assert res.exit_code == 2 and "signed manifest" in " ".join(res.output.split())
+
+
+def test_the_python_api_draws_the_same_copies(persons):
+    """`copies()` of dpbundle.release.api: the same files as the command line for the same seed;
+    unusable requests raise UnusableInput (code 2) and leave nothing."""
+    from dpbundle.release.api import UnusableInput, copies
+
+    doc = copies(persons["bundle"], 3, out=persons["tmp"] / "api-copies", seed=5)
+    cli = json.loads((_copies(persons, "cli-copies", m=3, seed=5) / "copies.json").read_text())
+    assert doc == cli
+    for bad in ({"m": 1}, {"m": 3, "seed": "7"}):
+        with pytest.raises(UnusableInput) as e:
+            copies(persons["bundle"], out=persons["tmp"] / "api-bad", **bad)
+        assert e.value.code == 2
+    assert not (persons["tmp"] / "api-bad").exists()

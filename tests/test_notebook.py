@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "notebook.ipynb"
 
 
@@ -40,6 +42,16 @@ def test_the_notebook_runs_as_a_script(tmp_path):
     assert "audit verdict: verified" in out
     assert "verify: verified" in out
     assert "<SweepResult" in out
+    # section 7: ten copies of a persons bundle with publish: tables, combined into an interval
+    import re
+
+    m = re.search(r"share with a bachelor's degree: ([0-9.]+), 95% interval ([0-9.]+) to ([0-9.]+) \(10 copies\)", out)
+    one = re.search(r"one copy alone would say ([0-9.]+) \+- ([0-9.]+), leaving out the DP noise; the "
+                    r"copies' interval is ([0-9.]+) times as wide", out)
+    assert m and one, out[-2000:]
+    est, lo, hi = map(float, m.groups())
+    assert lo < est < hi
+    assert float(one.group(3)) == pytest.approx((hi - lo) / (2 * float(one.group(2))), abs=0.35)
     # everything it wrote is in the temporary folder, the private transcript included
     work = [p for p in tmp_path.iterdir() if p.name.startswith("dpbundle-notebook-")]
     assert len(work) == 1 and (work[0] / "births-bundle" / "manifest.json").is_file()

@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from dpbundle.release.cli.sample import SampleError, _csv_chunks, _rng_for, checked_bundle, drawn
+from .draws import SampleError, check_rows, checked_bundle, csv_chunks, drawn, rng_for_seed
 
 __all__ = ["write_copies", "COPIES_FORMAT", "COPIES_JSON"]
 
@@ -83,7 +83,7 @@ def _write_copy(path: Path, view, codes) -> str:
     digest = hashlib.sha256()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
     with os.fdopen(fd, "wb") as fh:
-        for piece in _csv_chunks(view, codes):
+        for piece in csv_chunks(view, codes):
             digest.update(piece)
             fh.write(piece)
         fh.flush()
@@ -100,6 +100,7 @@ def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool =
 
     from dpbundle.mechanisms.copies import MAX_COPIES, MIN_COPIES, posterior_counts, posterior_n
     from dpbundle.mechanisms.sampling import public_sampler
+    from dpbundle.release.common.jsonschemas import validate
 
     if isinstance(copies, bool) or not isinstance(copies, int) or not MIN_COPIES <= copies <= MAX_COPIES:
         raise SampleError(f"--copies must be a whole number from {MIN_COPIES} to {MAX_COPIES} "
@@ -111,6 +112,7 @@ def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool =
         raise SampleError(f"{out.parent}: no such directory")
     with checked_bundle(bundle, "dp-tables.json", "tables", "DP tables") as ctx:
         view, config, generator, tables, n, scale_n = _plan(ctx, bundle)
+        check_rows(n, len(view.columns))         # one copy at a time: the memory of one
         manifest = ctx.bundle.digest("manifest.json")[0]
         domain = [c.size for c in view.columns]
         tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
@@ -118,7 +120,7 @@ def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool =
         try:
             listed = []
             for i in range(1, copies + 1):
-                rng_for = _rng_for(f"{seed}\x1fcopy {i}")
+                rng_for = rng_for_seed(f"{seed}\x1fcopy {i}")
                 posterior = rng_for("posterior")
                 model = generator.estimate(posterior_counts(tables, posterior), domain, n)
                 rows = posterior_n(n, scale_n, posterior)
@@ -133,6 +135,7 @@ def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool =
                    "records": "dp_count" if scale_n is not None else "declared_public",
                    "combining": COMBINING,
                    "copies": listed}
+            validate(doc, "copies", document=COPIES_JSON)
             (tmp / COPIES_JSON).write_text(json.dumps(doc, indent=2) + "\n")
             if out.exists() or out.is_symlink():
                 raise SampleError(f"{out}: appeared while the copies were drawn; nothing written")
