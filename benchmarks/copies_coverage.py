@@ -2,17 +2,23 @@
 
 Each replication builds a registry, fits the generator on it (OpenDP noise, as the release does),
 draws m copies from the posterior of its measured tables (``mechanisms/copies.py``: the
-generator's own estimator, then the face-privacy projection) and combines, per estimand, the m
+generator's own estimator, then the face-privacy projection at the example spec's first
+``min_count``: persons 2, ACS 1) and combines, per estimand, the m
 estimates with the rules of docs/reading-the-data.md. It counts how often the interval holds
 
 - the registry's own value ("registry": the value in the records the generator was fitted on),
 - the population's value ("population": the registry is a random sample of it),
 
-for shares of the values of every column and of the cells of the 2-way tables the model measured
-("modelled"), and of the cells of 2-way tables it did not measure ("unmodelled": no interval
-promise; shown so the docs can say what the copies cannot do). Estimands with a true share under 2%
+for shares of the values of every column, of the cells of every pair of columns that one measured
+table holds, neither read in groups ("modelled pairs": a margin of the table), and of the cells of
+pairs that no measured table holds together ("unmodelled pairs": no interval promise; shown so
+the docs can say what the copies cannot do). Estimands with a true share under 2%
 are left out (see docs/reading-the-data.md on rare cells). "one copy" is the usual 95% interval
 computed on a single copy as if it were the registry: what a user who ignores the DP noise gets.
+
+Not simulated here (``dpbundle sample --copies`` does them): the records policy ``dp_count`` (the
+registry's n is taken as public, so no copy redraws it, and totals are not measured) and the
+synthetic constraints (their filter is the same for every copy).
 
 Registries: ``persons`` simulates a new registry per replication from the built-in example's
 model (population: 400,000 simulated records); ``--acs PATH`` (an ACS excerpt of the format of
@@ -106,6 +112,7 @@ class Setting:
         (self.tmp / "spec.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         self.spec = load_spec(self.tmp / "spec.yaml")
         self.config = {"columns": {c["name"]: c["alternatives"][0]["id"] for c in doc["columns"]}}
+        self.min_count = int(doc["projection"]["min_count"][0])   # the example's first value
 
     def codes(self, data: bytes) -> np.ndarray:
         """The registry's codes under the configuration (the release's reading and coding)."""
@@ -151,8 +158,11 @@ def replicate(tally: Tally, registry: np.ndarray, population: np.ndarray | None,
     gen = make_generator(generator_type, epsilon, **(GENERATORS[generator_type] if hyper is None else hyper))
     n = len(registry)
     tables = measured_of(gen.fit(registry, domain, Randomness()))
-    pairs = sorted({tuple(t.columns) for t in tables if len(t.columns) == 2 and t.merge == (1, 1)})
-    measured_pairs = {tuple(sorted(t.columns)) for t in tables if len(t.columns) >= 2}
+    # modelled: two columns of one measured table, neither read in groups (a marginal of the
+    # table's cells); not measured: two columns that no table holds together
+    pairs = sorted({tuple(sorted((a, b))) for t in tables for i, (a, ga) in enumerate(zip(t.columns, t.merge))
+                    for b, gb in list(zip(t.columns, t.merge))[i + 1:] if ga == gb == 1})
+    measured_pairs = {tuple(sorted((a, b))) for t in tables for a in t.columns for b in t.columns if a != b}
     rng = np.random.default_rng(seed)
     unmodelled = [(a, b) for a in range(len(domain)) for b in range(a + 1, len(domain))
                   if (a, b) not in measured_pairs and domain[a] * domain[b] <= 200]
@@ -196,7 +206,7 @@ def _rrr_half_width(q: np.ndarray, u: np.ndarray) -> float:
 
 
 def run(registry: str, generator_type: str, epsilon: float, reps: int, m: int, *, rows: int = 6000,
-        acs: Path | None = None, target: str = "registry", min_count: int = 2, progress: bool = False,
+        acs: Path | None = None, target: str = "registry", min_count: int | None = None, progress: bool = False,
         hyper: dict | None = None) -> Tally:
     """``reps`` replications (module docstring); ``target`` "population" draws every registry
     from a population (for ``acs``: a bootstrap sample of the file) and counts both targets."""
@@ -204,6 +214,7 @@ def run(registry: str, generator_type: str, epsilon: float, reps: int, m: int, *
 
     example = "persons.yaml" if registry == "persons" else "acs-excerpt-eps1.yaml"
     setting = Setting(example)
+    min_count = setting.min_count if min_count is None else min_count
     tally = Tally()
     if registry == "persons":
         population = setting.codes(example_csv("persons", 400_000, 7)) if target == "population" else None

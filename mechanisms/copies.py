@@ -10,15 +10,20 @@ no budget, no private data; the randomness is numpy's, seeded (a copy is not a D
 
 The draw (derivation). A published table is ``y = c + Z``, ``c`` its true counts and ``Z`` the
 discrete Laplace of the published ``scale`` (``P(Z = k) = (1 - a)/(1 + a) a^|k|``, ``a =
-exp(-1/scale)``), independent of ``c`` and of every other table's noise. With a flat prior on
-the integer counts, ``p(c | y) = P(Z = y - c)``: given ``y``, ``c`` has the law of ``y - Z``,
-and since ``Z`` is symmetric, of ``y + Z*`` with ``Z*`` a fresh draw of the same law. Copy ``i``
-draws ``c*_i = y + Z*_i`` for every table (independently), rebuilds the model with the
-generator's own estimator (``generator.estimate``: the fit's code, so a copy's model is what the
-release would have built had it measured ``c*_i``), and draws ``n*_i`` records from it as the
-release draws data.csv (synthetic constraints, projection). Under the records policy ``dp_count``
-the number of plausible records is itself a noisy count ``n`` of the count's published scale:
-``n*_i = max(1, n + Z*_n)`` by the same argument; under ``declared_public``, ``n*_i = n``.
+exp(-1/scale)``), independent of ``c`` and of every other table's noise. Copy ``i`` redraws every
+table independently as ``c*_i = y + Z*_i``, ``Z*_i`` a fresh draw of the same law: then ``c*_i -
+y`` has the law of ``y - c`` (``Z`` is symmetric), so any linear function of the counts (a cell, a
+margin, a share of the fixed total) scatters around its published value exactly as the published
+value scatters around the truth. (In Bayesian terms, ``c*_i`` is a posterior draw under a flat
+prior on all integer vectors, each table on its own: it ignores that counts are non-negative and
+that tables sharing a column share its margin; the generator's estimator, rebuilt on ``c*_i``,
+imposes both, as it did on ``y``.) The model is rebuilt with the generator's own estimator
+(``generator.estimate``: the function the fit builds its model with, so a copy's model is what
+the release would have built had it measured ``c*_i``), and ``n*_i`` records are drawn from it as
+the release draws data.csv (synthetic constraints, projection). Under the records policy
+``dp_count`` the number of plausible records is itself a noisy count ``n`` of the count's
+published scale: ``n*_i = max(1, n + Z*_n)`` by the same argument; under ``declared_public``,
+``n*_i = n``.
 
 The combining rules (derivation). Let an analysis give, on copy ``i``, an estimate ``q_i`` and
 the variance ``u_i`` the analysis would state if the copy were the registry (``p(1 - p)/n`` for
@@ -32,9 +37,11 @@ q̄)^2) / (m - 1)`` and ``ū = mean(u_i)``:
 
 - ``E[b] = V + v_s`` and ``Var(Q - q̄) = V + V / m + v_s / m`` (the copies' mean still carries
   the one DP noise of the measurements, plus the average of m posterior draws and m samples),
-  which is at most ``(1 + 1/m) E[b]``, by ``v_s`` at most. So the registry's interval is ``q̄ ±
-  t_{m-1}(0.975) sqrt(T)``, ``T = (1 + 1/m) b``: unbiased when the DP noise dominates,
-  conservative by the sampling variance otherwise.
+  which is ``(1 + 1/m) E[b] - v_s``. So the registry's interval is ``q̄ ± t_{m-1}(0.975)
+  sqrt(T)``, ``T = (1 + 1/m) b``: its variance is too large by ``v_s`` in expectation, which
+  matters little when the DP noise dominates and makes the interval conservative otherwise.
+  These hold for an estimand linear in the measured counts; the estimators are not linear
+  (norm-sub, clipping at zero), so coverage is measured (docs/reading-the-data.md).
 - Raghunathan, Reiter and Rubin's (2003) rule for fully synthetic data subtracts ``ū`` from
   ``T``; that is right only when a copy is drawn record by record (``v_s = ū``; PrivSyn's GUM
   sampler matches the measured margins and draws with less variance, so ``T - ū`` can fall

@@ -803,8 +803,9 @@ class PrivSyn:
             shape = [dom[a[0]]] if len(a) == 1 else [pdom[j] for j in a]
             noisy.append(np.asarray(out, dtype=np.float64).reshape(shape))
         self.selected = list(selected)
-        model = self._model(dom, attrs, noisy, scales, variances, mean_abs, n, selected)
-        return model if zcdp else attach(model, measured)
+        if not zcdp:    # the estimator of the published tables (and of dpbundle sample --copies)
+            return self.estimate(measured, dom, n)
+        return self._model(dom, attrs, noisy, scales, variances, mean_abs, n, selected)
 
     def estimate(self, tables: Sequence[MeasuredTable], domain: Sequence[int], n: float) -> PrivSynModel:
         """The model from the measured tables (pure DP; post-processing: no data, no budget; the

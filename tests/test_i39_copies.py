@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_bundles import resign  # noqa: E402
-from test_i39_dp_tables import _audit, _released, _spec  # noqa: E402
+from test_i39_dp_tables import _audit, _forge, _released, _rerender, _spec  # noqa: E402
 
 from dpbundle.mechanisms.copies import combine, discrete_laplace, posterior_counts  # noqa: E402
 from dpbundle.mechanisms.generators import make_generator  # noqa: E402
@@ -143,20 +143,23 @@ def _pooled(tally, target: str) -> tuple[float, int]:
     return float(np.mean(hits)), len(hits)
 
 
-@pytest.mark.parametrize("registry,gen_type,reps", [("persons", "privbayes", 60), ("persons", "mst_pure", 40),
-                                                    ("acs-like", "privsyn", 40)])
-def test_intervals_cover_the_truth_at_about_the_nominal_rate(registry, gen_type, reps):
+@pytest.mark.parametrize("registry,gen_type,reps,floor", [("persons", "privbayes", 60, 0.92),
+                                                          ("persons", "mst_pure", 40, 0.92),
+                                                          ("acs-like", "privsyn", 40, 0.90)])
+def test_intervals_cover_the_truth_at_about_the_nominal_rate(registry, gen_type, reps, floor):
     """m = 5 copies, epsilon 0.9: the 95% intervals of the shares of every value and of the
     measured pairs' cells (true share >= 2%) hold the registry's value and the population's in
-    92% to 99.5% of the replications (the band allows for the shares' correlation within a
-    replication; docs/reading-the-data.md has the figures of longer runs); the usual interval of
-    one copy holds the registry's value far less often."""
+    ``floor`` to 99.5% of the replications. Measured rates: PrivBayes about 96%, mst_pure 94%,
+    PrivSyn (hierarchical estimator) 93.5% on this ACS-like table, each varying by about 0.5
+    points between runs (OpenDP's noise is fresh each run); the floors are 3 to 7 such spreads
+    below. docs/reading-the-data.md has the figures of longer runs. The usual interval of one
+    copy holds the registry's value far less often."""
     cc = _coverage_module()
     tally = cc.run(registry, gen_type, 0.9, reps, 5, rows=4000, target="population")
     for target in ("registry", "population"):
         rate, count = _pooled(tally, target)
         assert count > 20 * reps
-        assert 0.92 <= rate <= 0.995, (target, rate)
+        assert floor <= rate <= 0.995, (target, rate)
     assert tally.rate("one copy", "registry") < 0.75
 
 
@@ -363,3 +366,55 @@ def test_the_python_api_draws_the_same_copies(persons):
             copies(persons["bundle"], out=persons["tmp"] / "api-bad", **bad)
         assert e.value.code == 2
     assert not (persons["tmp"] / "api-bad").exists()
+
+
+def test_a_larger_generation_epsilon_in_spec_json_is_refused(persons, tmp_path):
+    """The key holder raises spec.json's generation epsilon a hundredfold and re-derives every
+    field of dp-tables.json from it (so the tables check passes): copies would carry a hundredth
+    of the noise. budget.json still spends the release's epsilon (the budget check fails) and
+    datapackage.json's id derives from the spec (the schema check fails): the audit's checks run
+    before anything is drawn refuse the bundle."""
+    from dpbundle.audit.labels import build_view
+    from dpbundle.audit.tables_check import expected_tables
+
+    def edit(b: Path) -> None:
+        spec = json.loads((b / "spec.json").read_text())
+        spec["spec"]["privacy"]["epsilon_generation"] *= 100
+        (b / "spec.json").write_text(json.dumps(spec))
+        view = build_view(spec)
+        doc = json.loads((b / "dp-tables.json").read_text())
+        want, problems = expected_tables(doc, view.configuration, view.spec, list(view.names),
+                                         [c.size for c in view.columns])
+        assert not problems
+        from dpbundle.audit.tables_check import half_width
+
+        extra = doc["resize"]["half_width"] if "resize" in doc else 0
+        for t, w in zip(doc["tables"], want):
+            t.update({f: w[f] for f in ("epsilon", "scale")})
+            t["half_width"] = half_width(w["scale"], 0.975 if extra else 0.95) + extra
+        (b / "dp-tables.json").write_text(json.dumps(doc))
+        _rerender(b)
+
+    forged = _forge(persons, tmp_path, edit)
+    code, checks = _audit(forged)
+    assert checks["tables"]["result"] == "pass" and checks["budget"]["result"] == "fail"
+    res = _sample(forged, "--copies", 3, "--out", tmp_path / "c")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and re.search(r"fails the audit's (schema|budget) check", text), text
+    assert not (tmp_path / "c").exists()
+
+
+def test_counts_beyond_float_precision_are_refused(persons, tmp_path):
+    """A re-signed table count of 10^30 (or 2^63 - 1, which would wrap in int64) fails the
+    schema of dp-tables.json: exit 2 naming it, no traceback, nothing drawn."""
+    for big in (10 ** 30, 2 ** 63 - 1):
+        def edit(b: Path, big=big) -> None:
+            doc = json.loads((b / "dp-tables.json").read_text())
+            doc["tables"][0]["counts"][0] = big
+            (b / "dp-tables.json").write_text(json.dumps(doc))
+            _rerender(b)
+
+        forged = _forge(persons, tmp_path / str(big), edit)
+        res = _sample(forged, "--copies", 3, "--out", tmp_path / f"c{big}")
+        assert res.exit_code == 2 and "dp-tables.json" in res.output, res.output
+        assert not (tmp_path / f"c{big}").exists()

@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from .draws import SampleError, check_rows, checked_bundle, csv_chunks, drawn, rng_for_seed
+from .draws import MAX_ROWS, SampleError, check_rows, checked_bundle, csv_chunks, drawn, rng_for_seed
 
 __all__ = ["write_copies", "COPIES_FORMAT", "COPIES_JSON"]
 
@@ -46,13 +46,38 @@ def _tables(doc: dict, names: list[str]):
             for t in doc["tables"]]
 
 
+#: The audit's checks a bundle must pass before copies are drawn from it: the files' schemas and
+#: spec.json's configuration list, the budget (the generation epsilon the tables' noise comes
+#: from is the one budget.json states and spends), the tables' structure and noise re-derived.
+PRE_CHECKS = ("schema", "budget", "tables")
+
+
+def _audited(ctx, bundle: Path) -> None:
+    """SampleError unless the bundle passes :data:`PRE_CHECKS` (after the integrity check of
+    :func:`checked_bundle`): a key holder's re-signed edit of spec.json (say, a larger generation
+    epsilon, which would make the copies' noise smaller than the release's) fails the budget
+    check; an edited table's noise fails the tables check."""
+    from dpbundle.audit.bounds import clip
+    from dpbundle.audit.checks_budget import check_budget
+    from dpbundle.audit.checks_schema import check_schema
+    from dpbundle.audit.tables_check import check_tables
+
+    for name, check in zip(PRE_CHECKS, (lambda: check_schema(ctx, True), lambda: check_budget(ctx),
+                                        lambda: check_tables(ctx))):
+        result = check()
+        if result.failed:
+            raise SampleError(clip(f"{bundle}: the bundle fails the audit's {name} check "
+                                   f"({'; '.join(result.problems[:2])}); nothing sampled (run "
+                                   "`dpbundle audit` with the publisher's key)", 2000))
+
+
 def _plan(ctx, bundle: Path):
     """(view, config, generator, tables, n, count scale) from the bundle's public files, once
-    the audit's ``tables`` check has re-derived every table's structure and noise from the spec."""
+    the audit's :data:`PRE_CHECKS` have passed."""
     from dpbundle.audit.bounds import clip
     from dpbundle.audit.context import Missing
     from dpbundle.audit.model_check import config_generator
-    from dpbundle.audit.tables_check import check_tables, count_scale
+    from dpbundle.audit.tables_check import count_scale
     from dpbundle.mechanisms.copies import COPY_GENERATORS
 
     try:
@@ -64,10 +89,7 @@ def _plan(ctx, bundle: Path):
     if gen_type not in COPY_GENERATORS:
         raise SampleError(f"{bundle}: copies need a generator that rebuilds its model from its tables "
                           f"({', '.join(COPY_GENERATORS)}); this bundle's is {gen_type!r}")
-    checked = check_tables(ctx)
-    if checked.failed:
-        raise SampleError(clip(f"{bundle}: dp-tables.json fails the audit's tables check "
-                               f"({'; '.join(checked.problems[:2])}); nothing sampled", 2000))
+    _audited(ctx, bundle)
     names = list(view.names)
     try:
         generator = config_generator(config, float(view.spec["privacy"]["epsilon_generation"]),
@@ -76,6 +98,29 @@ def _plan(ctx, bundle: Path):
     except (Missing, KeyError, TypeError, ValueError) as e:
         raise SampleError(clip(f"{bundle}: spec.json: the configuration's generator cannot be built ({e})")) from None
     return view, config, generator, tables, n, count_scale(view.spec)
+
+
+def _model(generator, tables, domain: list[int], n: int, rng, view, config: dict, bundle: Path):
+    """The model of one copy: the generator's estimator on one posterior draw of the tables,
+    within the audit's bounds on a published model (``audit/bounds.py``: the work of a sampled
+    row, GUM's rounds); SampleError naming what failed."""
+    from dpbundle.audit.bounds import clip, model_problems
+    from dpbundle.mechanisms.copies import posterior_counts
+    from dpbundle.mechanisms.published import PublishError, model_document
+
+    try:
+        model = generator.estimate(posterior_counts(tables, rng), domain, n)
+        doc = model_document(model, generator=config.get("generator") or {},
+                             epsilon=float(view.spec["privacy"]["epsilon_generation"]),
+                             columns=list(view.names))
+    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, PublishError) as e:
+        raise SampleError(clip(f"{bundle}: the model cannot be rebuilt from dp-tables.json "
+                               f"({type(e).__name__}: {e})")) from None
+    problems = model_problems(json.loads(json.dumps(doc)), view, config)
+    if problems:
+        raise SampleError(clip(f"{bundle}: the rebuilt model is over the audit's bounds "
+                               f"({'; '.join(problems[:2])})", 2000))
+    return model
 
 
 def _write_copy(path: Path, view, codes) -> str:
@@ -98,7 +143,7 @@ def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool =
     the request, the bundle or ``out`` is unusable; OSError when writing fails (nothing is left)."""
     import numpy as np
 
-    from dpbundle.mechanisms.copies import MAX_COPIES, MIN_COPIES, posterior_counts, posterior_n
+    from dpbundle.mechanisms.copies import MAX_COPIES, MIN_COPIES, posterior_n
     from dpbundle.mechanisms.sampling import public_sampler
     from dpbundle.release.common.jsonschemas import validate
 
@@ -112,7 +157,10 @@ def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool =
         raise SampleError(f"{out.parent}: no such directory")
     with checked_bundle(bundle, "dp-tables.json", "tables", "DP tables") as ctx:
         view, config, generator, tables, n, scale_n = _plan(ctx, bundle)
-        check_rows(n, len(view.columns))         # one copy at a time: the memory of one
+        if n > MAX_ROWS:
+            raise SampleError(f"{bundle}: a copy has as many records as the bundle ({n:,}), and "
+                              f"`dpbundle sample` draws at most {MAX_ROWS:,} records at a time")
+        check_rows(n, len(view.columns))         # the memory of one copy (one at a time)
         manifest = ctx.bundle.digest("manifest.json")[0]
         domain = [c.size for c in view.columns]
         tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
@@ -122,8 +170,8 @@ def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool =
             for i in range(1, copies + 1):
                 rng_for = rng_for_seed(f"{seed}\x1fcopy {i}")
                 posterior = rng_for("posterior")
-                model = generator.estimate(posterior_counts(tables, posterior), domain, n)
-                rows = posterior_n(n, scale_n, posterior)
+                model = _model(generator, tables, domain, n, posterior, view, config, bundle)
+                rows = min(posterior_n(n, scale_n, posterior), MAX_ROWS)   # the cap: n near it only
                 codes = drawn(model, rows, config, view, rng_for, bundle, raw=raw,
                               sampler=public_sampler(config.get("generator"), rows, domain))
                 name = f"copy-{i:0{max(2, len(str(copies)))}d}.csv"
