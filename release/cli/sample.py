@@ -42,7 +42,8 @@ def cli_sample(
 
     Nothing is sampled from a bundle whose files do not match its signed manifest, or whose
     model is not the selected configuration's or exceeds the audit's bounds (docs/audit.md,
-    "Bounds"); pin the publisher's key with `dpbundle audit` first.
+    "Bounds"); copies also need the audit's schema, budget and tables checks to pass. Pin the
+    publisher's key with `dpbundle audit` first.
 
     Examples:
 
