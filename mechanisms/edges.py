@@ -1,0 +1,120 @@
+"""Bin edges chosen under DP: k - 1 quantiles of a numeric column, one OpenDP draw each.
+
+Issue 39, part 1 (the building block; the spec's ``dp_edges`` alternative, the budget, the audit's
+recomputation and the enclave replay of the edges are not wired yet: docs/internals.md).
+
+The score (OpenDP's ``make_quantile_score_candidates``). The values ``x`` of a column (clipped to
+its public range), ``n = |x|``, a quantile ``alpha`` read as the fraction ``num / den`` by
+:func:`alpha_fraction` (OpenDP's rule for a domain of unknown size), and a public, strictly
+increasing list of candidates. For a candidate ``c``, with ``L(c) = #(x < c)``, ``E(c) = #(x = c)``
+and ``G(c) = #(x > c) = n - L - E``:
+
+    s_c(x) = | den L(c) - num (n - E(c)) | = | (den - num) L(c) - num G(c) |
+
+(0 when c sits at the alpha quantile; lower is better, so the draw maximises ``-s``).
+
+Sensitivity (derivation). Neighbouring tables (``mechanisms/records.py``): one value replaced
+by another, or one value added or removed (a record moved across a raw constraint). Write ``T =
+(den - num) L - num G``; ``s_c = |T|`` and ``|.|`` is 1-Lipschitz.
+
+* replace ``a`` by ``b``: ``L`` and ``G`` each move by at most 1, and in the worst case (``a < c
+  < b``) ``L`` falls by 1 while ``G`` rises by 1: ``|dT| <= (den - num) + num = den``;
+* add or remove ``v``: ``v < c`` moves ``T`` by ``den - num``, ``v > c`` by ``num``, ``v = c``
+  not at all: ``|dT| <= max(num, den - num) <= den``.
+
+So ``max_c |s_c(x) - s_c(x')| <= den`` for every alpha, the scores of different candidates moving
+in opposite directions (not monotonic). The draw is OpenDP's report-noisy-max under
+``max_divergence`` through ``Randomness.exponential(-s, sensitivity=den, epsilon=eps_j)``
+(scale ``2 den / eps_j``): ``eps_j``-DP. (OpenDP's own ``make_private_quantile`` is not used: its
+domain either knows n, which is private under the records policy ``dp_count``, or pays for
+add/remove neighbours only; and it does not expose the scores the enclave replay recomputes.)
+
+k bins (:func:`dp_edges`): the inner edges ``q_1 < ... < q_{k-1}`` are drawn one after the other,
+``q_j`` at ``alpha = j / k`` among the candidates above ``q_{j-1}`` that leave room for the edges
+still to come, each at ``eps_j = exact.even_split(epsilon, k - 1)``: a candidate set depends only
+on earlier DP outputs (adaptive sequential composition), so the k - 1 draws together are
+``epsilon``-DP (``(k - 1) binary(eps_j) <= dec(epsilon)`` exactly), and every run gives exactly k
+bins whose edges are sorted and distinct.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import exact
+
+__all__ = ["alpha_fraction", "quantile_scores", "score_sensitivity", "dp_edges", "DEN_APPROX",
+           "MAX_EXACT"]
+
+#: OpenDP's denominator for an alpha whose binary fraction is not exact below it (unsized domain).
+DEN_APPROX = 10_000
+#: Scores are recorded in the transcript as JSON floats: they must stay exact (< 2^53).
+MAX_EXACT = 1 << 53
+
+
+def alpha_fraction(alpha: float) -> tuple[int, int]:
+    """``(num, den)`` of ``alpha`` as OpenDP reads it for a domain of unknown size: the exact
+    binary fraction of the float when its denominator is below :data:`DEN_APPROX`, else
+    ``(floor(alpha * DEN_APPROX), DEN_APPROX)``, the product in float64 (OpenDP truncates: 2/3
+    is 6666/10000, and 0.57 is 5699/10000; tests/test_i39_dp_edges.py compares)."""
+    if not 0.0 <= float(alpha) <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
+    exact_fraction = Fraction(float(alpha))
+    if exact_fraction.denominator < DEN_APPROX:
+        return exact_fraction.numerator, exact_fraction.denominator
+    return int(math.floor(float(alpha) * DEN_APPROX)), DEN_APPROX
+
+
+def score_sensitivity(alpha: tuple[int, int]) -> int:
+    """The score's sensitivity under the project's neighbours (module docstring): ``den``."""
+    return int(alpha[1])
+
+
+def quantile_scores(values: Any, candidates: Sequence[float], alpha: tuple[int, int],
+                    counts: Any = None) -> np.ndarray:
+    """``s_c`` (module docstring) of every candidate, exact int64: ``values`` the column's values
+    (or distinct values occurring ``counts`` times), ``candidates`` strictly increasing."""
+    num, den = (int(a) for a in alpha)
+    cands = np.asarray(candidates, dtype=np.float64)
+    if cands.size == 0 or np.any(np.diff(cands) <= 0) or not np.all(np.isfinite(cands)):
+        raise ValueError("candidates must be finite and strictly increasing")
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    w = np.ones(v.size, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64).reshape(-1)
+    if w.size != v.size or np.any(w < 0) or not np.all(np.isfinite(v)):
+        raise ValueError("one non-negative count per finite value is needed")
+    order = np.argsort(v, kind="stable")
+    v, cum = v[order], np.concatenate([[0], np.cumsum(w[order])])
+    n = int(cum[-1])
+    if den * max(n, 1) >= MAX_EXACT:
+        raise ValueError(f"{n:,} values: the scores would not be exact (den {den} x n >= 2^53)")
+    below = cum[np.searchsorted(v, cands, side="left")]
+    equal = cum[np.searchsorted(v, cands, side="right")] - below
+    return np.abs(den * below - num * (n - equal)).astype(np.int64)
+
+
+def dp_edges(values: Any, candidates: Sequence[float], bins: int, epsilon: float, rand: Any, *,
+             purpose: str, counts: Any = None) -> list[float]:
+    """The ``bins - 1`` inner edges (module docstring), drawn through ``rand.exponential`` with
+    purposes ``f"{purpose} {j}/{bins}"``; ``candidates`` public and strictly increasing, at least
+    ``bins - 1`` of them; ``epsilon`` the declared total of the draws."""
+    k = int(bins)
+    cands = [float(c) for c in candidates]
+    if k < 2:
+        raise ValueError(f"bins must be at least 2, got {bins!r}")
+    if len(cands) < k - 1:
+        raise ValueError(f"{len(cands)} candidates for {k - 1} inner edges")
+    eps_j = exact.even_split(epsilon, k - 1)
+    edges: list[float] = []
+    low = 0                                  # index of the first candidate still allowed
+    for j in range(1, k):
+        allowed = cands[low:len(cands) - (k - 1 - j)]
+        alpha = alpha_fraction(j / k)
+        scores = quantile_scores(values, allowed, alpha, counts)
+        pick = int(rand.exponential(-scores.astype(np.float64), sensitivity=float(score_sensitivity(alpha)),
+                                    epsilon=eps_j, purpose=f"{purpose} {j}/{k}"))
+        edges.append(allowed[pick])
+        low += pick + 1
+    return edges
