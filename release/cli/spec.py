@@ -225,3 +225,57 @@ def cli_spec_explain(
 
 
 add_command(spec_app, "explain", cli_spec_explain)
+
+
+@spec_app.command("from-dictionary", cls=StyledCommand)
+def spec_from_dictionary(
+    dictionary: Annotated[Path, typer.Argument(help="A data dictionary: a JSON object with, per column, a description and its values (codes with labels, and/or min and max).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The spec to write (YAML; must not exist unless --force).")],
+    columns: Annotated[Optional[str], typer.Option("--columns", help="Comma-separated dictionary entries to release, in this order (default: every entry that can be).", show_default=False)] = None,
+    bins: Annotated[int, typer.Option("--bins", help="About how many equal-width bins a numeric range gets.")] = 10,
+    title: Annotated[Optional[str], typer.Option("--title", help="The release's title (default: a placeholder).", show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite OUT.")] = False,
+) -> None:
+    """Write a starting spec from a published data dictionary (no data is read).
+
+    Codes become categories (labelled as the dictionary labels them, not-applicable codes such as
+    "N" included); a numeric range becomes a clipped column with round equal-width bins, and one
+    bin per value when the range has at most 100 integers. Columns the dictionary gives no values
+    for, survey weights, and codes beside a wide numeric range are left out, each named with the
+    reason. The release metadata are "CHANGE ME" placeholders; the privacy settings and the
+    criterion are those of the ACS example (total epsilon 1). Review them, then validate.
+
+    Example:
+
+        dpbundle spec from-dictionary acs_dictionary.json --out acs.yaml
+
+        dpbundle spec validate acs.yaml
+    """
+    from dpbundle.release.common.safe_io import replace_problem
+    from dpbundle.release.spec.dictionary import DictionaryError, dictionary_spec, read_dictionary, spec_yaml
+
+    if (out.exists() or out.is_symlink()) and not force:
+        fail_input(f"{out}: exists (use --force to overwrite)")
+    problem = replace_problem(out, "the spec")
+    if problem:
+        fail_input(problem)
+    try:
+        doc, notes = dictionary_spec(read_dictionary(dictionary), bins=bins, title=title,
+                                     columns=None if columns is None else [c.strip() for c in columns.split(",") if c.strip()])
+    except DictionaryError as exc:
+        fail_input(str(exc))
+    header = [f"# A starting spec written by `dpbundle spec from-dictionary` from {dictionary.name}.",
+              "# Review every CHANGE ME, the privacy settings and the acceptance criterion before a release.",
+              *(f"# {note}" for note in notes), ""]
+    text = "\n".join(header) + "\n" + spec_yaml(doc)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        fail_input(f"{out}: cannot write the spec ({exc.strerror or exc}); nothing was written")
+    console.print(f"wrote {out}: {len(doc['columns'])} released columns from {dictionary}", highlight=False)
+    for note in notes:
+        console.print(Text(f"  {note}"), highlight=False)
+    console.print(f"next: edit the CHANGE ME fields, then `dpbundle spec validate {out}`", highlight=False)
