@@ -29,9 +29,14 @@ in opposite directions (not monotonic). The draw is OpenDP's report-noisy-max un
 domain either knows n, which is private under the records policy ``dp_count``, or pays for
 add/remove neighbours only; and it does not expose the scores the enclave replay recomputes.)
 
+The neighbours are those of the plausible records (after the raw constraints, before the records
+policy's resize): the edges are drawn on them, so the resize does not enter. Candidates should lie
+strictly inside the column's public range (a candidate at its minimum would make an empty bin).
+
 k bins (:func:`dp_edges`): the inner edges ``q_1 < ... < q_{k-1}`` are drawn one after the other,
 ``q_j`` at ``alpha = j / k`` among the candidates above ``q_{j-1}`` that leave room for the edges
-still to come, each at ``eps_j = exact.even_split(epsilon, k - 1)``: a candidate set depends only
+still to come (the set's lower end moves up past each edge drawn, its upper end by one a draw:
+it depends only on the earlier edges, k and the number of candidates), each at ``eps_j = exact.even_split(epsilon, k - 1)``: a candidate set depends only
 on earlier DP outputs (adaptive sequential composition), so the k - 1 draws together are
 ``epsilon``-DP (``(k - 1) binary(eps_j) <= dec(epsilon)`` exactly), and every run gives exactly k
 bins whose edges are sorted and distinct.
@@ -47,12 +52,15 @@ import numpy as np
 from . import exact
 
 __all__ = ["alpha_fraction", "quantile_scores", "score_sensitivity", "dp_edges", "DEN_APPROX",
-           "MAX_EXACT"]
+           "MAX_EXACT", "MAX_VALUES"]
 
 #: OpenDP's denominator for an alpha whose binary fraction is not exact below it (unsized domain).
 DEN_APPROX = 10_000
 #: Scores are recorded in the transcript as JSON floats: they must stay exact (< 2^53).
 MAX_EXACT = 1 << 53
+#: At most this many values (a public bound, far above any registry): den * n then stays below
+#: MAX_EXACT for every den up to DEN_APPROX (10^4 * 2^36 < 2^53).
+MAX_VALUES = 1 << 36
 
 
 def alpha_fraction(alpha: float) -> tuple[int, int]:
@@ -73,26 +81,37 @@ def score_sensitivity(alpha: tuple[int, int]) -> int:
     return int(alpha[1])
 
 
-def quantile_scores(values: Any, candidates: Sequence[float], alpha: tuple[int, int],
-                    counts: Any = None) -> np.ndarray:
-    """``s_c`` (module docstring) of every candidate, exact int64: ``values`` the column's values
-    (or distinct values occurring ``counts`` times), ``candidates`` strictly increasing."""
-    num, den = (int(a) for a in alpha)
-    cands = np.asarray(candidates, dtype=np.float64)
-    if cands.size == 0 or np.any(np.diff(cands) <= 0) or not np.all(np.isfinite(cands)):
-        raise ValueError("candidates must be finite and strictly increasing")
+def _cumulative(values: Any, counts: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(values sorted, cumulative counts with a leading 0): what every score needs, sorted once."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     w = np.ones(v.size, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64).reshape(-1)
     if w.size != v.size or np.any(w < 0) or not np.all(np.isfinite(v)):
         raise ValueError("one non-negative count per finite value is needed")
     order = np.argsort(v, kind="stable")
-    v, cum = v[order], np.concatenate([[0], np.cumsum(w[order])])
+    cum = np.concatenate([[0], np.cumsum(w[order])])
+    if cum[-1] > MAX_VALUES:
+        raise ValueError(f"more than {MAX_VALUES:,} values: the scores would not be exact")
+    return v[order], cum
+
+
+def _scores(v: np.ndarray, cum: np.ndarray, candidates: Sequence[float], alpha: tuple[int, int]) -> np.ndarray:
+    num, den = (int(a) for a in alpha)
+    if not 0 <= num <= den <= DEN_APPROX:
+        raise ValueError(f"alpha {num}/{den} is not a fraction OpenDP uses")
+    cands = np.asarray(candidates, dtype=np.float64)
+    if cands.size == 0 or np.any(np.diff(cands) <= 0) or not np.all(np.isfinite(cands)):
+        raise ValueError("candidates must be finite and strictly increasing")
     n = int(cum[-1])
-    if den * max(n, 1) >= MAX_EXACT:
-        raise ValueError(f"{n:,} values: the scores would not be exact (den {den} x n >= 2^53)")
     below = cum[np.searchsorted(v, cands, side="left")]
     equal = cum[np.searchsorted(v, cands, side="right")] - below
     return np.abs(den * below - num * (n - equal)).astype(np.int64)
+
+
+def quantile_scores(values: Any, candidates: Sequence[float], alpha: tuple[int, int],
+                    counts: Any = None) -> np.ndarray:
+    """``s_c`` (module docstring) of every candidate, exact int64: ``values`` the column's values
+    (or distinct values occurring ``counts`` times), ``candidates`` strictly increasing."""
+    return _scores(*_cumulative(values, counts), candidates, alpha)
 
 
 def dp_edges(values: Any, candidates: Sequence[float], bins: int, epsilon: float, rand: Any, *,
@@ -107,12 +126,13 @@ def dp_edges(values: Any, candidates: Sequence[float], bins: int, epsilon: float
     if len(cands) < k - 1:
         raise ValueError(f"{len(cands)} candidates for {k - 1} inner edges")
     eps_j = exact.even_split(epsilon, k - 1)
+    v, cum = _cumulative(values, counts)
     edges: list[float] = []
     low = 0                                  # index of the first candidate still allowed
     for j in range(1, k):
         allowed = cands[low:len(cands) - (k - 1 - j)]
         alpha = alpha_fraction(j / k)
-        scores = quantile_scores(values, allowed, alpha, counts)
+        scores = _scores(v, cum, allowed, alpha)
         pick = int(rand.exponential(-scores.astype(np.float64), sensitivity=float(score_sensitivity(alpha)),
                                     epsilon=eps_j, purpose=f"{purpose} {j}/{k}"))
         edges.append(allowed[pick])

@@ -399,14 +399,16 @@ def _api_errors(call: str, unusable: type[Exception], interrupted: str) -> Itera
         raise _unexpected(call, exc) from None
 
 
-def copies(bundle: PathLike, m: int, *, out: PathLike, seed: int = 0, raw: bool = False) -> dict:
+def copies(bundle: PathLike, m: int, *, out: PathLike, seed: int = 0, raw: bool = False,
+           pubkey: PathLike | str | None = None) -> dict:
     """``dpbundle sample BUNDLE --copies M --out OUT``: m synthetic copies that carry the DP noise
     (a bundle made with ``publish: tables``), written into the new folder ``out``; returns
     copies.json's document (each copy's ``file``, ``rows``, ``sha256``). Combine an estimate
     computed on every copy with :func:`dpbundle.mechanisms.copies.combine`
     (docs/reading-the-data.md). :class:`UnusableInput` (code 2) when the request or the bundle
-    is unusable; nothing is left behind."""
-    _check_args("copies()", bundle=(bundle, "path"), out=(out, "path"))
+    is unusable; nothing is left behind. ``pubkey``: the publisher's key (file or fingerprint)
+    the bundle must be signed with."""
+    _check_args("copies()", bundle=(bundle, "path"), out=(out, "path"), pubkey=(pubkey, "path?"))
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise UnusableInput(f"copies(): seed must be an integer, got {type(seed).__name__}")
     from dpbundle.release.bundle.copies import write_copies
@@ -414,7 +416,7 @@ def copies(bundle: PathLike, m: int, *, out: PathLike, seed: int = 0, raw: bool 
 
     with _api_errors("copies()", SampleError, "copies interrupted: nothing was written"):
         try:
-            return write_copies(Path(bundle), m, seed, Path(out), raw=bool(raw))
+            return write_copies(Path(bundle), m, seed, Path(out), raw=bool(raw), pubkey=pubkey)
         except OSError as exc:
             raise DpbundleError(f"{out}: cannot write the copies ({exc.strerror or exc}); nothing "
                                 "was written") from None

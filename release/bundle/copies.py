@@ -86,6 +86,9 @@ def _plan(ctx, bundle: Path):
         gen_type = (config.get("generator") or {}).get("type")
     except (Missing, KeyError, TypeError, AttributeError) as e:
         raise SampleError(clip(f"{bundle}: {e}")) from None
+    if n > MAX_ROWS:          # before the checks, which read data.csv
+        raise SampleError(f"{bundle}: a copy has as many records as the bundle ({n:,}), and "
+                          f"`dpbundle sample` draws at most {MAX_ROWS:,} records at a time")
     if gen_type not in COPY_GENERATORS:
         raise SampleError(f"{bundle}: copies need a generator that rebuilds its model from its tables "
                           f"({', '.join(COPY_GENERATORS)}); this bundle's is {gen_type!r}")
@@ -137,10 +140,13 @@ def _write_copy(path: Path, view, codes) -> str:
 
 
 def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool = False,
-                 progress: Callable[[int, int, int], None] | None = None) -> dict:
+                 progress: Callable[[int, int, int], None] | None = None, pubkey=None) -> dict:
     """Write ``copies`` copies of ``bundle`` into the new folder ``out`` (module docstring) and
     return copies.json's document. ``progress(i, m, rows)`` after each copy. SampleError when
-    the request, the bundle or ``out`` is unusable; OSError when writing fails (nothing is left)."""
+    the request, the bundle or ``out`` is unusable; OSError when writing fails (nothing is left).
+    ``pubkey``: the publisher's key the signature must be made with (else the manifest's own:
+    the checks then show that the files agree with each other, not that they are the
+    publisher's)."""
     import numpy as np
 
     from dpbundle.mechanisms.copies import MAX_COPIES, MIN_COPIES, posterior_n
@@ -155,11 +161,8 @@ def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool =
         raise SampleError(f"{out}: exists; copies go into a new folder (remove it or choose another)")
     if not out.parent.is_dir():
         raise SampleError(f"{out.parent}: no such directory")
-    with checked_bundle(bundle, "dp-tables.json", "tables", "DP tables") as ctx:
+    with checked_bundle(bundle, "dp-tables.json", "tables", "DP tables", pubkey) as ctx:
         view, config, generator, tables, n, scale_n = _plan(ctx, bundle)
-        if n > MAX_ROWS:
-            raise SampleError(f"{bundle}: a copy has as many records as the bundle ({n:,}), and "
-                              f"`dpbundle sample` draws at most {MAX_ROWS:,} records at a time")
         check_rows(n, len(view.columns))         # the memory of one copy (one at a time)
         manifest = ctx.bundle.digest("manifest.json")[0]
         domain = [c.size for c in view.columns]
@@ -171,7 +174,10 @@ def write_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool =
                 rng_for = rng_for_seed(f"{seed}\x1fcopy {i}")
                 posterior = rng_for("posterior")
                 model = _model(generator, tables, domain, n, posterior, view, config, bundle)
-                rows = min(posterior_n(n, scale_n, posterior), MAX_ROWS)   # the cap: n near it only
+                rows = posterior_n(n, scale_n, posterior)
+                if rows > MAX_ROWS:              # n within the count's noise of the limit
+                    raise SampleError(f"{bundle}: copy {i}'s redrawn number of records, {rows:,}, is "
+                                      f"above the {MAX_ROWS:,} `dpbundle sample` draws at a time")
                 codes = drawn(model, rows, config, view, rng_for, bundle, raw=raw,
                               sampler=public_sampler(config.get("generator"), rows, domain))
                 name = f"copy-{i:0{max(2, len(str(copies)))}d}.csv"

@@ -72,16 +72,23 @@ def check_rows(rows: int, columns: int) -> None:
 
 
 @contextlib.contextmanager
-def checked_bundle(bundle: Path, needs: str, what: str, noun: str) -> Iterator["AuditContext"]:
+def checked_bundle(bundle: Path, needs: str, what: str, noun: str,
+                   pubkey: "Path | str | None" = None) -> Iterator["AuditContext"]:
     """The audit's context of ``bundle`` once its files match the signed manifest (the audit's
     integrity check, signature by the manifest's own key); SampleError if the bundle cannot be
     opened, lacks the file ``needs`` (``noun``, published by the spec's ``publish: what``), or
-    fails the check."""
+    fails the check. ``pubkey``: the publisher's key (a file, or its fingerprint) the signature
+    must be made with; without it the manifest's own key is used (anyone can re-sign)."""
     from dpbundle.audit.bounds import clip
     from dpbundle.audit.bundle_io import BundleError, open_bundle
     from dpbundle.audit.checks_integrity import check_integrity
     from dpbundle.audit.context import AuditContext
+    from dpbundle.audit.runner import AuditInputError, read_pin
 
+    try:
+        pin = read_pin(pubkey) if pubkey is not None else None
+    except AuditInputError as e:
+        raise SampleError(str(e)) from None
     try:
         guarded = open_bundle(bundle)
     except BundleError as e:
@@ -91,15 +98,16 @@ def checked_bundle(bundle: Path, needs: str, what: str, noun: str) -> Iterator["
             raise SampleError(f"{bundle}: the bundle publishes no {noun} (its spec did not say "
                               f"`publish: {what}`), so there is nothing to sample from")
         ctx = AuditContext(guarded)
-        integrity = check_integrity(ctx, None)
+        integrity = check_integrity(ctx, pin)
         if integrity.failed:
             raise SampleError(clip(f"{bundle}: the bundle's files do not match its signed manifest "
-                                   f"({'; '.join(integrity.problems[:2])}); nothing sampled (run "
-                                   "`dpbundle audit` with the publisher's key)", 2000))
+                                   f"({'; '.join(integrity.problems[:2])}); nothing sampled"
+                                   + ("" if pin is not None else " (run `dpbundle audit` with the "
+                                      "publisher's key)"), 2000))
         yield ctx
 
 
-def _draw(bundle: Path, rows: int, seed: int, raw: bool):
+def _draw(bundle: Path, rows: int, seed: int, raw: bool, pubkey=None):
     """(view, codes) of ``rows`` rows drawn from ``bundle``'s model (see :func:`sample_bundle`)."""
     from dpbundle.audit.bounds import clip, model_problems
     from dpbundle.audit.context import Missing
@@ -108,7 +116,7 @@ def _draw(bundle: Path, rows: int, seed: int, raw: bool):
     if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_ROWS:
         raise SampleError(f"--rows must be a whole number from 1 to {MAX_ROWS:,} (draw more with "
                           "several seeds)")
-    with checked_bundle(bundle, "model.json", "model", "model") as ctx:
+    with checked_bundle(bundle, "model.json", "model", "model", pubkey) as ctx:
         try:
             doc = ctx.json("model.json")
             view, config = ctx.view(), ctx.json("spec.json")["configuration"]
@@ -173,7 +181,7 @@ def csv_chunks(view, codes: np.ndarray):
         yield piece[len(header):]
 
 
-def sample_bundle(bundle: Path, rows: int, seed: int, *, raw: bool = False) -> bytes:
+def sample_bundle(bundle: Path, rows: int, seed: int, *, raw: bool = False, pubkey=None) -> bytes:
     """CSV bytes of ``rows`` synthetic rows drawn from ``bundle``'s model.json with ``seed``:
     the bundle's synthetic constraints and face-privacy projection (its min_count) applied as in
     the release, unless ``raw`` (the model's draws as they come).
@@ -185,12 +193,12 @@ def sample_bundle(bundle: Path, rows: int, seed: int, *, raw: bool = False) -> b
     configuration's, at most 20,000 work units a row, ...). The rounds draw at most 4 x rows +
     128 rows in all. ``rows`` is at most :data:`MAX_ROWS`, and refused when the memory it needs
     is not available (SampleError)."""
-    view, codes = _draw(bundle, rows, seed, raw)
+    view, codes = _draw(bundle, rows, seed, raw, pubkey)
     return b"".join(csv_chunks(view, codes))
 
 
 def sample_to_file(bundle: Path, rows: int, seed: int, out: Path, *, raw: bool = False,
-                   force: bool = False) -> Path:
+                   force: bool = False, pubkey=None) -> Path:
     """Draw as :func:`sample_bundle` and write the CSV to ``out`` in pieces, through a private
     temporary sibling renamed into place; ``out`` may be replaced (``force``) only when it is a
     regular file, never a device node, FIFO, socket, directory or link. SampleError when the
@@ -209,7 +217,7 @@ def sample_to_file(bundle: Path, rows: int, seed: int, out: Path, *, raw: bool =
             raise SampleError(problem)
     if not out.parent.is_dir():
         raise SampleError(f"{out.parent}: no such directory")
-    view, codes = _draw(bundle, rows, seed, raw)
+    view, codes = _draw(bundle, rows, seed, raw, pubkey)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:

@@ -26,6 +26,7 @@ def cli_sample(
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed: the same bundle, rows and seed give the same file.")] = 0,
     raw: Annotated[bool, typer.Option("--raw", help="Skip the synthetic constraints and the face-privacy projection.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite OUT (not with --copies).")] = False,
+    pubkey: Annotated[Optional[str], typer.Option("--pubkey", help="The publisher's public key (file, or its SHA-256 fingerprint): the bundle must be signed with it. Without it, the manifest's own key.", show_default=False)] = None,
 ) -> None:
     """Draw more synthetic rows from a bundle's published DP model, or m copies for intervals.
 
@@ -42,24 +43,25 @@ def cli_sample(
 
     Nothing is sampled from a bundle whose files do not match its signed manifest, or whose
     model is not the selected configuration's or exceeds the audit's bounds (docs/audit.md,
-    "Bounds"); copies also need the audit's schema, budget and tables checks to pass. Pin the
-    publisher's key with `dpbundle audit` first.
+    "Bounds"); copies also need the audit's schema, budget and tables checks to pass. Without
+    --pubkey the signature is checked with the manifest's own key, which anyone can re-sign
+    with: pin the publisher's key with --pubkey (or `dpbundle audit --pubkey` first).
 
     Examples:
 
         dpbundle sample births-bundle --rows 1000000 --seed 7 --out births-1m.csv
 
-        dpbundle sample persons-bundle --copies 10 --seed 7 --out persons-copies
+        dpbundle sample persons-bundle --copies 10 --seed 7 --out persons-copies --pubkey steward.pub
     """
     from dpbundle.release.cli.common import EXIT_FAILED, fail_input
 
     if copies is not None:
-        _cli_copies(bundle, copies, seed, out, raw=raw, rows=rows, force=force)
+        _cli_copies(bundle, copies, seed, out, raw=raw, rows=rows, force=force, pubkey=pubkey)
         return
     if rows is None:
         fail_input("--rows is required (how many synthetic rows to draw), or --copies M for copies")
     try:
-        sample_to_file(bundle, rows, seed, out, raw=raw, force=force)
+        sample_to_file(bundle, rows, seed, out, raw=raw, force=force, pubkey=pubkey)
     except SampleError as exc:
         fail_input(str(exc))
     except MemoryError:
@@ -71,7 +73,7 @@ def cli_sample(
 
 
 def _cli_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool, rows: int | None,
-                force: bool) -> None:
+                force: bool, pubkey: str | None) -> None:
     """`dpbundle sample --copies`: write the folder, one line of progress per copy."""
     from dpbundle.release.cli.common import EXIT_FAILED, fail_input
     from dpbundle.release.bundle.copies import write_copies
@@ -86,7 +88,7 @@ def _cli_copies(bundle: Path, copies: int, seed: int, out: Path, *, raw: bool, r
         typer.echo(f"copy {i}/{m}: {n:,} rows", err=True)
 
     try:
-        write_copies(bundle, copies, seed, out, raw=raw, progress=progress)
+        write_copies(bundle, copies, seed, out, raw=raw, progress=progress, pubkey=pubkey)
     except SampleError as exc:
         fail_input(str(exc))
     except MemoryError:
