@@ -51,7 +51,7 @@ def cli_sample(
 
         dpbundle sample births-bundle --rows 1000000 --seed 7 --out births-1m.csv
 
-        dpbundle sample persons-bundle --copies 10 --seed 7 --out persons-copies --pubkey steward.pub
+        dpbundle sample persons-bundle --copies 10 --out copies --pubkey key.pub
     """
     from dpbundle.release.cli.common import EXIT_FAILED, fail_input
 
