@@ -128,8 +128,21 @@ def test_a_dictionary_spec_releases_and_audits(tmp_path):
     _registry(tmp_path / "reg.csv", dictionary, keys, 3000, 5)
     assert _cli("keygen", "--out", tmp_path / "k").exit_code == 0
     (tmp_path / "private").mkdir(mode=0o700)
-    res = _cli("release", spec, tmp_path / "reg.csv", "--out", tmp_path / "B", "--key", tmp_path / "k.key",
-               "--ledger", tmp_path / "ledger.jsonl", "--transcript", tmp_path / "private" / "t.jsonl")
+    args = ("release", spec, tmp_path / "reg.csv", "--out", tmp_path / "B", "--key", tmp_path / "k.key",
+            "--ledger", tmp_path / "ledger.jsonl", "--transcript", tmp_path / "private" / "t.jsonl")
+    # the placeholders left: refused before anything is read or spent
+    res = _cli(*args)
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "release.publisher, release.contact, release.description" in text, text
+    assert "release.title" not in text and "nothing was read or spent" in text   # --title set it
+    assert not (tmp_path / "B").exists() and not (tmp_path / "ledger.jsonl").exists()
+    res = _cli("spec", "validate", spec)
+    assert res.exit_code == 0 and 'still say "CHANGE ME"' in " ".join(res.output.split())
+    doc = yaml.safe_load(spec.read_text())
+    doc["release"].update(publisher="Statistics office (test)", contact="open-data@example.org",
+                          description="Synthetic census persons (test).", unit_of_privacy="one person")
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = _cli(*args)
     assert res.exit_code == 0, res.output
     code, checks = _audit(tmp_path / "B", "--pubkey", tmp_path / "k.pub", "--transcript",
                           tmp_path / "private" / "t.jsonl", "--data", tmp_path / "reg.csv")

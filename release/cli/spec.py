@@ -49,6 +49,13 @@ def spec_validate(
     console.print(f"records policy {s.records_policy}: {policy_line}", highlight=False)
     from dpbundle.release.spec.criteria_checks import criteria_warnings, open_bin_warnings
 
+    from dpbundle.release.spec.dictionary import placeholder_fields
+
+    unfilled = placeholder_fields(s.document())
+    if unfilled:
+        console.print(Text("warning ", style="yellow") + Text(
+            f"{', '.join(unfilled)} still say \"CHANGE ME\": `release` refuses a spec with "
+            "placeholders (the datasheet would print them)"), highlight=False)
     for line in criteria_warnings(s) + open_bin_warnings(s):
         console.print(f"[yellow]warning[/] {line}", markup=True, highlight=False)
     _warn_missing_generators(s)
@@ -242,8 +249,9 @@ def spec_from_dictionary(
     "N" included); a numeric range becomes a clipped column with round equal-width bins, and one
     bin per value when the range has at most 100 integers. Columns the dictionary gives no values
     for, survey weights, and codes beside a wide numeric range are left out, each named with the
-    reason. The release metadata are "CHANGE ME" placeholders; the privacy settings and the
-    criterion are those of the ACS example (total epsilon 1). Review them, then validate.
+    reason. The release metadata are "CHANGE ME" placeholders (`release` refuses them until they
+    are replaced); the privacy settings and the criterion are those of the ACS example (total
+    epsilon 1). Review them, then validate.
 
     Example:
 

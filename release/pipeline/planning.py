@@ -148,9 +148,17 @@ def _load_spec(request: ReleaseRequest):
         unusable(str(exc))
     except TypeError as exc:
         unusable(f"{exc}; nothing was read or spent")
+    where = spec.source if in_memory(request.spec) else request.spec
     problem = spec_text_problem(spec.document())
     if problem:
-        unusable(f"{spec.source if in_memory(request.spec) else request.spec}: {problem}; nothing was read or spent")
+        unusable(f"{where}: {problem}; nothing was read or spent")
+    from dpbundle.release.spec.dictionary import placeholder_fields
+
+    unfilled = placeholder_fields(spec.document())
+    if unfilled:
+        unusable(f"{where}: {', '.join(unfilled)} still say \"CHANGE ME\" (placeholders of `spec "
+                 "from-dictionary`; the datasheet prints them): write the release's own text; nothing "
+                 "was read or spent")
     if request.is_example:       # a built-in example's registry is simulated: the public spec says so
         from dpbundle.release.spec.load import as_simulated
 

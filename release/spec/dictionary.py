@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DictionaryError", "read_dictionary", "dictionary_spec", "equal_width_edges", "spec_yaml",
+           "placeholder_fields", "PLACEHOLDER",
            "MAX_UNIT_VALUES", "DEFAULT_BINS"]
 
 MAX_UNIT_VALUES = 100       # integer ranges of at most this many values are coded value by value
@@ -247,3 +248,14 @@ def spec_yaml(doc: dict) -> str:
     Dumper.add_representer(list, represent_list)
     return yaml.dump(doc, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=100,
                      default_flow_style=False)
+
+
+def placeholder_fields(doc: dict) -> list[str]:
+    """The ``release`` fields of a spec document that still hold a placeholder of this module
+    (text starting with "CHANGE ME"): ``spec validate`` warns of them, ``release`` refuses them
+    (the datasheet would print them)."""
+    release = doc.get("release") if isinstance(doc, dict) else None
+    if not isinstance(release, dict):
+        return []
+    return [f"release.{k}" for k, v in release.items()
+            if isinstance(v, str) and v.lstrip().upper().startswith(PLACEHOLDER)]
