@@ -149,7 +149,7 @@ def replicate(tally: Tally, registry: np.ndarray, population: np.ndarray | None,
     """One replication (module docstring): fit, m copies, combine, count."""
     from scipy.stats import norm
 
-    from dpbundle.mechanisms.copies import combine, posterior_models
+    from dpbundle.mechanisms.copies import combine, posterior_model
     from dpbundle.mechanisms.generators import make_generator
     from dpbundle.mechanisms.measured import measured_of
     from dpbundle.mechanisms.noise import Randomness
@@ -170,7 +170,8 @@ def replicate(tally: Tally, registry: np.ndarray, population: np.ndarray | None,
     todo = estimands(registry, domain, pairs, unmodelled)
     q = np.zeros((m, len(todo)))
     u = np.zeros((m, len(todo)))
-    for i, model in enumerate(posterior_models(gen, tables, domain, n, m, rng)):
+    for i in range(m):
+        model = posterior_model(gen, tables, domain, n, rng)
         copy = project(model.sample(n, rng), min_count, rng)
         for e, (group, cols, cell) in enumerate(todo):
             p = _shares(copy, cols, tuple(domain[c] for c in cols))[cell]

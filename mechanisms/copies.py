@@ -61,13 +61,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from .measured import MeasuredTable
 
-__all__ = ["posterior_counts", "posterior_models", "posterior_n", "combine", "Combined",
+__all__ = ["posterior_counts", "posterior_model", "posterior_n", "combine", "Combined",
            "discrete_laplace", "MIN_COPIES", "MAX_COPIES", "COPY_GENERATORS"]
 
 MIN_COPIES, MAX_COPIES = 2, 100
@@ -107,15 +107,15 @@ def posterior_n(n: int, count_scale: float | None, rng: np.random.Generator) -> 
     return max(1, int(n) + int(discrete_laplace(count_scale, 1, rng)[0]))
 
 
-def posterior_models(generator: Any, tables: Sequence[MeasuredTable], domain: Sequence[int], n: int,
-                     m: int, rng: np.random.Generator) -> Iterator[Any]:
-    """``m`` models, each rebuilt by ``generator.estimate`` from one posterior draw of the tables
-    (normalised to the published ``n``, as the release's were)."""
+def posterior_model(generator: Any, tables: Sequence[MeasuredTable], domain: Sequence[int], n: int,
+                    rng: np.random.Generator) -> Any:
+    """The model of one copy: ``generator.estimate`` on one posterior draw of the tables,
+    normalised to the published ``n`` as the release's were (``dpbundle sample --copies`` and
+    benchmarks/copies_coverage.py both draw through it)."""
     if not hasattr(generator, "estimate"):
         raise ValueError(f"generator {getattr(generator, 'type', generator)!r} cannot rebuild a model "
                          "from its tables")
-    for _ in range(int(m)):
-        yield generator.estimate(posterior_counts(tables, rng), domain, n)
+    return generator.estimate(posterior_counts(tables, rng), domain, n)
 
 
 @dataclass(frozen=True)

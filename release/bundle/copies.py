@@ -108,18 +108,18 @@ def _model(generator, tables, domain: list[int], n: int, rng, view, config: dict
     within the audit's bounds on a published model (``audit/bounds.py``: the work of a sampled
     row, GUM's rounds); SampleError naming what failed."""
     from dpbundle.audit.bounds import clip, model_problems
-    from dpbundle.mechanisms.copies import posterior_counts
+    from dpbundle.mechanisms.copies import posterior_model
     from dpbundle.mechanisms.published import PublishError, model_document
 
     try:
-        model = generator.estimate(posterior_counts(tables, rng), domain, n)
+        model = posterior_model(generator, tables, domain, n, rng)
         doc = model_document(model, generator=config.get("generator") or {},
                              epsilon=float(view.spec["privacy"]["epsilon_generation"]),
                              columns=list(view.names))
     except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, PublishError) as e:
         raise SampleError(clip(f"{bundle}: the model cannot be rebuilt from dp-tables.json "
                                f"({type(e).__name__}: {e})")) from None
-    problems = model_problems(json.loads(json.dumps(doc)), view, config)
+    problems = model_problems(json.loads(json.dumps(doc)), view, config)   # as a file's JSON reads
     if problems:
         raise SampleError(clip(f"{bundle}: the rebuilt model is over the audit's bounds "
                                f"({'; '.join(problems[:2])})", 2000))
