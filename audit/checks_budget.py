@@ -11,6 +11,7 @@ from dpbundle.templates.metadata.registry_entry import composition_formula
 
 from .bounds import MAX_CRITERIA, MAX_DATA_PASSES
 from .context import AuditContext, Missing, need, need_number
+from .edges_check import check_edges
 from .report import CheckResult, StopCheck
 from .sensitivity import (Unverifiable, data_passes, derive_threshold, quantile_releases,
                           recompute_sensitivity)
@@ -99,6 +100,9 @@ def check_budget(ctx: AuditContext) -> CheckResult:
         r.detail = (f"total epsilon {_fmt(r.facts.get('total_epsilon'))} <= cap "
                     f"{_fmt(r.facts.get('epsilon_cap'))}; {policy}; {len(rows)} criteria: scales, "
                     f"stds, sensitivities and thresholds recomputed")
+        if r.facts.get("epsilon_edges"):
+            r.detail += (f"; bins drawn under DP (epsilon {_fmt(r.facts['epsilon_edges'])}): candidates, "
+                         "quantiles, sensitivities, epsilons and noise scales recomputed")
         if "composed_epsilon" in r.facts:
             k = r.facts["spends_on_registry"]
             r.detail += (f"; composed epsilon {_fmt(r.facts['composed_epsilon'])} over the {k} spend(s) "
@@ -401,8 +405,8 @@ def _generation_parts(parts: list, eps_gen: Fraction, r: CheckResult) -> None:
 def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResult,
                        n: int | None = None) -> None:
     """Every sum recomputed exactly (declared decimals as fractions): evaluation = sum of the
-    criteria, per iteration = generation + evaluation, total = eps_count + 2 x per iteration +
-    pre-selection <= cap; with ``retries: resample`` (spec and budget.json agreeing) per
+    criteria, per iteration = generation + evaluation, total = eps_count + eps_edges (the
+    ``dp_edges`` draws, audit/edges_check.py) + 2 x per iteration + pre-selection <= cap; with ``retries: resample`` (spec and budget.json agreeing) per
     iteration = evaluation and total = eps_count + generation + 2 x evaluation + pre-selection."""
     W = "budget.json"
     dec = exact.dec
@@ -413,8 +417,9 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
         return
     eps_gen = _generation_epsilon(budget, priv, r)
     eps_pre = _pre_selection_epsilon(budget, priv, r)
+    eps_edges = check_edges(budget, spec, r)
     # records, per iteration, selection, total, cap
-    eps_count = _records(budget, spec, n, r)
+    eps_count = _records(budget, spec, n, r) + eps_edges
     resample = _retries(budget, priv, r) == "resample"
     once = eps_gen if resample else Fraction(0)     # the generator fitted once, before the selection
     per = dec(need_number(budget, "per_iteration_epsilon", where=W))
@@ -429,7 +434,8 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     total = dec(need_number(budget, "total_epsilon", where=W))
     want_total = eps_count + once + 2 * (eps_gen - once + eps_eval) + eps_pre
     if total != want_total:
-        head = f"{exact.show(eps_count)} + " if eps_count else ""
+        head = (f"{exact.show(eps_count - eps_edges)} + " if eps_count - eps_edges else "") + \
+            (f"edges {exact.show(eps_edges)} + " if eps_edges else "")
         body = (f"{exact.show(eps_gen)} + 2 x {exact.show(eps_eval)}" if resample else
                 f"2 x ({exact.show(eps_gen)} + {exact.show(eps_eval)})")
         r.fail(f"{W}: total epsilon {exact.show(total)} != {head}{body} + {exact.show(eps_pre)} = "
@@ -438,7 +444,8 @@ def _budget_arithmetic(budget: dict, rows: list[dict], spec: dict, r: CheckResul
     _check_opendp_total(budget, want_total, cap_f, cap, r)
     _check_neighbours(budget, spec, r)
     r.facts.update({"epsilon_generation": float(eps_gen), "epsilon_evaluation": float(eps_eval),
-                    "epsilon_pre_selection": float(eps_pre), "epsilon_count": float(eps_count),
+                    "epsilon_pre_selection": float(eps_pre), "epsilon_count": float(eps_count - eps_edges),
+                    "epsilon_edges": float(eps_edges),
                     "total_epsilon": float(total), "epsilon_cap": float(cap)})
 
 

@@ -36,6 +36,7 @@ import hmac
 import re
 from dataclasses import dataclass
 
+from .edges_check import declared_spec
 from .context import AuditContext, Missing
 from .report import CheckResult
 
@@ -231,7 +232,7 @@ def _check_record(ctx: AuditContext, r: CheckResult, record: dict, raw: bytes, s
 
     try:
         spec = ctx.json("spec.json")["spec"]
-        bundle_sha = canonical_sha256(spec)
+        bundle_sha = canonical_sha256(declared_spec(spec))
     except (Missing, KeyError, TypeError, ValueError) as e:
         r.fail(f"the bundle's spec cannot be compared with the record: {e}")
         return

@@ -108,6 +108,10 @@ RULES: tuple[Rule, ...] = (
     _r("manifest.json", "ledger.composed_epsilon", REDERIVED, "budget: the total plus the earlier epsilons"),
     _r("manifest.json", "extra.**", SIGNATURE_ONLY, "the publisher's free-form information"),
     # -- spec.json --------------------------------------------------------------------------------
+    _r("spec.json", "spec.columns[].alternatives[].edges[]", PREREG, "preregistration / seeds: the spec's "
+       "edges; the edges a dp_edges alternative drew: budget (k - 1 increasing candidates, audit/edges_check.py) "
+       "and replay (the recorded draws, recomputed from the registry)" + _RUN, otherwise=TRANSCRIPT,
+       run_bound=True),
     _r("spec.json", "spec.**", PREREG, "preregistration / seeds: the record's spec SHA-256 (and --spec)" + _RUN,
        otherwise=SIGNATURE_ONLY, run_bound=True),
     _r("spec.json", "configuration.**", TRANSCRIPT, "replay: the selected iteration's configuration; schema: "
@@ -158,6 +162,14 @@ RULES: tuple[Rule, ...] = (
        "(dpbundle.mechanisms), their decimal shares and the floats handed to OpenDP"),
     _r("budget.json", "evaluation.epsilon", REDERIVED, _BUDGET),
     _r("budget.json", "evaluation.criteria[].*", REDERIVED, _BUDGET),
+    _r("budget.json", "edges.mechanism", REDERIVED, "budget: the statement of dpbundle's dp_edges draws (a constant)"),
+    _r("budget.json", "edges.epsilon", REDERIVED, _BUDGET),
+    _r("budget.json", "edges.alternatives[].edges[]", REDERIVED, "budget: spec.json's drawn edges"),
+    _r("budget.json", "edges.alternatives[].draws[].*", REDERIVED, "budget: each draw's quantile j/k, "
+       "sensitivity den, epsilon and OpenDP's noise scale recomputed (audit/edges_check.py)"),
+    _r("budget.json", "edges.alternatives[].draws[].quantile[]", REDERIVED, "budget: j/k as OpenDP reads it"),
+    _r("budget.json", "edges.alternatives[].*", REDERIVED, "budget: the spec's dp_edges (column, "
+       "alternative, bins, epsilon, step) and the number of candidates recomputed"),
     _r("budget.json", "pre_selection", REDERIVED, _BUDGET),
     _r("budget.json", "pre_selection[].*", REDERIVED, _BUDGET),
     _r("budget.json", "per_iteration_epsilon", REDERIVED, _BUDGET),

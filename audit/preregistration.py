@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent
 
+from .edges_check import declared_spec
 from .context import AuditContext, Missing
 from .report import CheckResult
 from .safe_read import InputFileError, read_small_file
@@ -376,7 +377,7 @@ def check_preregistration(ctx: AuditContext, pre: Preregistered | None) -> Check
         spec = doc.get("spec") if isinstance(doc, dict) else None
         if not isinstance(spec, dict):
             raise Missing("spec.json: no spec object")
-        bundle_sha = canonical_sha256(spec)
+        bundle_sha = canonical_sha256(declared_spec(spec))     # drawn dp_edges are not declared
     except (Missing, TypeError, ValueError, RecursionError) as e:
         if pre is None:
             r.skip(f"not requested (--spec); the bundle's spec is unusable ({e})")

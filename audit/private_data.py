@@ -821,7 +821,8 @@ class _Atoms:
         sig: list = [bool(_condition_hit(i, cond, one, self.kinds, self.cats)[0]) for i, cond in self.conditions[name]]
         table = PrivateTable(values=one, months={name: np.array([mo])}, years={name: np.array([yr])},
                              days={name: np.array([dy])}, kinds=self.kinds, n=1, rows_read=1)
-        sig.extend(int(_bin_codes(alt, _derived(table, source))[0]) for source, alt in self.bins[name])
+        sig.extend(int(_bin_codes(alt, _derived(table, source))[0]) if "dp_edges" not in alt
+                   else int(grid_codes(alt, _derived(table, source))[0]) for source, alt in self.bins[name])
         return tuple(sig)
 
 
@@ -944,6 +945,24 @@ def _parse_present(cell: str | None, meta: dict, tokens: set) -> tuple[float, fl
             return nan, nan, nan, f"not one of the declared categories {cats}"
         return float(cats.index(cell)), nan, nan, None
     return nan, nan, nan, f"unknown input type {kind!r}"
+
+
+def grid_codes(alt: dict, x: np.ndarray) -> np.ndarray:
+    """For a ``dp_edges`` alternative: ``2 L + E`` of each derived value (clipped), ``L`` the
+    candidates below it and ``E`` 1 when it is one: values alike in it fall in the same bin for
+    any drawn edges and count alike in every quantile score (the replay of the draws needs that)."""
+    from .edges_check import grid_of
+
+    grid = np.asarray(grid_of(alt), dtype=np.float64)
+    x = np.clip(x, float(alt["clip"][0]), float(alt["clip"][1]))
+    below = np.searchsorted(grid, x, side="left")
+    hit = (below < grid.size) & (grid[np.minimum(below, max(grid.size - 1, 0))] == x) if grid.size else below < 0
+    return 2 * below + hit
+
+
+def derived_values(table: PrivateTable, source: dict) -> np.ndarray:
+    """The values a released column's bins see, per stored row (public name of :func:`_derived`)."""
+    return _derived(table, source)
 
 
 def _bin_edges(alt: dict) -> list[float]:

@@ -50,6 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .edges_check import spec_edges
+from .edges_replay import EdgesMismatch, replay_edges, split_head
 from .configurations import config_id  # noqa: F401 - also dpbundle.audit.replay.config_id
 from .context import AuditContext, Missing
 from .private_data import PrivateDataError, bin_stored, load_private, private_limit
@@ -706,7 +708,11 @@ def check_replay(ctx: AuditContext, transcript: Path, data: Path) -> CheckResult
         same = (f"{len(results)} DP values identical" if not close else
                 f"{len(results) - len(close)} DP values identical, {len(close)} within arithmetic "
                 "version 1's tolerance")
-        r.detail = ("commitment matches; the selected iteration replayed: "
+        drawn = spec_edges(view.spec)
+        r.detail = ("commitment matches; "
+                    + (f"the bin edges of {len(drawn)} alternative(s) drawn under DP replayed from the "
+                       "registry; " if drawn else "")
+                    + "the selected iteration replayed: "
                     f"data.csv identical byte for byte, {same}; " + noise_detail)
     return r
 
@@ -797,7 +803,9 @@ def _private_codes(ctx: AuditContext, data: Path, view, head: list[dict], n: int
         table = load_private(data, view.spec, private_limit(n))
     except PrivateDataError as e:
         raise StopCheck(f"private data: {e}") from None
-    plan = _records_plan(ctx, head, table.n, view, n)
+    records_part, edges_part = split_head(head)
+    plan = _records_plan(ctx, records_part, table.n, view, n)
+    _replay_edges(edges_part, table, view)
     try:
         stored, edges = bin_stored(table, view)
     except PrivateDataError as e:
@@ -805,6 +813,20 @@ def _private_codes(ctx: AuditContext, data: Path, view, head: list[dict], n: int
     except (KeyError, ValueError, StopIteration) as e:   # the message may hold a data value
         raise StopCheck(f"private data: cannot bin ({type(e).__name__})") from None
     return PrivateCodes(stored, table.record_rows(), plan, [len(lo) for lo, _up in edges]), edges
+
+
+def _replay_edges(draws: list[dict], table, view) -> None:
+    """The ``dp_edges`` draws of the head, replayed from the private table (audit/edges_replay.py)."""
+    from dpbundle.mechanisms.noise import ReplayMismatch
+
+    try:
+        replay_edges(draws, table, view.spec)
+    except ReplayMismatch as e:
+        raise StopCheck(f"replay of the bins drawn under DP diverged from the transcript: {e}") from None
+    except EdgesMismatch as e:
+        raise StopCheck(str(e)) from None
+    except (KeyError, TypeError, ValueError) as e:     # a malformed spec.json: no data value named
+        raise StopCheck(f"replay of the bins drawn under DP: spec.json is unusable ({type(e).__name__})") from None
 
 
 def _records_plan(ctx: AuditContext, head: list[dict], n_plausible: int, view, n: int):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from .edges_check import declared_spec
 from .context import AuditContext, Missing
 from .preregistration import canonical_sha256
 from .report import CheckResult
@@ -56,7 +57,7 @@ def bundle_facts(ctx: AuditContext) -> dict:
         raise Missing("manifest.json, spec.json or budget.json: unexpected structure")
     return {
         "dpbundle_version": manifest.get("dpbundle_version"),
-        "spec_sha256": canonical_sha256(spec_doc["spec"]),
+        "spec_sha256": canonical_sha256(declared_spec(spec_doc["spec"])),
         "configurations_sha256": _sha256_of(ctx, "configurations.yaml"),
         "key_fingerprint": (manifest.get("public_key") or {}).get("fingerprint"),
         "preregistration_sha256": _sha256_of(ctx, "preregistration.json"),

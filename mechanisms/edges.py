@@ -1,7 +1,11 @@
 """Bin edges chosen under DP: k - 1 quantiles of a numeric column, one OpenDP draw each.
 
-Issue 39, part 1 (the building block; the spec's ``dp_edges`` alternative, the budget, the audit's
-recomputation and the enclave replay of the edges are not wired yet: docs/internals.md).
+A spec's alternative ``dp_edges: {bins, epsilon, step}`` (docs/spec.md) asks for them: the
+candidates are the public grid :func:`candidate_grid` of its clip range, the release draws the
+edges after the records policy's count and before the selection
+(:mod:`dpbundle.release.scheme.edges`), spec.json carries them (:func:`resolved_document`), the
+audit checks them against the grid and the budget (audit/checks_budget.py) and replays the draws
+in the enclave (audit/replay.py).
 
 The score (OpenDP's ``make_quantile_score_candidates``). The values ``x`` of a column (clipped to
 its public range), ``n = |x|``, a quantile ``alpha`` read as the fraction ``num / den`` by
@@ -51,8 +55,9 @@ import numpy as np
 
 from . import exact
 
-__all__ = ["alpha_fraction", "quantile_scores", "score_sensitivity", "dp_edges", "DEN_APPROX",
-           "MAX_EXACT", "MAX_VALUES"]
+__all__ = ["alpha_fraction", "quantile_scores", "score_sensitivity", "dp_edges", "candidate_grid",
+           "full_edges", "resolved_document", "declared_document", "drawn_edges", "DEN_APPROX",
+           "MAX_EXACT", "MAX_VALUES", "MAX_CANDIDATES", "PURPOSE", "MECHANISM"]
 
 #: OpenDP's denominator for an alpha whose binary fraction is not exact below it (unsized domain).
 DEN_APPROX = 10_000
@@ -61,6 +66,78 @@ MAX_EXACT = 1 << 53
 #: At most this many values (a public bound, far above any registry): den * n then stays below
 #: MAX_EXACT for every den up to DEN_APPROX (10^4 * 2^36 < 2^53).
 MAX_VALUES = 1 << 36
+#: At most this many candidates per alternative (each draw records its scores in the transcript).
+MAX_CANDIDATES = 10_000
+#: budget.json's ``edges.mechanism``: how every edge is drawn (the audit compares the text).
+MECHANISM = ("OpenDP report-noisy-max (make_noisy_max, exponential noise) on OpenDP's quantile score "
+             "(make_quantile_score_candidates): edge j of k at quantile j/k, one draw per inner edge, "
+             "among the candidates above the previous edge; sensitivity den (the quantile's denominator)")
+#: The transcript purpose of the draws of one alternative: ``PURPOSE.format(column, alternative)``
+#: followed by `` j/k`` (:func:`dp_edges`).
+PURPOSE = "edges {} {}"
+
+
+def _decimal(x: Any) -> Fraction:
+    """A spec number as the decimal it was written as (0.1 -> 1/10)."""
+    return exact.dec(x) if not isinstance(x, int) else Fraction(x)
+
+
+def candidate_grid(clip: Sequence[float], step: float | None = None) -> list[float]:
+    """The public candidates of a ``dp_edges`` alternative: ``clip[0] + i * step`` for ``i >= 1``
+    up to ``clip[1]`` included (``step`` default 1), computed on the decimals as written (0.1 steps
+    do not drift) and given as floats. ValueError beyond :data:`MAX_CANDIDATES`."""
+    lo, hi = _decimal(clip[0]), _decimal(clip[1])
+    h = _decimal(1 if step is None else step)
+    if h <= 0 or hi <= lo:
+        raise ValueError("the clip range needs max > min and the step must be positive")
+    count = int((hi - lo) // h)
+    if count > MAX_CANDIDATES:
+        raise ValueError(f"{count:,} candidates, more than the limit of {MAX_CANDIDATES:,}: take a larger step")
+    return [float(lo + i * h) for i in range(1, count + 1)]
+
+
+def full_edges(clip: Sequence[float], step: float | None, inner: Sequence[float]) -> list[float]:
+    """All bin edges of a ``dp_edges`` alternative from its drawn inner edges: ``clip[0]``, the
+    inner edges, and ``clip[1] + min(step, 1)`` (so that the last bin holds the clip maximum)."""
+    h = _decimal(1 if step is None else step)
+    return [float(clip[0]), *(float(e) for e in inner), float(_decimal(clip[1]) + min(h, Fraction(1)))]
+
+
+def drawn_edges(doc: dict) -> dict[tuple[str, str], list]:
+    """``{(column, alternative): edges}`` of every ``dp_edges`` alternative of a spec document
+    that carries its drawn ``edges`` (a resolved spec, spec.json's spec)."""
+    out: dict[tuple[str, str], list] = {}
+    for col in doc.get("columns") or []:
+        for alt in col.get("alternatives") or []:
+            if isinstance(alt, dict) and "dp_edges" in alt and "edges" in alt:
+                out[(col.get("name"), alt.get("id"))] = alt["edges"]
+    return out
+
+
+def resolved_document(doc: dict, drawn: dict[tuple[str, str], Sequence[float]]) -> dict:
+    """A copy of spec document ``doc`` whose ``dp_edges`` alternatives carry their drawn
+    ``edges`` (``drawn``: ``{(column, alternative): all edges}``, one entry for each of them)."""
+    import copy
+
+    out = copy.deepcopy(doc)
+    for col in out.get("columns") or []:
+        for alt in col.get("alternatives") or []:
+            if "dp_edges" in alt:
+                alt["edges"] = [float(e) for e in drawn[(col["name"], alt["id"])]]
+    return out
+
+
+def declared_document(doc: dict) -> dict:
+    """A copy of ``doc`` without the drawn ``edges`` of its ``dp_edges`` alternatives: the spec
+    as declared (whose SHA-256 the run binding, the ledger and a pre-registration hold)."""
+    import copy
+
+    out = copy.deepcopy(doc)
+    for col in out.get("columns") or []:
+        for alt in col.get("alternatives") or [] if isinstance(col, dict) else []:
+            if isinstance(alt, dict) and "dp_edges" in alt:
+                alt.pop("edges", None)
+    return out
 
 
 def alpha_fraction(alpha: float) -> tuple[int, int]:

@@ -686,6 +686,15 @@ def records_step(prepared: Prepared, spec: Spec, rand: Randomness,
     return prepared.replaced(n=m, resize=plan)
 
 
+def edges_step(prepared: Prepared, spec: Spec, rand: Randomness) -> Spec:
+    """The ``dp_edges`` draws on ``prepared`` (``release.scheme.edges.release_edges``): the spec
+    resolved with them. Frozen, a neighbour's draws return the recorded edges, and their scores
+    are paired with the recorded ones (report-noisy-max: non-monotonic L-infinity distance)."""
+    from dpbundle.release.scheme.edges import release_edges
+
+    return release_edges(prepared, spec, rand)
+
+
 # --------------------------------------------------------------------------- configurations
 
 
@@ -860,6 +869,7 @@ def _run(report: Report, spec: Spec, prepared: Prepared, configs: list[dict],
     rng = np.random.Generator(np.random.PCG64(report.seed))
     rec_rand = Randomness()
     base_prepared = records_step(prepared, spec, rec_rand)
+    declared, spec = spec, edges_step(prepared, spec, rec_rand)     # dp_edges drawn, as a release does
     prefix = list(rec_rand.transcript.records)
     bases: dict[str, _Run] = {}
     for config in configs:
@@ -881,16 +891,19 @@ def _run(report: Report, spec: Spec, prepared: Prepared, configs: list[dict],
         say(f"neighbour {k + 1} of {report.pairs}")
         other, change = neighbours.draw(kind, strategy)
         report.neighbours.append(change.describe())
-        _follow_pair(report, spec, other, change, k, prefix, base_prepared, bases, by_id)
+        _follow_pair(report, (declared, spec), other, change, k, prefix, base_prepared, bases, by_id)
 
 
-def _follow_pair(report: Report, spec: Spec, other: Prepared, change: Change, k: int,
+def _follow_pair(report: Report, specs: tuple[Spec, Spec], other: Prepared, change: Change, k: int,
                  prefix: list[dict], base_prepared: Prepared, bases: dict[str, _Run],
                  by_id: dict[str, dict]) -> None:
-    """One neighbour: the records policy (paired once), then every recorded configuration."""
+    """One neighbour: the records policy and the dp_edges draws (paired once; ``specs``: the
+    spec as declared and as resolved with the recorded edges), then every recorded configuration."""
+    declared, spec = specs
     rand = Randomness.frozen(prefix)
     try:
-        other_prepared = records_step(other, spec, rand, base_prepared.resize, change)
+        other_prepared = records_step(other, declared, rand, base_prepared.resize, change)
+        edges_step(other, declared, rand)
         rand.check_finished()
     except PathDivergence as exc:
         report.findings.append(Finding("control_flow", "records", k, f"{exc}; neighbour: {change.describe()}",

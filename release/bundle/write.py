@@ -667,7 +667,11 @@ def _complete_budget(budget: dict, spec: dict, criteria: list[dict]) -> dict:
         problems.append("per_iteration_epsilon is not the candidate's epsilon (generation.epsilon, unless "
                         "fitted once, + evaluation.epsilon)")
     rec = b.get("records") or {"policy": "declared_public", "epsilon": 0}
-    expected = (dec(rec["epsilon"]) + once + dec(b["selection"]["factor"]) * dec(b["per_iteration_epsilon"])
+    edges = b.get("edges") or {"epsilon": 0, "alternatives": []}
+    if exact.total(a["epsilon"] for a in edges["alternatives"]) != dec(edges["epsilon"]):
+        problems.append("edges.epsilon is not the sum of its alternatives' epsilons")
+    expected = (dec(rec["epsilon"]) + dec(edges["epsilon"]) + once
+                + dec(b["selection"]["factor"]) * dec(b["per_iteration_epsilon"])
                 + exact.total(p["epsilon"] for p in b["pre_selection"]))
     if not zcdp and expected != dec(b["total_epsilon"]):
         problems.append(f"total_epsilon {b['total_epsilon']!r} is not records (+ generation fitted once) "

@@ -241,6 +241,7 @@ def spec_from_dictionary(
     columns: Annotated[Optional[str], typer.Option("--columns", help="Comma-separated dictionary entries to release, in this order (default: every entry that can be).", show_default=False)] = None,
     bins: Annotated[int, typer.Option("--bins", help="About how many equal-width bins a numeric range gets.")] = 10,
     title: Annotated[Optional[str], typer.Option("--title", help="The release's title (default: a placeholder).", show_default=False)] = None,
+    dp_edges: Annotated[Optional[float], typer.Option("--dp-edges", metavar="EPSILON", help="Also give every numeric range an alternative whose --bins bins are DP quantiles of the data, drawn by the release at this epsilon each (added to the cap).", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite OUT.")] = False,
 ) -> None:
     """Write a starting spec from a published data dictionary (no data is read).
@@ -257,6 +258,8 @@ def spec_from_dictionary(
 
         dpbundle spec from-dictionary acs_dictionary.json --out acs.yaml
 
+        dpbundle spec from-dictionary dict.json -o acs.yaml --dp-edges 0.05
+
         dpbundle spec validate acs.yaml
     """
     from dpbundle.release.common.safe_io import replace_problem
@@ -268,7 +271,7 @@ def spec_from_dictionary(
     if problem:
         fail_input(problem)
     try:
-        doc, notes = dictionary_spec(read_dictionary(dictionary), bins=bins, title=title,
+        doc, notes = dictionary_spec(read_dictionary(dictionary), bins=bins, title=title, dp_epsilon=dp_edges,
                                      columns=None if columns is None else [c.strip() for c in columns.split(",") if c.strip()])
     except DictionaryError as exc:
         fail_input(str(exc))

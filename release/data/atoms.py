@@ -3,7 +3,8 @@
 The release reads an input value only through (a) the missing test, (b) the raw constraints'
 conditions on its column, and (c) the codes of every released column that reads it, under every
 alternative of that column (:func:`~dpbundle.release.data.binning.code_column`: its derive, clip
-range and bin edges). Two values of one input column that give the same result in all of these
+range and bin edges; for a ``dp_edges`` alternative, whose edges are drawn later, its place among
+the candidate edges, :func:`~dpbundle.release.data.binning.grid_signature`). Two values of one input column that give the same result in all of these
 are interchangeable: putting one in place of the other changes no dropped record, no code of any
 configuration, hence no T, no record type, no bundle. An *atom* is such a class of values, and
 its *signature* the tuple of those results.
@@ -52,7 +53,7 @@ def atom_signatures(spec: "Spec", name: str) -> Callable[[np.ndarray], np.ndarra
     released column reading it under each of its alternatives (-2 for a missing value, -1 for a
     value the alternative cannot code: such a record is refused or dropped before any code is
     used)]."""
-    from dpbundle.release.data.binning import code_column
+    from dpbundle.release.data.binning import code_column, grid_signature
     from dpbundle.release.spec.typed import as_constraint
 
     model = spec.model
@@ -66,6 +67,8 @@ def atom_signatures(spec: "Spec", name: str) -> Callable[[np.ndarray], np.ndarra
                 for alt in col.alternative_ids]
 
     def codes(col: str, alt: str, values: np.ndarray) -> np.ndarray:
+        if model.column(col).alternative(alt).undrawn:     # dp_edges: the candidates' grid
+            return grid_signature(spec, col, alt, {name: values})
         try:
             return code_column(spec, col, alt, {name: values})
         except (ValueError, IndexError):      # some value outside every bin: value by value

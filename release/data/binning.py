@@ -12,7 +12,7 @@ from dpbundle.release.spec.coding import _bins, column_coding
 from dpbundle.release.spec.model import Spec
 from dpbundle.release.spec.typed import Alternative, ReleasedColumn
 
-__all__ = ["code_column", "category_lookup"]
+__all__ = ["code_column", "category_lookup", "clipped_values", "grid_signature"]
 
 
 def _source_values(spec: Spec, col: ReleasedColumn, table: dict[str, np.ndarray]) -> np.ndarray:
@@ -74,6 +74,30 @@ def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.nda
     if outside.any():  # validation rules this out; the message names no private value
         raise ValueError(f"column {name!r}: a value lies outside the bins of alternative {alternative!r}; give the alternative a clip range")
     return codes.astype(np.int64)
+
+
+def clipped_values(spec: Spec, name: str, alternative: str, table: dict[str, np.ndarray]) -> np.ndarray:
+    """The values a binned alternative of released column ``name`` bins: its source's values,
+    derived, clipped to the alternative's range (float64)."""
+    col = spec.model.column(name)
+    alt = col.alternative(alternative)
+    values = np.asarray(_source_values(spec, col, table), dtype=np.float64)
+    return np.clip(values, alt.clip[0], alt.clip[1]) if alt.clip is not None else values
+
+
+def grid_signature(spec: Spec, name: str, alternative: str, table: dict[str, np.ndarray]) -> np.ndarray:
+    """For a ``dp_edges`` alternative whose edges are not drawn yet: ``2 L + E`` of each value
+    (derived, clipped), with ``L`` the number of candidates below it and ``E`` 1 if it is one.
+    Two values with the same signature fall in the same bin whatever edges are drawn among the
+    candidates, and count alike in every quantile score (:mod:`dpbundle.mechanisms.edges`)."""
+    from dpbundle.mechanisms.edges import candidate_grid
+
+    alt = spec.model.column(name).alternative(alternative)
+    grid = np.asarray(candidate_grid(alt.clip, alt.dp_edges.step), dtype=np.float64)
+    v = clipped_values(spec, name, alternative, table)
+    below = np.searchsorted(grid, v, side="left")
+    hit = (below < grid.size) & (grid[np.minimum(below, grid.size - 1)] == v)
+    return (2 * below + hit).astype(np.int64)
 
 
 def category_lookup(alt: Alternative, source_categories: list[str],

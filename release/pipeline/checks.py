@@ -163,6 +163,7 @@ def preflight_after_prepare(out: Path, spec, n: int, make_zip: bool, ledger_path
     from dpbundle.release.data.transform import column_coding
 
     longest = []
+    spec = spec.provisional()              # dp_edges: the longest labels their edges can give
     for col in spec.released_columns:
         lens = [max(len(lab) for lab in column_coding(spec, col.name, str(alt_id)).labels)
                 for alt_id in col.alternative_ids]

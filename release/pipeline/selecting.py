@@ -3,6 +3,7 @@ policy's DP count) and builds the bundle's content. A selection that releases no
 spend, keeps the private transcript and stops with a message that states what exists."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -27,23 +28,28 @@ class Selected:
 
 
 def select(plan: Plan, spend: Spend, run: Run) -> Selected:
-    """The records policy (a DP count under dp_count), then the private selection with one
-    static line on screen; then the budget and, with ``publish: model``, model.json. Nothing
+    """The records policy (a DP count under dp_count), the ``dp_edges`` alternatives' edges (the
+    spec resolved with them is what the selection and the bundle use), then the private selection
+    with one static line on screen; then the budget and, with ``publish: model``, model.json. Nothing
     about failed attempts is shown or kept outside the private transcript."""
     from dpbundle.mechanisms.noise import Randomness, Transcript
 
+    from dpbundle.release.scheme.edges import release_edges
     from dpbundle.release.scheme.records import release_records
     from dpbundle.release.scheme.selection import select as private_selection
 
-    spec = plan.spec
     transcript = Transcript()
     try:
-        released = release_records(plan.prepared, spec, Randomness(transcript))
-        if spec.records_policy == "dp_count":
+        rand = Randomness(transcript)
+        released = release_records(plan.prepared, plan.spec, rand)
+        if plan.spec.records_policy == "dp_count":
             say(f"n = {released.n:,} records (DP count; the table is resized to it)")
+        binding = _run_binding(plan, spend)           # of the spec as declared
+        plan = dataclasses.replace(plan, spec=release_edges(plan.prepared, plan.spec, rand))
+        _say_edges(plan.spec)
         output.console.print(selection_line(plan.stop.gamma), highlight=False, markup=False)
-        selection = private_selection(released, spec, transcript, plan.configs, seeds=plan.binding,
-                                      stop_probability=plan.stop.gamma, run=_run_binding(plan, spend))
+        selection = private_selection(released, plan.spec, transcript, plan.configs, seeds=plan.binding,
+                                      stop_probability=plan.stop.gamma, run=binding)
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - each kind is stated below
         _nothing_released(exc, plan, transcript, run)
     result = selection.result
@@ -53,6 +59,13 @@ def select(plan: Plan, spend: Spend, run: Run) -> Selected:
     budget, public_files = _budget_and_model(plan, selection, released, transcript, run)
     return Selected(result=result, budget=budget, content=_content(plan, spend, result, budget,
                                                                    transcript, public_files))
+
+
+def _say_edges(spec) -> None:
+    """The drawn edges (public: spec.json carries them), one line per ``dp_edges`` alternative."""
+    for (column, alt), edges in spec.drawn_edges().items():
+        shown = ", ".join(f"{e:g}" for e in edges)
+        say(f"bin edges of {column} ({alt}) drawn under DP: {shown}")
 
 
 def _run_binding(plan: Plan, spend: Spend) -> dict:

@@ -42,6 +42,36 @@ def records_block(spec: Spec, released_n: int) -> dict:
     return block
 
 
+def edges_block(spec: Spec) -> dict | None:
+    """budget.json's ``edges``: every ``dp_edges`` alternative's draws (quantile as OpenDP's
+    fraction, sensitivity, epsilon, noise scale) and drawn edges; None without them. ``spec`` is
+    the resolved spec (:meth:`Spec.with_edges`)."""
+    from dpbundle.mechanisms.edges import MECHANISM, alpha_fraction, candidate_grid, score_sensitivity
+    from dpbundle.mechanisms.noise import calibrated_exponential_scale
+
+    alternatives = []
+    for col in spec.model.columns:
+        for alt in col.alternatives:
+            if alt.dp_edges is None:
+                continue
+            k = int(alt.dp_edges.bins)
+            eps_j = exact.even_split(alt.dp_edges.epsilon, k - 1)
+            draws = []
+            for j in range(1, k):
+                num, den = alpha_fraction(j / k)
+                sens = score_sensitivity((num, den))
+                draws.append({"quantile": [num, den], "sensitivity": sens, "epsilon": eps_j,
+                              "noise_scale": calibrated_exponential_scale(sens, eps_j)})
+            alternatives.append({"column": col.name, "alternative": alt.id, "bins": k,
+                                 "epsilon": float(exact.dec(alt.dp_edges.epsilon)),
+                                 "step": alt.dp_edges.step if alt.dp_edges.step is not None else 1,
+                                 "candidates": len(candidate_grid(alt.clip, alt.dp_edges.step)),
+                                 "edges": [float(e) for e in alt.edges], "draws": draws})
+    if not alternatives:
+        return None
+    return {"epsilon": float(spec.epsilon_edges), "mechanism": MECHANISM, "alternatives": alternatives}
+
+
 def _words(spec: Spec) -> dict:
     """budget.json's statements for this spec (templates/metadata/budget_words.py)."""
     return budget_words(spec.records_policy, spec.model.release.unit_of_privacy, spec.publish_model,
@@ -51,7 +81,7 @@ def _words(spec: Spec) -> dict:
 def build_budget(spec: Spec, generator: Generator, total_opendp: float, released_n: int,
                  stop: "StopPlan | None" = None) -> dict:
     """Every epsilon spent and how the total is composed: total = eps_count (dp_count policy)
-    + SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons; with
+    + eps_edges (``dp_edges`` draws; ``spec`` resolved) + SELECTION_FACTOR x (eps_gen + sum of criterion epsilons) + pre-selection epsilons; with
     ``retries: resample``, eps_count + eps_gen + SELECTION_FACTOR x eps_eval + pre-selection
     (``per_iteration_epsilon`` is then the candidate's eps_eval and ``selection.retries`` says so).
     ``stop``: the stop probability used and where it came from (default: the spec's)."""
@@ -76,6 +106,7 @@ def build_budget(spec: Spec, generator: Generator, total_opendp: float, released
         "neighbouring": words["neighbouring"],
         "input_metric": words["input_metric"],
         "records": records_block(spec, released_n),
+    } | ({"edges": edges_block(spec)} if spec.epsilon_edges else {}) | {
         "generation": generation,
         "evaluation": {"epsilon": float(eps_eval), "criteria": criteria},
         "pre_selection": [{"purpose": p.purpose, "epsilon": float(exact.dec(p.epsilon))}

@@ -88,7 +88,20 @@ def opendp_total_epsilon(spec: Spec, stop_probability: float | None = None) -> f
         return _opendp_zcdp_total(spec, selection)
     once = exact.dec(spec.epsilon_generation) if spec.retries == "resample" else 0
     pre = exact.total(p.epsilon for p in spec.model.privacy.pre_selection_items)
-    return exact.float_up(exact.binary(count_epsilon_opendp(spec)) + once + exact.binary(selection) + pre)
+    return exact.float_up(exact.binary(count_epsilon_opendp(spec)) + edges_epsilon_opendp(spec) + once
+                          + exact.binary(selection) + pre)
+
+
+def edges_epsilon_opendp(spec: Spec) -> Fraction:
+    """The ``dp_edges`` draws' epsilon as handed to OpenDP: for each alternative, its k - 1 draws
+    at ``exact.even_split(epsilon, k - 1)`` each (:func:`dpbundle.mechanisms.edges.dp_edges`)."""
+    out = Fraction(0)
+    for col in spec.model.columns:
+        for alt in col.alternatives:
+            if alt.dp_edges is not None:
+                k = int(alt.dp_edges.bins) - 1
+                out += k * exact.binary(exact.even_split(alt.dp_edges.epsilon, k))
+    return out
 
 
 def _opendp_zcdp_total(spec: Spec, selection: float) -> float:

@@ -52,6 +52,8 @@ def _bins(alt: Alternative | dict) -> list[tuple[float, float]]:
     """The [lower, upper) bins of a binned alternative (typed, or its document form)."""
     bins = alt.bins() if isinstance(alt, Alternative) else _bins_of(alt)
     if bins is None:
+        if isinstance(alt, Alternative) and alt.undrawn:
+            raise KeyError(f"alternative {alt.id!r}: its dp_edges are not drawn yet")
         raise KeyError("unit_bins")
     return bins
 

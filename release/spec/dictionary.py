@@ -20,6 +20,10 @@ Per column:
   numeric range need values of their own beside the bins: issue 39, part 2);
 * no values, or a weight (its description has the word "weight"): left out.
 
+With ``dp_epsilon`` (``--dp-edges``) every numeric range also gets an alternative ``dp{bins}``
+whose bins the release draws under DP (``dp_edges``: quantiles of the real records, docs/spec.md
+"Bins chosen under DP"); its epsilon is added to the cap.
+
 Every left-out column is named, with the reason, in the notes returned (and in the YAML's header).
 """
 from __future__ import annotations
@@ -138,7 +142,17 @@ def _category_column(name: str, key: str, entry: dict, codes: list[tuple[str, st
     return inp, col
 
 
-def _range_column(name: str, key: str, entry: dict, lo: float, hi: float, bins: int) -> tuple[dict, dict]:
+def _dp_edges_alternative(lo: float, hi: float, bins: int, epsilon: float, integer: bool) -> dict:
+    """An alternative whose ``bins`` bins the release draws under DP (quantiles) at ``epsilon``:
+    candidates every whole number (integers) or every hundredth of the range, rounded (floats)."""
+    dp: dict = {"bins": bins, "epsilon": epsilon}
+    if not integer:
+        dp["step"] = _nice_width(hi - lo, 100, False)
+    return {"id": f"dp{bins}", "clip": [lo, hi], "dp_edges": dp}
+
+
+def _range_column(name: str, key: str, entry: dict, lo: float, hi: float, bins: int,
+                  dp_epsilon: float | None = None) -> tuple[dict, dict]:
     integer = isinstance(lo, int) and isinstance(hi, int)
     inp = {"name": name, "type": "integer" if integer else "float", "min": lo, "max": hi,
            "description": _describe(entry, [])}
@@ -149,12 +163,15 @@ def _range_column(name: str, key: str, entry: dict, lo: float, hi: float, bins: 
         alts.append({"id": "values", "clip": [lo, hi], "unit_bins": [lo, hi]})
     edges = equal_width_edges(lo, hi, bins, integer)
     alts.append({"id": f"bins{len(edges) - 1}", "clip": [lo, hi], "edges": edges})
+    grid = hi - lo if integer else 100
+    if dp_epsilon is not None and grid >= bins - 1:
+        alts.append(_dp_edges_alternative(lo, hi, bins, dp_epsilon, integer))
     col = {"name": name, "description": str(entry.get("description") or key)[:1000],
            "source": {"column": name}, "alternatives": alts}
     return inp, col
 
 
-def _column(name: str, key: str, entry: dict, bins: int) -> tuple[dict, dict] | str:
+def _column(name: str, key: str, entry: dict, bins: int, dp_epsilon: float | None = None) -> tuple[dict, dict] | str:
     """(input column, released column), or why the column is left out."""
     values = entry.get("values") or {}
     codes = _codes(values)
@@ -167,7 +184,7 @@ def _column(name: str, key: str, entry: dict, bins: int) -> tuple[dict, dict] | 
         return _category_column(name, key, entry, codes)
     lo, hi = values["min"], values["max"]
     if not codes:
-        return _range_column(name, key, entry, lo, hi, bins)
+        return _range_column(name, key, entry, lo, hi, bins, dp_epsilon)
     integer = isinstance(lo, int) and isinstance(hi, int)
     if integer and hi - lo + 1 <= MAX_UNIT_VALUES:
         taken = {c for c, _ in codes}
@@ -178,13 +195,17 @@ def _column(name: str, key: str, entry: dict, bins: int) -> tuple[dict, dict] | 
 
 
 def dictionary_spec(dictionary: dict, *, columns: list[str] | None = None, bins: int = DEFAULT_BINS,
-                    title: str | None = None) -> tuple[dict, list[str]]:
+                    title: str | None = None, dp_epsilon: float | None = None) -> tuple[dict, list[str]]:
     """(spec document, notes): the starting spec of ``dictionary``'s entries (or those named in
     ``columns``, in that order) and one note per entry left out (module docstring). The release
     metadata are placeholders starting with "CHANGE ME"; the privacy settings and the criterion
-    are those of the ACS example (total epsilon 1)."""
+    are those of the ACS example (total epsilon 1). With ``dp_epsilon`` every numeric range also
+    gets an alternative whose ``bins`` bins are drawn under DP at that epsilon (``dp_edges``), and
+    the cap grows by what they spend."""
     if isinstance(bins, bool) or not isinstance(bins, int) or not 2 <= bins <= 1000:
         raise DictionaryError(f"--bins must be a whole number from 2 to 1,000, got {bins!r}")
+    if dp_epsilon is not None and not (isinstance(dp_epsilon, (int, float)) and 1e-6 <= dp_epsilon <= 10):
+        raise DictionaryError(f"--dp-edges must be an epsilon from 0.000001 to 10, got {dp_epsilon!r}")
     keys = list(dictionary) if columns is None else list(columns)
     unknown = [k for k in keys if k not in dictionary]
     if unknown:
@@ -194,7 +215,7 @@ def dictionary_spec(dictionary: dict, *, columns: list[str] | None = None, bins:
     inputs, released, notes = [], [], []
     for key in keys:
         name = _safe_name(str(key), taken)
-        made = _column(name, str(key), dictionary[key], bins)
+        made = _column(name, str(key), dictionary[key], bins, dp_epsilon)
         if isinstance(made, str):
             notes.append(f"{key}: left out: {made}")
             taken.discard(name)
@@ -203,7 +224,17 @@ def dictionary_spec(dictionary: dict, *, columns: list[str] | None = None, bins:
         released.append(made[1])
     if not released:
         raise DictionaryError("no entry of the dictionary can be released (" + "; ".join(notes[:5]) + ")")
-    return _document(inputs, released, title), notes
+    doc = _document(inputs, released, title)
+    drawn = [a["dp_edges"]["epsilon"] for c in released for a in c["alternatives"] if "dp_edges" in a]
+    if drawn:
+        from fractions import Fraction
+
+        total = Fraction(str(doc["privacy"]["epsilon_cap"])) + sum((Fraction(str(e)) for e in drawn), Fraction(0))
+        doc["privacy"]["epsilon_cap"] = float(total)
+        notes.append(f"{len(drawn)} numeric column(s) get an alternative with bins drawn under DP "
+                     f"(epsilon {dp_epsilon:g} each, spent whether or not the selection uses it); the "
+                     f"cap is raised to {float(total):g}")
+    return doc, notes
 
 
 def _document(inputs: list[dict], released: list[dict], title: str | None) -> dict:

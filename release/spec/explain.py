@@ -680,7 +680,11 @@ def _alternative_text(alt: dict) -> str:
     else:
         if "clip" in alt:
             parts.append(f"clip {format_value(alt['clip'])},")
-        if "edges" in alt:
+        if "dp_edges" in alt:
+            d = alt["dp_edges"]
+            parts.append(f"{d['bins']} bins, edges drawn under DP (quantiles; epsilon {format_value(d['epsilon'])}, "
+                         f"candidates every {format_value(d.get('step', 1))})")
+        elif "edges" in alt:
             parts.append(f"{len(alt['edges']) - 1} bins, edges {format_value(alt['edges'])}")
         else:
             a, b = alt["unit_bins"]

@@ -356,6 +356,8 @@ def size_problems(doc: dict) -> list[str]:
                 k = len(alt["edges"]) - 1
             elif "unit_bins" in alt:
                 k = int(alt["unit_bins"][1]) - int(alt["unit_bins"][0]) + 1
+            elif "dp_edges" in alt:
+                k = int(alt["dp_edges"]["bins"])
             else:
                 continue
             if k > SIZE_LIMITS["bins per alternative"]:
@@ -941,6 +943,9 @@ def _epsilon_paths(doc: dict) -> list[tuple[str, Any]]:
     out += [(f"privacy.pre_selection[{i}].epsilon", m["epsilon"])
             for i, m in enumerate(priv.get("pre_selection") or [])]
     out += [(f"acceptance[{i}].epsilon", c["epsilon"]) for i, c in enumerate(doc["acceptance"])]
+    out += [(f"columns[{i}].alternatives[{j}].dp_edges.epsilon", alt["dp_edges"]["epsilon"])
+            for i, col in enumerate(doc["columns"]) for j, alt in enumerate(col["alternatives"])
+            if "dp_edges" in alt]
     return out
 
 
@@ -957,6 +962,7 @@ def semantic_problems(doc: dict) -> list[str]:
     """Everything the JSON Schema cannot check. Returns ``path: message`` lines, rule group by
     rule group in this order."""
     from dpbundle.release.spec.criteria_checks import criteria_problems  # group_bins, acceptance, faithfulness
+    from dpbundle.release.spec.dp_edges_checks import dp_edges_problems
 
     problems: list[str] = (epsilon_problems(doc) + _period_problems(doc) + _publish_problems(doc)
                            + _missing_problems(doc) + _duplicate_name_problems(doc))
@@ -971,6 +977,7 @@ def semantic_problems(doc: dict) -> list[str]:
     problems += _generator_problems(doc)
     problems += _retries_problems(doc)
     problems += _definition_problems(doc)
+    problems += dp_edges_problems(doc)
     if not [p for p in problems if p.startswith(("privacy.definition", "generators["))]:
         problems += _cap_problems(doc)
     problems += space_problems(doc)

@@ -20,6 +20,7 @@ from typing import Any
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON, DEFAULT_POLICY
 
+from dpbundle.release.spec.dp_edges_checks import edges_epsilon
 from dpbundle.release.spec.typed import ReleasedColumn, SpecModel, thaw
 
 SELECTION_FACTOR = 2  # Liu & Talwar private selection with a known threshold doubles the per-iteration epsilon
@@ -136,8 +137,50 @@ class Spec:
         return float(records_settings(self.raw)[1])
 
     @property
+    def epsilon_edges(self) -> Fraction:
+        """The ``dp_edges`` draws' epsilon, exactly (0 without them)."""
+        return edges_epsilon(self.raw)
+
+    @property
+    def undrawn_edges(self) -> bool:
+        """Has the spec ``dp_edges`` alternatives whose edges are not drawn yet?"""
+        return any(alt.undrawn for col in self.model.columns for alt in col.alternatives)
+
+    def with_edges(self, drawn: dict) -> "Spec":
+        """The resolved spec: every ``dp_edges`` alternative with its drawn edges (``drawn``:
+        ``{(column, alternative): all edges}``), what the selection, the bundle's files and
+        spec.json use (:func:`dpbundle.mechanisms.edges.resolved_document`)."""
+        from dpbundle.mechanisms.edges import resolved_document
+
+        doc = resolved_document(self.raw, drawn)
+        return Spec(raw=doc, source=self.source, warnings=self.warnings, model=SpecModel.from_document(doc))
+
+    def drawn_edges(self) -> dict:
+        """``{(column, alternative): edges}`` of the ``dp_edges`` alternatives drawn so far."""
+        from dpbundle.mechanisms.edges import drawn_edges
+
+        return drawn_edges(self.raw)
+
+    def provisional(self) -> "Spec":
+        """For estimates made before the edges are drawn (the bundle's size): the spec resolved
+        with the last ``bins - 1`` candidates of every undrawn ``dp_edges`` alternative as its
+        inner edges (the longest numbers its labels can show). Never released."""
+        from dpbundle.mechanisms.edges import candidate_grid, full_edges
+
+        if not self.undrawn_edges:
+            return self
+        drawn = {}
+        for col in self.model.columns:
+            for alt in col.alternatives:
+                if alt.undrawn:
+                    grid = candidate_grid(alt.clip, alt.dp_edges.step)
+                    inner = grid[len(grid) - (int(alt.dp_edges.bins) - 1):]
+                    drawn[(col.name, alt.id)] = full_edges(alt.clip, alt.dp_edges.step, inner)
+        return self.with_edges(drawn)
+
+    @property
     def total_epsilon_exact(self) -> Fraction:
-        """eps_count + 2 x (eps_gen + eps_eval) + pre-selection epsilons, as declared decimals."""
+        """eps_count + eps_edges + 2 x (eps_gen + eps_eval) + pre-selection epsilons, as declared decimals."""
         return budget_total(self.raw)
 
     @property
@@ -289,7 +332,7 @@ def per_candidate_epsilon(doc: dict) -> Fraction:
 
 
 def budget_total(doc: dict) -> Fraction:
-    """Exactly: eps_count + 2 x (eps_gen + eps_eval) + pre-selection ("refit"), or
+    """Exactly: eps_count + eps_edges (every ``dp_edges`` alternative's draws) + 2 x (eps_gen + eps_eval) + pre-selection ("refit"), or
     eps_count + eps_gen + 2 x eps_eval + pre-selection ("resample": the model is one
     eps_gen-DP release made before the selection, which is Liu & Talwar's loop over candidates
     that only sample from it and evaluate the criteria; sequential composition). A zCDP spec:
@@ -302,7 +345,8 @@ def budget_total(doc: dict) -> Fraction:
         return Fraction(zcdp.epsilon_at_delta(zcdp_parts(doc)["total"], float(priv["delta"])))
     fitted_once = exact.dec(priv["epsilon_generation"]) if selection_retries(doc) == "resample" else 0
     pre = exact.total(p["epsilon"] for p in priv.get("pre_selection", []))
-    return records_settings(doc)[1] + fitted_once + SELECTION_FACTOR * per_candidate_epsilon(doc) + pre
+    return (records_settings(doc)[1] + edges_epsilon(doc) + fitted_once
+            + SELECTION_FACTOR * per_candidate_epsilon(doc) + pre)
 
 
 def budget_formula(doc: dict) -> str:
@@ -315,6 +359,8 @@ def budget_formula(doc: dict) -> str:
     if privacy_definition(doc) == "zcdp":
         return zcdp_formula(doc)
     head = f"count {exact.show(eps_count)} + " if policy == "dp_count" else ""
+    eps_edges = edges_epsilon(doc)
+    head += f"edges {exact.show(eps_edges)} + " if eps_edges else ""
     tail = f" + pre-selection {exact.show(pre)}" if pre else ""
     gen = exact.show(exact.dec(priv["epsilon_generation"]))
     if selection_retries(doc) == "resample":

@@ -322,13 +322,27 @@ class Source(Node):
 
 
 @dataclass(frozen=True)
+class DpEdges(Node):
+    """``dp_edges`` of an alternative: ``bins`` bins whose ``bins - 1`` inner edges the release
+    draws under DP (quantiles, :mod:`dpbundle.mechanisms.edges`) among the grid ``clip[0] + i *
+    step`` inside the clip range, at a total of ``epsilon``."""
+
+    bins: int = _req()
+    epsilon: int | float = _req()
+    step: int | float | None = _opt()
+
+
+@dataclass(frozen=True)
 class Alternative(Node):
-    """One alternative of a released column: binned (``edges`` or ``unit_bins``, ``clip``) or
-    categorical (``categories``, ``map``, ``default``); ``labels`` and ``values`` override."""
+    """One alternative of a released column: binned (``edges``, ``unit_bins`` or ``dp_edges``,
+    ``clip``) or categorical (``categories``, ``map``, ``default``); ``labels`` and ``values``
+    override. A ``dp_edges`` alternative has ``edges`` only once the release drew them (the
+    resolved spec, :meth:`dpbundle.release.spec.model.Spec.with_edges`, and spec.json)."""
 
     id: str = _req()
     clip: tuple[int | float, int | float] | None = _opt()
     edges: tuple[int | float, ...] | None = _opt()
+    dp_edges: DpEdges | None = _opt(**_one(DpEdges))
     unit_bins: tuple[int, int] | None = _opt()
     categories: tuple[str, ...] | None = _opt()
     map: FrozenMap | None = _opt()
@@ -348,8 +362,14 @@ class Alternative(Node):
         no computation changes: criteria and constraints treat categories as categories)."""
         return not self.categorical or self.ordered is True
 
+    @property
+    def undrawn(self) -> bool:
+        """A ``dp_edges`` alternative whose edges are not drawn yet (no bins to read)."""
+        return self.dp_edges is not None and self.edges is None
+
     def bins(self) -> list[tuple[Any, Any]] | None:
-        """The [lower, upper) bins of a binned alternative (None for categories)."""
+        """The [lower, upper) bins of a binned alternative (None for categories and for
+        :attr:`undrawn` ``dp_edges``)."""
         if self.edges is not None:
             e = self.edges
             return list(zip(e[:-1], e[1:]))

@@ -115,6 +115,7 @@ def plan_sweep(request: SweepRequest) -> SweepPlan:
     runs = read_runs(request.out) if checked.old_meta else {}
     adaptive = _adaptive_plan(request, design, selection, runs)
     prepared, size = _prepare_data(request, checked, adaptive)
+    checked = _with_edges(request, checked, prepared)
     meta = _meta(request, checked, design, selection, size)
     request.out.mkdir(parents=True, exist_ok=True)
     validate(meta, "sweep-meta", str(request.out / META))
@@ -298,6 +299,23 @@ def _adaptive_plan(request: SweepRequest, design: Design, selection: Selection, 
     return AdaptivePlan({c: by_id[c] for c in selection.selected}, done, first=design.reps,
                         cap=design.max_reps, batch=design.batch, cut=design.min_acceptance,
                         workers=n_workers_guess)
+
+
+def _with_edges(request: SweepRequest, checked: Checked, prepared: Any) -> Checked:
+    """The spec's ``dp_edges`` alternatives drawn once on the public data, as the release draws
+    them (same mechanism and epsilon); every run of the sweep bins with these edges."""
+    import dataclasses
+
+    from dpbundle.mechanisms.noise import Randomness, Transcript
+    from dpbundle.release.scheme.edges import release_edges
+
+    if prepared is None or not hasattr(prepared, "distinct") or not checked.spec.undrawn_edges:
+        return checked
+    spec = release_edges(prepared, checked.spec, Randomness(Transcript()))
+    for (column, alt), edges in spec.drawn_edges().items():
+        request.console.print(f"bin edges of {column} ({alt}) drawn under DP on the public data: "
+                              + ", ".join(f"{e:g}" for e in edges), highlight=False, markup=False)
+    return dataclasses.replace(checked, spec=spec)
 
 
 def _default_prepare(path: Path, spec):

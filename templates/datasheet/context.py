@@ -699,6 +699,10 @@ def _budget_rows(budget: dict, spec: dict, edition: int = 1) -> tuple[list[dict]
     for p in budget.get("pre_selection") or []:
         rows.append({"step": f"Measured once before selection: {p['purpose']}", "epsilon": plain(p["epsilon"]), "kind": "part"})
         segments.append({"label": f"{p['purpose']} (once)", "value": float(p["epsilon"])})
+    for a in (budget.get("edges") or {}).get("alternatives") or []:
+        rows.append({"step": f"Bin edges of {a['column']} ({a['alternative']}): {a['bins'] - 1} DP quantiles, "
+                             "once, before selection", "epsilon": plain(a["epsilon"]), "kind": "part"})
+        segments.append({"label": f"bin edges of {a['column']} (once)", "value": float(a["epsilon"])})
     records = budget.get("records") or {}
     if records.get("policy") == "dp_count":
         rows.append({"step": "Number of records (DP count, once, before selection)",

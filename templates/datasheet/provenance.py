@@ -111,4 +111,8 @@ def provenance_text(spec: dict, configuration: dict, name: str, unit: str = "") 
         text += f", clipped to the range {plain(clip[0])} to {with_unit(plain(clip[1]), unit)}"
     if "edges" in alt or "unit_bins" in alt:
         text += ", in the bins listed"
+    if isinstance(alt.get("dp_edges"), dict):
+        d = alt["dp_edges"]
+        text += (f", whose {plain(d.get('bins'))} bins were chosen under differential privacy: each inner edge "
+                 f"is a DP quantile of the real records (ε = {plain(d.get('epsilon'))} for all of them)")
     return text

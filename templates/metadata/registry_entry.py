@@ -66,13 +66,14 @@ def _show(x: Any) -> str:
 
 def composition_formula(budget: dict) -> str:
     """The total epsilon spelled out from budget.json, e.g. ``total epsilon = records count 0.1
-    + 2 x (generation 4 + acceptance criteria 0.99) = 10.08``. Every number is the exact decimal
+    (+ bin edges 0.05, when the spec draws bins under DP) + 2 x (generation 4 + acceptance criteria 0.99) = 10.08``. Every number is the exact decimal
     of budget.json's (the audit computes the same sentence from budget.json and looks for it in
     the entry's composition and privacy parameter details)."""
     rec = budget.get("records") or {"policy": "declared_public", "epsilon": 0}
     if _zcdp(budget):
         return zcdp_composition_formula(budget)
     head = f"records count {_show(rec['epsilon'])} + " if rec.get("policy") == "dp_count" else ""
+    head += f"bin edges {_show(budget['edges']['epsilon'])} + " if budget.get("edges") else ""
     pre = budget.get("pre_selection") or []
     tail = f" + pre-selection {exact.show(exact.total(p['epsilon'] for p in pre))}" if pre else ""
     if _resample(budget):
@@ -478,10 +479,17 @@ def _composition(f: RegistryFacts, c: _Common) -> str:
         "candidates tried, which is never published."
         + (f" The DP count of records (epsilon {_show(c.records['epsilon'])}) is measured once, before "
            "the selection." if c.dp_count else "")
+        + (f" The bin edges of {_edges_names(budget['edges'])} are drawn under DP (epsilon "
+           f"{_show(budget['edges']['epsilon'])} in all), once, before the selection." if budget.get("edges") else "")
         + (" Measurements made once before the selection: "
            + ", ".join(f"{p['purpose']} {_show(p['epsilon'])}" for p in budget.get("pre_selection"))
            + "." if budget.get("pre_selection") else "")
         + f" Hence {c.formula} (budget.json), at most the cap {_show(budget['epsilon_cap'])}.")
+
+
+def _edges_names(edges: dict) -> str:
+    """'hours (dp8)' and the like: the alternatives whose bins were drawn under DP."""
+    return ", ".join(f"{a['column']} ({a['alternative']})" for a in edges.get("alternatives") or [])
 
 
 def _accounting(f: RegistryFacts, c: _Common) -> dict:
