@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent
 
-from .edges_check import declared_spec
+from .edges_check import declared_spec, edges_epsilon, spec_edges
 from .context import AuditContext, Missing
 from .report import CheckResult
 from .safe_read import InputFileError, read_small_file
@@ -295,8 +295,8 @@ def _num(x: Any) -> bool:
 
 
 def _total(spec: dict) -> Any:
-    """count + 2 x (generation + evaluation) + pre-selection, exactly (``retries: resample``:
-    count + generation + 2 x evaluation + pre-selection; ``definition: zcdp``: the total rho);
+    """count + dp_edges + 2 x (generation + evaluation) + pre-selection, exactly (``retries:
+    resample``: count + dp_edges + generation + 2 x evaluation + pre-selection; ``definition: zcdp``: the total rho);
     _ABSENT if not computable."""
     from dpbundle.mechanisms import exact
     from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON
@@ -320,9 +320,10 @@ def _total(spec: dict) -> Any:
                                 [exact.dec(p) for p in pres])["total"]
     if not all(_num(x) for x in [gen, count, *evals, *pres]):
         return _ABSENT
+    head = exact.dec(count) + edges_epsilon(spec)         # the DP count and the dp_edges draws
     if sel.get("retries") == "resample":      # the generator fitted once
-        return exact.dec(count) + exact.dec(gen) + 2 * exact.total(evals) + exact.total(pres)
-    return exact.dec(count) + 2 * (exact.dec(gen) + exact.total(evals)) + exact.total(pres)
+        return head + exact.dec(gen) + 2 * exact.total(evals) + exact.total(pres)
+    return head + 2 * (exact.dec(gen) + exact.total(evals)) + exact.total(pres)
 
 
 def key_fields(spec: dict) -> dict[str, Any]:
@@ -351,7 +352,9 @@ def key_fields(spec: dict) -> dict[str, Any]:
             out.update({f"{name}.threshold.{k}": v for k, v in threshold.items()})
         else:
             out[f"{name}.threshold"] = threshold
-    out["total epsilon (count + 2 x (generation + evaluation) + pre-selection; resample: generation "
+    for c, a, alt in spec_edges(spec):
+        out[f"columns[{c}].alternatives[{a}].dp_edges.epsilon"] = _get(alt, "dp_edges", "epsilon")
+    out["total epsilon (count + DP bin edges + 2 x (generation + evaluation) + pre-selection; resample: generation "
         "once; zcdp: the total rho)"] = _total(spec)
     return out
 

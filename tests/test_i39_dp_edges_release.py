@@ -376,3 +376,19 @@ def test_from_dictionary_writes_dp_edges_that_validate(tmp_path):
     drawn = {c.name: a.dp_edges for c in spec.model.columns for a in c.alternatives if a.dp_edges is not None}
     assert set(drawn) == {"AGEP", "DENSITY"} and drawn["DENSITY"].step == 1000.0
     assert spec.epsilon_cap == pytest.approx(1.1) and spec.total_epsilon <= spec.epsilon_cap
+
+
+def test_the_pre_registered_spec_is_the_declared_one(persons, tmp_path):
+    """`audit --spec` compares the spec as declared (the drawn edges are not in it): the spec file
+    the release ran passes; the same file with an alternative's epsilon changed fails."""
+    spec = persons["tmp"] / "spec.yaml"
+    code, checks = _audit(persons["bundle"], "--pubkey", persons["pub"], "--spec", spec)
+    assert code == 0 and checks["preregistration"]["result"] == "pass"
+    doc = yaml.safe_load(spec.read_text())
+    hours = next(c for c in doc["columns"] if c["name"] == "hours")
+    hours["alternatives"][0]["dp_edges"]["epsilon"] = 0.2
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    code, checks = _audit(persons["bundle"], "--pubkey", persons["pub"], "--spec", tmp_path / "other.yaml")
+    assert code != 0 and checks["preregistration"]["result"] == "fail"
+    assert "columns[hours].alternatives[dp8].dp_edges.epsilon: pre-registered 0.2, bundle 0.1" in _said(
+        checks["preregistration"])
