@@ -13,6 +13,7 @@ candidate passes this check and fails the replay.
 """
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 
@@ -134,8 +135,11 @@ def _check_drawn(w: str, alt: dict, entry: dict, grid: list[float], k: int, r: C
     """spec.json's edges (= budget.json's): the clip minimum, k - 1 increasing candidates, the
     clip maximum plus min(step, 1)."""
     edges = alt.get("edges")
-    if entry.get("edges") != edges:
+    if json.dumps(entry.get("edges")) != json.dumps(edges):        # the same numbers, written alike
         r.fail(f"{w}: budget.json's edges differ from spec.json's")
+    if isinstance(edges, list) and not all(isinstance(e, float) for e in edges):
+        r.fail(f"{w}: spec.json's edges must be written as the release writes them, JSON floats (1.0, "
+               "not 1): one run, one byte sequence")
     if not isinstance(edges, list) or len(edges) != k + 1 or not all(_number(e) for e in edges):
         r.fail(f"{w}: spec.json has {len(edges) if isinstance(edges, list) else 'no'} edges for "
                f"{k} bins (the release draws exactly k - 1 inner edges)")

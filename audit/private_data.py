@@ -799,6 +799,15 @@ class _Atoms:
                 self.bins[source["column"]].extend((source, alt) for alt in col.get("alternatives", [])
                                                    if isinstance(alt, dict) and "categories" not in alt)
         self.atoms: dict[str, dict] = {c["name"]: {} for c in inputs}
+        self._grids: dict[int, np.ndarray] = {}
+
+    def _grid(self, alt: dict) -> np.ndarray:
+        """A ``dp_edges`` alternative's candidates, listed once."""
+        from .edges_check import grid_of
+
+        if id(alt) not in self._grids:
+            self._grids[id(alt)] = np.asarray(grid_of(alt), dtype=np.float64)
+        return self._grids[id(alt)]
 
     def cell(self, name: str, parsed: tuple) -> tuple[int, tuple]:
         """(the atom of a parsed cell, the atom's first parsed cell); a bad cell is its own."""
@@ -822,7 +831,8 @@ class _Atoms:
         table = PrivateTable(values=one, months={name: np.array([mo])}, years={name: np.array([yr])},
                              days={name: np.array([dy])}, kinds=self.kinds, n=1, rows_read=1)
         sig.extend(int(_bin_codes(alt, _derived(table, source))[0]) if "dp_edges" not in alt
-                   else int(grid_codes(alt, _derived(table, source))[0]) for source, alt in self.bins[name])
+                   else int(grid_codes(alt, _derived(table, source), self._grid(alt))[0])
+                   for source, alt in self.bins[name])
         return tuple(sig)
 
 
@@ -947,13 +957,13 @@ def _parse_present(cell: str | None, meta: dict, tokens: set) -> tuple[float, fl
     return nan, nan, nan, f"unknown input type {kind!r}"
 
 
-def grid_codes(alt: dict, x: np.ndarray) -> np.ndarray:
+def grid_codes(alt: dict, x: np.ndarray, grid: np.ndarray | None = None) -> np.ndarray:
     """For a ``dp_edges`` alternative: ``2 L + E`` of each derived value (clipped), ``L`` the
     candidates below it and ``E`` 1 when it is one: values alike in it fall in the same bin for
     any drawn edges and count alike in every quantile score (the replay of the draws needs that)."""
     from .edges_check import grid_of
 
-    grid = np.asarray(grid_of(alt), dtype=np.float64)
+    grid = np.asarray(grid_of(alt), dtype=np.float64) if grid is None else grid
     x = np.clip(x, float(alt["clip"][0]), float(alt["clip"][1]))
     below = np.searchsorted(grid, x, side="left")
     hit = (below < grid.size) & (grid[np.minimum(below, max(grid.size - 1, 0))] == x) if grid.size else below < 0

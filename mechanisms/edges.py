@@ -69,9 +69,10 @@ MAX_VALUES = 1 << 36
 #: At most this many candidates per alternative (each draw records its scores in the transcript).
 MAX_CANDIDATES = 10_000
 #: budget.json's ``edges.mechanism``: how every edge is drawn (the audit compares the text).
-MECHANISM = ("OpenDP report-noisy-max (make_noisy_max, exponential noise) on OpenDP's quantile score "
-             "(make_quantile_score_candidates): edge j of k at quantile j/k, one draw per inner edge, "
-             "among the candidates above the previous edge; sensitivity den (the quantile's denominator)")
+MECHANISM = ("OpenDP report-noisy-max (make_noisy_max, exponential noise) on the quantile score of OpenDP's "
+             "make_quantile_score_candidates (computed by dpbundle, exactly): edge j of k at quantile j/k, "
+             "one draw per inner edge, among the candidates above the previous edge that leave room for the "
+             "edges still to come; sensitivity den (the quantile's denominator)")
 #: The transcript purpose of the draws of one alternative: ``PURPOSE.format(column, alternative)``
 #: followed by `` j/k`` (:func:`dp_edges`).
 PURPOSE = "edges {} {}"

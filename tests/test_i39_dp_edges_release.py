@@ -111,11 +111,20 @@ def test_a_valid_spec_counts_the_draws_in_its_total():
      "synthetic_constraints"),
     (lambda d, a: a.pop("clip"), "clip"),
     (lambda d, a: a.update(labels=["a"] * 8), "labels"),
+    (lambda d, a: a["dp_edges"].update(step=0.5), "needs a whole step and whole clip ends"),
+    (lambda d, a: a.update(clip=[0.5, 80]), "needs a whole step and whole clip ends"),
 ])
 def test_what_needs_the_edges_before_they_exist_is_refused(change, rule):
     doc = _persons_doc([dict(DP8, dp_edges=dict(DP8["dp_edges"]))])
     change(doc, doc["columns"][[c["name"] for c in doc["columns"]].index("hours")]["alternatives"][0])
     assert rule in _problems(doc)
+
+
+def test_candidates_that_would_be_labelled_alike_are_refused():
+    doc = _persons_doc([{"id": "dp4", "clip": [10000, 10001], "dp_edges": {"bins": 4, "epsilon": 0.1, "step": 0.01}}])
+    hours = next(c for c in doc["input"]["columns"] if c["name"] == "hours")
+    hours.update(type="float", min=0, max=20000)
+    assert "would be labelled alike" in _problems(doc)
 
 
 def test_a_float_column_needs_a_step_and_the_cap_counts_the_draws():
@@ -208,7 +217,13 @@ def test_the_persons_bundle_publishes_its_edges_and_passes_the_audit_and_the_rep
     assert [float(x) for x in lowers[1:]] == edges[1:-1]
     html = (b / "README.html").read_text()
     assert "chosen under differential privacy" in html and "Bin edges of hours (dp8)" in html
-    assert "bin edges 0.15" in (b / "registry-entry.yaml").read_text().replace("\n      ", " ")
+    entry = " ".join((b / "registry-entry.yaml").read_text().split())
+    assert "bin edges 0.15" in entry
+    assert "except the bin edges of hours (dp8), hours (dp4), which are DP quantiles of the data" in entry
+    assert "drawn under DP as quantiles of the data (epsilon 0.15 in the total)" in entry
+    assert "never from the data" not in entry
+    text = " ".join(html.split())
+    assert "The bin edges of hours (dp8), hours (dp4) were then drawn with differential privacy" in text
     # the declared spec (what the run binding holds) has no drawn edges
     assert all("edges" not in a for a in next(c for c in declared_document(spec["spec"])["columns"]
                                               if c["name"] == "hours")["alternatives"])
@@ -288,6 +303,17 @@ def test_an_edge_that_is_no_candidate_fails_the_public_audit(persons, tmp_path):
         _edit(b, "budget.json", lambda d: move(d, True))
     code, checks = _audit(_forged(persons, tmp_path, edit), "--pubkey", persons["pub"])
     assert code != 0 and "an inner edge is not one of the candidates" in _said(checks["budget"])
+
+
+def test_edges_written_as_integers_fail_the_public_audit(persons, tmp_path):
+    """1 instead of 1.0: the same numbers, another byte sequence for the same run."""
+    def ints(a):
+        a["edges"] = [int(e) for e in a["edges"]]
+    def edit(b):
+        _edit(b, "spec.json", lambda d: ints(_spec_dp8(d)))
+        _edit(b, "budget.json", lambda d: ints(_dp8(d)))
+    code, checks = _audit(_forged(persons, tmp_path, edit), "--pubkey", persons["pub"])
+    assert code != 0 and "must be written as the release writes them" in _said(checks["budget"])
 
 
 def test_a_removed_edges_block_fails_the_public_audit(persons, tmp_path):

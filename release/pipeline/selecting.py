@@ -64,7 +64,7 @@ def select(plan: Plan, spend: Spend, run: Run) -> Selected:
 def _say_edges(spec) -> None:
     """The drawn edges (public: spec.json carries them), one line per ``dp_edges`` alternative."""
     for (column, alt), edges in spec.drawn_edges().items():
-        shown = ", ".join(f"{e:g}" for e in edges)
+        shown = ", ".join(f"{e:.15g}" for e in edges)
         say(f"bin edges of {column} ({alt}) drawn under DP: {shown}")
 
 

@@ -23,8 +23,14 @@ def edges_epsilon(doc: dict) -> Fraction:
     return exact.total(alt["dp_edges"]["epsilon"] for _, _, _, alt in dp_edges_alternatives(doc))
 
 
+def _whole(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer()
+
+
 def dp_edges_problems(doc: dict) -> list[str]:
     """``path: message`` for each rule a ``dp_edges`` alternative breaks."""
+    from dpbundle.release.spec.coding import _fmt      # the labels' numbers (coding imports the model)
+
     problems: list[str] = []
     found = dp_edges_alternatives(doc)
     if not found:
@@ -55,6 +61,16 @@ def dp_edges_problems(doc: dict) -> list[str]:
             grid = candidate_grid(alt["clip"], d.get("step"))
         except ValueError as exc:
             problems.append(f"{path}.dp_edges: {exc}")
+            continue
+        if whole and (not _whole(d.get("step", 1)) or not all(_whole(v) for v in alt["clip"])):
+            problems.append(f"{path}.dp_edges: a column of whole numbers needs a whole step and whole clip "
+                            f"ends (got step {d.get('step', 1)!r}, clip {alt['clip']}): other edges would make "
+                            "bins no value can fall in, and labels that say otherwise")
+            continue
+        shown = [_fmt(v) for v in [alt["clip"][0], *grid]]
+        if len(set(shown)) < len(shown):
+            problems.append(f"{path}.dp_edges.step: two candidate edges would be labelled alike (labels show "
+                            "6 significant digits): take a larger step or a narrower clip range")
             continue
         if len(grid) < d["bins"] - 1:
             problems.append(f"{path}.dp_edges.bins: {d['bins']} bins need {d['bins'] - 1} candidate "

@@ -314,7 +314,7 @@ def _with_edges(request: SweepRequest, checked: Checked, prepared: Any) -> Check
     spec = release_edges(prepared, checked.spec, Randomness(Transcript()))
     for (column, alt), edges in spec.drawn_edges().items():
         request.console.print(f"bin edges of {column} ({alt}) drawn under DP on the public data: "
-                              + ", ".join(f"{e:g}" for e in edges), highlight=False, markup=False)
+                              + ", ".join(f"{e:.15g}" for e in edges), highlight=False, markup=False)
     return dataclasses.replace(checked, spec=spec)
 
 

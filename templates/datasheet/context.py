@@ -702,7 +702,8 @@ def _budget_rows(budget: dict, spec: dict, edition: int = 1) -> tuple[list[dict]
     for a in (budget.get("edges") or {}).get("alternatives") or []:
         rows.append({"step": f"Bin edges of {a['column']} ({a['alternative']}): {a['bins'] - 1} DP quantiles, "
                              "once, before selection", "epsilon": plain(a["epsilon"]), "kind": "part"})
-        segments.append({"label": f"bin edges of {a['column']} (once)", "value": float(a["epsilon"])})
+        segments.append({"label": f"bin edges of {a['column']} ({a['alternative']}), once",
+                         "value": float(a["epsilon"])})
     records = budget.get("records") or {}
     if records.get("policy") == "dp_count":
         rows.append({"step": "Number of records (DP count, once, before selection)",
@@ -909,6 +910,11 @@ def _times(k: int) -> str:
     return {1: "once", 2: "twice"}.get(k, f"{k:,} times")
 
 
+def _edges_of(f: _Facts) -> dict:
+    """budget.json's ``edges`` (bins drawn under DP), or an empty one."""
+    return f.public.budget.get("edges") or {"epsilon": 0, "alternatives": []}
+
+
 def _section_records(f: _Facts) -> dict:
     """What the data is: the number of records and columns, and how the count was released."""
     n, d = f.public.n, len(f.public.columns)
@@ -921,6 +927,8 @@ def _section_records(f: _Facts) -> dict:
         "records_policy": records["policy"],
         "records_statement": records["statement"],
         "records_epsilon": plain(records["epsilon"]),
+        "edges_drawn": [f"{a['column']} ({a['alternative']})" for a in _edges_of(f)["alternatives"]],
+        "edges_epsilon": plain(_edges_of(f)["epsilon"]),
         # the count's noise: discrete Laplace of scale 1/eps, std sqrt(2)/eps (mean absolute error 1/eps)
         "records_error": (f"{round(math.sqrt(2) * float(records['noise_scale'])):,}"
                           if records.get("noise_scale") else ""),

@@ -332,9 +332,13 @@ def _dp_variant(f: RegistryFacts, c: _Common) -> dict:
             (f"None of the records' values. The number of records ({records['released_n']:,}) is a DP "
              f"count (epsilon {_show(records['epsilon'])}, part of the total)." if c.dp_count else
              f"The number of records, {records['released_n']:,}: {records['statement']}.")
-            + " The spec (columns, bin edges, plausibility rules, criteria, thresholds, epsilons, cap) "
-              "is public and was fixed without the data; the selected configuration and the DP "
-              "values of the criteria are outputs of the DP mechanisms."),
+            + (" The spec (columns, bin edges, plausibility rules, criteria, thresholds, epsilons, cap) "
+               "is public and was fixed without the data; the selected configuration and the DP "
+               "values of the criteria are outputs of the DP mechanisms." if not f.budget.get("edges") else
+               " The spec (columns, bins, plausibility rules, criteria, thresholds, epsilons, cap) is public "
+               f"and was fixed without the data, except the bin edges of {_edges_names(f.budget['edges'])}, "
+               "which are DP quantiles of the data (spec.json, budget.json); those edges, the selected "
+               "configuration and the DP values of the criteria are outputs of the DP mechanisms.")),
     }
 
 
@@ -511,8 +515,12 @@ def _tuning(f: RegistryFacts) -> str:
     return (
         (f"Pre-processing: {len(raw_rules)} public plausibility rules drop rows; " if raw_rules
          else "Pre-processing: ")
-        + "every value is clipped and binned with bounds and edges from the spec, never from the data. "
-        "Hyperparameter tuning: the binning of each column, the generator's hyperparameters and the "
+        + ("every value is clipped and binned with bounds and edges from the spec, never from the data. "
+           if not budget.get("edges") else
+           "every value is clipped and binned with bounds from the spec, and with edges from the spec or, for "
+           f"{_edges_names(budget['edges'])}, drawn under DP as quantiles of the data (epsilon "
+           f"{_show(budget['edges']['epsilon'])} in the total). ")
+        + "Hyperparameter tuning: the binning of each column, the generator's hyperparameters and the "
         + ("projection's min_count are those of one configuration drawn uniformly (independently of "
            "the data) before the generator's one fit; the private selection then only draws new "
            "samples of that model (its privacy loss is the factor "
