@@ -245,14 +245,20 @@ def _publication_date(ctx: AuditContext, r: CheckResult) -> None:
                f"{created[:10]!r} (manifest.json)")
 
 
+def _regular_labels(col) -> list[str]:
+    """A column's labels but its special values' (datapackage.json declares those missing values)."""
+    special = set(getattr(col, "special_codes", ()))
+    return [lab for i, lab in enumerate(col.labels) if i not in special]
+
+
 def _categories(field: dict, col, r: CheckResult) -> None:
     """Table Schema v2 ``categories`` / ``categoriesOrdered`` (optional: bundles before 0.2
     lack them) must give the spec's labels in code order and the column's order: bins are
     ordered, and categories whose alternative declares ``ordered: true`` (the view's
     ``categories_ordered``)."""
-    if "categories" in field and list(field["categories"]) != list(col.labels):
+    if "categories" in field and list(field["categories"]) != _regular_labels(col):
         r.fail(f"datapackage.json: field {col.name} categories {field['categories']} differ from "
-               f"the spec's {list(col.labels)}")
+               f"the spec's {_regular_labels(col)}")
     ordered = bool(getattr(col, "categories_ordered", col.ordered))
     if "categoriesOrdered" in field and field["categoriesOrdered"] is not ordered:
         r.fail(f"datapackage.json: field {col.name} categoriesOrdered is "
@@ -303,8 +309,8 @@ def _datapackage(ctx: AuditContext, view, r: CheckResult) -> None:
         enum = (f.get("constraints") or {}).get("enum") if isinstance(f.get("constraints"), dict) else None
         if enum is None:
             r.fail(f"datapackage.json: field {col.name} declares no labels (constraints.enum)")
-        elif list(enum) != list(col.labels):
-            r.fail(f"datapackage.json: field {col.name} labels {enum} differ from the spec's {list(col.labels)}")
+        elif list(enum) != _regular_labels(col):
+            r.fail(f"datapackage.json: field {col.name} labels {enum} differ from the spec's {_regular_labels(col)}")
         _categories(f, col, r)
     for res in resources:  # data.csv, and (newer bundles) codebook.csv and metrics.csv
         path = res.get("path") if isinstance(res, dict) else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .edges_check import grid_of, quantile_fraction, spec_edges
-from .private_data import PrivateTable, derived_values
+from .private_data import PrivateTable, derived_values, special_limits
 
 __all__ = ["split_head", "replay_edges", "EdgesMismatch"]
 
@@ -52,10 +52,16 @@ def replay_edges(draws: list[dict], table: PrivateTable, spec: dict) -> int:
     weights = np.bincount(table.record_rows(), minlength=len(next(iter(table.values.values()))))
     found = spec_edges(spec)
     cols = {c.get("name"): c for c in spec.get("columns") or []}
+    limits = special_limits(spec)
     for column, alt_id, alt in found:
-        x = np.clip(derived_values(table, cols[column]["source"]), float(alt["clip"][0]), float(alt["clip"][1]))
+        src = cols[column]["source"]
+        x = np.clip(derived_values(table, src), float(alt["clip"][0]), float(alt["clip"][1]))
+        w = weights
+        if src["column"] in limits:        # special values have no number: not scored
+            keep = table.values[src["column"]] <= limits[src["column"]]
+            x, w = x[keep], weights[keep]
         order = np.argsort(x, kind="stable")
-        v, cum = x[order], np.concatenate([[0], np.cumsum(weights[order])])
+        v, cum = x[order], np.concatenate([[0], np.cumsum(w[order])])
         grid, k = grid_of(alt), int(alt["dp_edges"]["bins"])
         eps_j = exact.even_split(alt["dp_edges"]["epsilon"], k - 1)
         inner, low = [], 0

@@ -100,6 +100,12 @@ class AuditColumn:
     integer: bool = True              # bins of an integer (or date-part) source hold integers only
     categories: tuple[str, ...] | None = None  # category names of a categorical column (constraints use them)
     declared_ordered: bool = False    # a categorical alternative's ``ordered: true`` (ordinal categories)
+    special: tuple[str, ...] | None = None     # per code: the kind of a special value (after the bins), else ""
+
+    @property
+    def special_codes(self) -> tuple[int, ...]:
+        """The codes of special values (not applicable, unknown): no number, no bounds."""
+        return tuple(i for i, k in enumerate(self.special or ()) if k)
 
     @property
     def size(self) -> int:
@@ -280,6 +286,27 @@ def alternative_coding(column: dict, alt: dict, input_column: dict | None, style
     return labels, numbers, True, (lower, upper, integer)
 
 
+SPECIAL_KINDS = ("not_applicable", "unknown")
+
+
+def _special_kinds(alt: dict, spec: dict, src, input_column) -> list[tuple[str, str]]:
+    """(label, kind) of each special value of a binned alternative's source (``input.columns[]
+    .special``), in the spec's order; [] for categories and sources without special values."""
+    if "categories" in alt or not isinstance(src, dict):
+        return []
+    inputs = {c.get("name"): c for c in (spec.get("input") or {}).get("columns") or [] if isinstance(c, dict)}
+    specials = (inputs.get(src.get("column")) or {}).get("special") or []
+    if not isinstance(specials, list):
+        raise SpecViewError("spec.json: an input column's special is not a list")
+    out = []
+    for sp in specials:
+        if not isinstance(sp, dict) or not isinstance(sp.get("label"), str) or sp.get("kind") not in SPECIAL_KINDS:
+            raise SpecViewError("spec.json: a special value needs a label and a kind "
+                                f"({' or '.join(SPECIAL_KINDS)})")
+        out.append((sp["label"], sp["kind"]))
+    return out
+
+
 def _iso(text) -> tuple[int, int, int] | None:
     m = re.match(r"^(\d{4})-(\d{2})-(\d{2})$", str(text)) if text is not None else None
     return (int(m[1]), int(m[2]), int(m[3])) if m else None
@@ -435,7 +462,16 @@ class _ViewBuilder:
             raise
         except (TypeError, KeyError, IndexError, ValueError) as e:
             raise SpecViewError(f"spec.json: column {_short(name)}: malformed alternative ({e})") from None
-        if any(not math.isfinite(x) for x in numbers):
+        kinds = _special_kinds(alt, self.spec, src, input_column)
+        if kinds:    # special values of the source: after the bins, no number, no bounds
+            labels = [*labels, *(label for label, _ in kinds)]
+            numbers = [*numbers, *([math.nan] * len(kinds))]
+            nan = np.full(len(kinds), np.nan)
+            lower, upper = np.concatenate([lower, nan]), np.concatenate([upper, nan])
+            if len(set(labels)) != len(labels):
+                raise SpecViewError(f"spec.json: column {name!r}: a special value's label is also a bin's")
+        regular = numbers[:len(numbers) - len(kinds)]
+        if any(not math.isfinite(x) for x in regular):
             raise SpecViewError(f"spec.json: column {name!r}: non-finite bin number")
         self.total += len(labels)
         if self.total > MAX_LABELS:
@@ -445,7 +481,9 @@ class _ViewBuilder:
         return AuditColumn(name=name, alternative=str(alt.get("id")), labels=tuple(labels),
                            numbers=np.asarray(numbers, dtype=np.float64), ordered=ordered,
                            lower=lower, upper=upper, integer=integer, categories=cats,
-                           declared_ordered=cats is not None and alt.get("ordered") is True)
+                           declared_ordered=cats is not None and alt.get("ordered") is True,
+                           special=("",) * (len(labels) - len(kinds)) + tuple(k for _, k in kinds)
+                           if kinds else None)
 
     def _alternative(self, col: dict, by_id: dict, input_column: dict | None, style: str) -> dict:
         """The column's alternative: the configuration's, the only one, or the one data.csv fits."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from dpbundle.templates.metadata import budget_words, datapackage as package_mod, registry_entry as entry_mod
 
+from .edges_check import declared_spec
 from .bundle_io import BundleFileError
 from .context import AuditContext, Missing
 from .report import CheckResult
@@ -99,7 +100,10 @@ def _package_facts(ctx: AuditContext, view) -> package_mod.PackageFacts:
     return package_mod.PackageFacts(
         spec=spec, columns=[(c.name, list(c.labels), c.categories_ordered) for c in view.columns],
         descriptions=descriptions, digests=digests, created=created,
-        configuration_id=view.configuration_id, spec_sha256=canonical_sha256(spec), table_ids=table_ids)
+        configuration_id=view.configuration_id, spec_sha256=canonical_sha256(declared_spec(spec)),
+        table_ids=table_ids,
+        specials={c.name: [(c.labels[i], c.special[i]) for i in c.special_codes]
+                  for c in view.columns if c.special_codes})
 
 
 def check_datapackage_rederived(ctx: AuditContext, view, r: CheckResult) -> None:

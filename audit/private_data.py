@@ -800,6 +800,7 @@ class _Atoms:
                                                    if isinstance(alt, dict) and "categories" not in alt)
         self.atoms: dict[str, dict] = {c["name"]: {} for c in inputs}
         self._grids: dict[int, np.ndarray] = {}
+        self.limits = special_limits(spec)
 
     def _grid(self, alt: dict) -> np.ndarray:
         """A ``dp_edges`` alternative's candidates, listed once."""
@@ -827,9 +828,12 @@ class _Atoms:
         if math.isnan(v):
             return ("missing",)
         one = {name: np.array([v])}
-        sig: list = [bool(_condition_hit(i, cond, one, self.kinds, self.cats)[0]) for i, cond in self.conditions[name]]
+        sig: list = [bool(_condition_hit(i, cond, one, self.kinds, self.cats, self.limits)[0])
+                     for i, cond in self.conditions[name]]
         table = PrivateTable(values=one, months={name: np.array([mo])}, years={name: np.array([yr])},
                              days={name: np.array([dy])}, kinds=self.kinds, n=1, rows_read=1)
+        if name in self.limits and v > self.limits[name]:     # a special value: its own atom
+            return ("special", v)
         sig.extend(int(_bin_codes(alt, _derived(table, source))[0]) if "dp_edges" not in alt
                    else int(grid_codes(alt, _derived(table, source), self._grid(alt))[0])
                    for source, alt in self.bins[name])
@@ -848,13 +852,15 @@ def _raw_constraint_drop(spec: dict, values: dict, kinds: dict, cats: dict, rows
             continue
         mask = np.ones(rows, dtype=bool)
         for cond in con.get("when", []) or []:
-            mask &= _condition_hit(i, cond, values, kinds, cats)
+            mask &= _condition_hit(i, cond, values, kinds, cats, special_limits(spec))
         drop |= mask
     return drop
 
 
-def _condition_hit(i: int, cond, values: dict, kinds: dict, cats: dict) -> np.ndarray:
-    """The rows that meet one condition of raw constraint i (a missing value never does)."""
+def _condition_hit(i: int, cond, values: dict, kinds: dict, cats: dict,
+                   limits: dict | None = None) -> np.ndarray:
+    """The rows that meet one condition of raw constraint i (a missing value never does, nor a
+    special value of a number column: ``limits``, :func:`special_limits`)."""
     col, op, value = cond
     if col not in values or (op not in OPS and op not in SET_OPS):
         raise PrivateDataError(f"spec raw_constraints[{i}]: unusable condition {cond!r}")
@@ -870,6 +876,8 @@ def _condition_hit(i: int, cond, values: dict, kinds: dict, cats: dict) -> np.nd
             hit = ~np.isin(x, operands)
         else:
             hit = OPS[op](x, operands[0])
+    if limits and col in limits:
+        hit = hit & (x <= limits[col])
     return hit & ~np.isnan(x)
 
 
@@ -896,6 +904,30 @@ def _operand(i: int, kind: str, cats: list[str], value) -> float:
     return float(value)
 
 
+def _special_index(cell: str, meta: dict) -> int | None:
+    """The index of the special value a number column's cell is (``special[].value``: its text,
+    or for a Parquet number the same number), else None."""
+    for i, sp in enumerate(meta.get("special") or []):
+        text = _text(sp.get("value")) if isinstance(sp, dict) else None
+        if text is None:
+            continue
+        if cell == text:
+            return i
+        try:
+            if float(cell) == float(text):
+                return i
+        except ValueError:
+            pass
+    return None
+
+
+def special_limits(spec: dict) -> dict[str, float]:
+    """input column -> its max, for every number column with special values (typed above it)."""
+    return {c["name"]: float(c["max"]) for c in (spec.get("input") or {}).get("columns") or []
+            if isinstance(c, dict) and c.get("special") and c.get("type") in ("integer", "float")
+            and isinstance(c.get("max"), (int, float))}
+
+
 def _parse(cell: str | None, meta: dict, tokens: set) -> tuple[float, float, float, float, str | None]:
     """(value, month, year, day, error) of one cell; NaN for missing."""
     v, mo, yr, err = _parse_present(cell, meta, tokens)
@@ -913,6 +945,9 @@ def _parse_present(cell: str | None, meta: dict, tokens: set) -> tuple[float, fl
         return nan, nan, nan, "empty cell"
     kind = meta.get("type")
     if kind in ("integer", "float"):
+        special = _special_index(cell, meta)
+        if special is not None:     # a value of its own (not applicable, unknown): above max
+            return float(meta["max"]) + 1.0 + special, nan, nan, None
         try:
             v = float(cell)
         except ValueError:
@@ -1096,10 +1131,16 @@ def bin_stored(table: PrivateTable, view: SpecView) -> tuple[np.ndarray, list[tu
             edges_out.append((nan, nan))
             continue
         c = _bin_codes(alt, x)
+        limits = special_limits(spec)
+        if src in limits:         # special values: the codes after the bins
+            raw = table.values[src]
+            special = raw > limits[src]
+            c = np.where(special, len(_bin_edges(alt)) - 1 + np.round(raw - limits[src] - 1.0).astype(np.int64), c)
         if (c < 0).any():
             raise PrivateDataError(f"column {vc.name!r}: a value lies outside the bins of "
                                    f"alternative {vc.alternative!r}")
         codes[:, j] = c
         e = np.asarray(_bin_edges(alt))
-        edges_out.append((e[:-1].copy(), e[1:].copy()))
+        extra = np.full(len(getattr(vc, "special_codes", ())), np.nan)     # special values: no bounds
+        edges_out.append((np.concatenate([e[:-1], extra]), np.concatenate([e[1:], extra])))
     return codes, edges_out

@@ -376,7 +376,7 @@ def replay_iteration(records: list[dict], index, mark: dict, view, real_codes: n
         raise TranscriptError("the iteration mark has no configuration")
     _bound_aim_work(config, view)
     columns = tuple(ColumnCoding(c.name, c.labels, c.numbers, c.ordered, c.lower, c.upper,
-                                 categories=c.categories, integer=c.integer)
+                                 categories=c.categories, integer=c.integer, special=c.special)
                     for c in view.columns)
     if isinstance(real_codes, PrivateCodes):      # T as record types, its rows only if needed
         real = deferred(real_codes.types(columns), make=real_codes.rows)

@@ -171,6 +171,19 @@ def _joint_groups(view: SpecView, codes: np.ndarray, item) -> tuple[np.ndarray, 
     return ids, reach
 
 
+def _special_cells(view: SpecView, item) -> np.ndarray:
+    """Per group of a ``by`` item, whether one of its columns holds a special value there (a
+    column with special values has no group bins: its groups are its labels)."""
+    cols = [item] if isinstance(item, str) else item
+    out = np.zeros(1, dtype=bool)
+    for c in cols:
+        col = view.columns[view.index(c)]
+        own = np.zeros(col.size if col.special_codes else group_count(view, c), dtype=bool)
+        own[list(col.special_codes)] = True
+        out = (out[:, None] | own[None, :]).reshape(-1)
+    return out
+
+
 def _ss_delta(d: int) -> float:
     """L1 sensitivity of the regression's sufficient statistics [X'y (d), X'X upper triangle
     without the public (0,0) = n], d features counting the intercept's constant 1, every scaled
@@ -352,15 +365,30 @@ def _conditional_means_sensitivity(entry: dict, row: dict, view: SpecView, codes
     by = entry.get("by", [None])
     if not isinstance(by, list) or not by:
         raise Unverifiable(f"{where}: by is not a list")
-    best = n if None in by else None
+    exclude = entry.get("special") == "exclude"
+    best = n if None in by and not exclude else None
+    counts = codes.counts
+    if exclude:   # a record whose target is a special value is in no group (its weight 0 here)
+        try:
+            t = view.index(entry.get("target"))
+        except (KeyError, ValueError):
+            raise Unverifiable(f"{where}: the target is not released") from None
+        counts = np.where(np.isin(codes.rows[:, t], list(view.columns[t].special_codes)), 0, counts)
     for col in by:
-        if col is None:
+        if col is None and not exclude:
             continue
         try:
-            ids, reach = _joint_groups(view, codes.rows, col)
+            if col is None:      # exclude: the overall mean is resized like a group
+                ids, reach = np.zeros(codes.rows.shape[0], dtype=np.int64), np.ones(1, dtype=bool)
+            else:
+                ids, reach = _joint_groups(view, codes.rows, col)
+                if exclude:      # the groups of special values are not compared
+                    reach = reach & ~_special_cells(view, col)
         except KeyError:
             raise Unverifiable(f"{where}: by column {col!r} is not released") from None
-        s = np.bincount(ids, weights=codes.counts, minlength=reach.size).astype(np.int64)
+        if not reach.any():
+            continue
+        s = np.bincount(ids, weights=counts, minlength=reach.size).astype(np.int64)
         # groups no label's number falls in hold no record of T or C: left out
         m = int(np.maximum(s - margin, 1)[reach].min())
         best = m if best is None else min(best, m)

@@ -11,7 +11,11 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["ColumnCoding", "Coded", "mixed_radix_index", "mixed_radix_decode"]
+__all__ = ["ColumnCoding", "Coded", "mixed_radix_index", "mixed_radix_decode", "SPECIAL_KINDS"]
+
+
+#: The kinds of special values (the spec's ``input.columns[].special[].kind``).
+SPECIAL_KINDS = ("not_applicable", "unknown")
 
 
 def _float_array(x, name: str, size: int) -> np.ndarray:
@@ -44,6 +48,7 @@ class ColumnCoding:
     upper: np.ndarray
     categories: tuple[str, ...] | None = None
     integer: bool | None = None
+    special: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         labels = tuple(str(s) for s in self.labels)
@@ -57,11 +62,27 @@ class ColumnCoding:
         object.__setattr__(self, "values", _float_array(self.values, self.name, k))
         object.__setattr__(self, "lower", _float_array(self.lower, self.name, k))
         object.__setattr__(self, "upper", _float_array(self.upper, self.name, k))
+        if self.special is not None:
+            kinds = tuple(str(x) for x in self.special)
+            if len(kinds) != k or any(x not in SPECIAL_KINDS + ("",) for x in kinds):
+                raise ValueError(f"ColumnCoding {self.name!r}: expected {k} special kinds "
+                                 f"({', '.join(SPECIAL_KINDS)} or empty), got {kinds}")
+            object.__setattr__(self, "special", kinds if any(kinds) else None)
         if self.categories is not None:
             cats = tuple(str(s) for s in self.categories)
             if len(cats) != k or len(set(cats)) != k:
                 raise ValueError(f"ColumnCoding {self.name!r}: expected {k} distinct category names, got {cats}")
             object.__setattr__(self, "categories", cats)
+
+    @property
+    def special_codes(self) -> tuple[int, ...]:
+        """The codes of special values (not numbers: not applicable, unknown), after the bins."""
+        return tuple(i for i, x in enumerate(self.special or ()) if x)
+
+    @property
+    def regular_size(self) -> int:
+        """The number of codes that stand for numbers or categories (the special codes follow)."""
+        return self.size - len(self.special_codes)
 
     def code_of_category(self, name: str) -> int:
         """Code of a category name (the spec's ``categories``; the labels when none are recorded)."""

@@ -469,7 +469,7 @@ class Neighbours:
 
         table = {n: np.asarray([record[n]], dtype=self.base.table[n].dtype) for n in self.names}
         return not any(constraint_mask(c, table, self.kinds, missing=is_missing,
-                                       categories=self.cats)[0]
+                                       categories=self.cats, specials=self.spec.model.input.special_limits)[0]
                        for c in self.spec.model.all_raw_constraints)
 
     def _uniform(self, dom: ColumnDomain) -> Any:

@@ -63,11 +63,15 @@ def test_equal_width_edges_obey_the_bin_rules(integer):
 def test_the_nist_dictionary_gives_a_valid_spec(tmp_path):
     doc, notes = dictionary_spec(read_dictionary(NIST))
     left = {n.split(":")[0]: n for n in notes}
-    assert set(left) == {"INDP", "PINCP", "POVPIP", "WGTP", "PWGTP"}
+    assert set(left) == {"INDP", "WGTP", "PWGTP"}
     assert "no codes and no range" in left["INDP"] and "weight" in left["PWGTP"] and "weight" in left["WGTP"]
-    assert "not-applicable" in left["PINCP"] and "not-applicable" in left["POVPIP"]
     cols = {c["name"]: c for c in doc["columns"]}
-    assert list(cols)[:3] == ["PUMA", "AGEP", "SEX"] and len(cols) == 19
+    assert list(cols)[:3] == ["PUMA", "AGEP", "SEX"] and len(cols) == 21
+    inputs = {c["name"]: c for c in doc["input"]["columns"]}
+    # codes beside a wide range: special values (N: not applicable); POVPIP's 501 widens the range
+    assert inputs["PINCP"]["special"] == [{"value": "N", "label": "N/A (less than 15 years old)",
+                                           "kind": "not_applicable"}]
+    assert inputs["POVPIP"]["max"] == 501 and [s["value"] for s in inputs["POVPIP"]["special"]] == ["N"]
     assert [a["id"] for a in cols["AGEP"]["alternatives"]] == ["values", "bins10"]
     assert cols["AGEP"]["alternatives"][1]["edges"] == list(range(0, 101, 10))
     sex = cols["SEX"]["alternatives"][0]
@@ -141,6 +145,7 @@ def test_a_dictionary_spec_releases_and_audits(tmp_path):
     doc = yaml.safe_load(spec.read_text())
     doc["release"].update(publisher="Statistics office (test)", contact="open-data@example.org",
                           description="Synthetic census persons (test).", unit_of_privacy="one person")
+    doc["acceptance"][0]["threshold"] = 1.0      # every candidate passes: no stop draw ends the run
     spec.write_text(yaml.safe_dump(doc, sort_keys=False))
     res = _cli(*args)
     assert res.exit_code == 0, res.output

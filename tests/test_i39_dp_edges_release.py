@@ -227,6 +227,8 @@ def test_the_persons_bundle_publishes_its_edges_and_passes_the_audit_and_the_rep
     # the declared spec (what the run binding holds) has no drawn edges
     assert all("edges" not in a for a in next(c for c in declared_document(spec["spec"])["columns"]
                                               if c["name"] == "hours")["alternatives"])
+    from test_i36_closure_walk import unclassified     # every field of the bundle has a closure rule
+    assert unclassified(b) == []
     code, checks = _audit(b, "--pubkey", persons["pub"], "--transcript", persons["transcript"],
                           "--data", persons["data"])
     assert code == 0, {k: v["detail"] for k, v in checks.items() if v["result"] == "fail"}

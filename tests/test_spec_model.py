@@ -304,6 +304,7 @@ EVERY_FIELD = {
                 "simulated": True},
     "input": {"missing_values": ["NA"], "columns": [
         {"name": "a", "type": "integer", "min": 0, "max": 9, "header": "A", "missing": ["-1", 99],
+         "special": [{"value": "N", "label": "not applicable", "kind": "not_applicable"}],
          "description": "a number"},
         {"name": "c", "type": "category", "categories": ["x", 2], "missing": []},
         {"name": "d", "type": "date", "min": "2000-01-01", "max": "2020-12-31"}]},
@@ -331,7 +332,7 @@ EVERY_FIELD = {
                    "y": {"per_alternative": {"y": {"edges": [18], "labels": ["minor", "adult"]}}}},
     "acceptance": [
         {"id": "kw", "type": "kway_marginals", "description": "d", "columns": ["b", "k"], "max_k": 2,
-         "threshold": 0.1, "epsilon": 0.1},
+         "special": "exclude", "threshold": 0.1, "epsilon": 0.1},
         {"id": "r", "type": "smoothed_ratio", "clip": 2, "smoothing": 1,
          "threshold": {"derive": "laplace_false_positive", "stakeholder": 2, "false_positive": 0.05,
                        "assumed_min_count": 50}, "epsilon": 0.1},

@@ -25,6 +25,15 @@ one record by the same rule), so its error is at most (U - L)/2 and it counts wi
 the sensitivity (a candidate missing a group gets sensitivity U - L: huge noise, an honest fail).
 The ``null`` group is the overall mean, size n, not resized.
 
+Special values (``special: exclude``; a column's special values, such as not applicable, have no
+number). The groups of a special value of a ``by`` column are not compared (a maximum over fewer
+groups). A record whose *target* is special lies in no group, so every s_g and r_g counts records
+with a number only, and the overall mean, whose size is then a private count, is resized like a
+group: s_0 = C's records with a number, m_0 = max(s_0 - margin, 1). The argument below holds as it
+stands: it uses only that each record lies in at most one group of a grouping, and a record whose
+target changes between special and a number moves out of or into a group (case (b)). The
+sensitivity is (U - L) / min m_g over the compared groups, m_0 included.
+
     f(T, C) = max over groupings and groups g of |resized mean_T,g - mean_C,g|   (in [0, U - L]).
 
 Sensitivity (U - L) / min_g m_g (min also over n for the overall mean). The argument uses only
@@ -226,9 +235,9 @@ def _counts(weights: np.ndarray) -> np.ndarray:
 
 def _int_bincount(ids: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     """Exact int64 sums of ``values`` per id (np.bincount would sum in float64)."""
-    out = np.zeros(size, dtype=np.int64)
+    out = np.zeros(size + 1, dtype=np.int64)      # id ``size``: in no group (special: exclude)
     np.add.at(out, np.asarray(ids, dtype=np.int64), np.asarray(values, dtype=np.int64))
-    return out
+    return out[:size]
 
 
 def fine_types(keys: list[np.ndarray], counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -240,6 +249,19 @@ def fine_types(keys: list[np.ndarray], counts: np.ndarray) -> tuple[np.ndarray, 
         index = np.unique(index * (int(k.max(initial=0)) + 1) + k, return_inverse=True)[1].reshape(-1)
     merged = np.bincount(index, weights=counts, minlength=int(index.max(initial=-1)) + 1)
     return merged.astype(np.int64), index
+
+
+def _special_groups(coded: "Coded", col, size: int) -> np.ndarray:
+    """Which groups of a grouping hold a special value of one of its columns (``null``: none).
+    A column with special values has no group bins (validation), so its groups are its codes."""
+    cols = [] if col is None else [col] if isinstance(col, str) else list(col)
+    special = np.zeros(1, dtype=bool)
+    for c in cols:
+        cc = coded.columns[coded.column(c)]
+        own = np.zeros(cc.size, dtype=bool)
+        own[list(cc.special_codes)] = True
+        special = np.logical_or.outer(special, own).ravel()
+    return special if special.size == size else np.zeros(size, dtype=bool)
 
 
 def _by_item_ok(b) -> bool:
@@ -262,6 +284,8 @@ class ConditionalMeans(Criterion):
         "bounds": "[L, U] public bounds of the target (values are clipped to them)",
         "margin_share": "resize margin share of n (default 0.01, the k-way threshold)",
         "margin_plus": "added to ceil(margin_share * n) (default 1)",
+        "special": "include (default; a target with special values needs exclude) or exclude: the "
+                   "groups of special values left out, and the records whose target is special",
     }
 
     def __init__(self, entry: dict) -> None:
@@ -278,6 +302,7 @@ class ConditionalMeans(Criterion):
                 or not b[0] < b[1]):
             raise CriterionError(f"{self.where}.bounds: expected [L, U] with L < U, got {b!r}")
         self.L, self.U = float(b[0]), float(b[1])
+        self.exclude = entry.get("special") == "exclude"
         self.margin_share = _number(entry, "margin_share", self.where, default=0.01)
         self.margin_plus = int(_number(entry, "margin_plus", self.where, default=1))
         if self.margin_share < 0 or self.margin_plus < 0:
@@ -292,6 +317,28 @@ class ConditionalMeans(Criterion):
     def margin(self, n: int) -> int:
         return math.ceil(self.margin_share * n) + self.margin_plus
 
+    def _groupings(self) -> list:
+        """The groupings resized: every ``by`` item but ``null``; with ``special: exclude`` also
+        ``null`` (the overall mean of the records whose target is not special: a private count,
+        so it is resized like a group)."""
+        return [col for col in self.by if col is not None or self.exclude]
+
+    def _group_ids(self, ctx: EvalContext, coded: "Coded", col) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:
+        """:func:`group_ids` of one grouping of ``coded`` (C's or T's record types); with
+        ``special: exclude`` the groups of special values are not compared (unreachable) and a
+        record whose target is special is in no group (its id is the number of groups)."""
+        if col is None:
+            ids, labels, reach = np.zeros(coded.n, dtype=np.int64), ("all records",), np.ones(1, dtype=bool)
+        else:
+            ids, labels, reach = group_ids(coded, col, ctx.spec, ctx.alternatives)
+        if self.exclude:
+            reach = reach & ~_special_groups(coded, col, len(labels))
+            target = coded.columns[coded.column(self.target)]
+            if target.special_codes:
+                out = np.isin(coded.codes[:, coded.column(self.target)], list(target.special_codes))
+                ids = np.where(out, len(labels), ids)
+        return ids, labels, reach
+
     def _groups(self, ctx: EvalContext):
         """Per grouping: (column, labels, group of each record type of C, s_g, m_g, reachable)
         -- all public (C's record types, the spec)."""
@@ -299,11 +346,9 @@ class ConditionalMeans(Criterion):
         n = ctx.n
         margin = self.margin(n)
         tc = types_of(ctx.synth)
-        for col in self.by:
-            if col is None:
-                continue
-            ids_c, labels, reachable = group_ids(tc.table, col, ctx.spec, ctx.alternatives)
-            s = np.bincount(ids_c, weights=tc.weights, minlength=len(labels)).astype(np.int64)
+        for col in self._groupings():
+            ids_c, labels, reachable = self._group_ids(ctx, tc.table, col)
+            s = np.bincount(ids_c, weights=tc.weights, minlength=len(labels))[:len(labels)].astype(np.int64)
             # groups no code of the domain falls in can hold no record of T or C: they are
             # left out of the metric and of min m_g (m_g set to n, never used)
             m = np.where(reachable, np.maximum(s - margin, 1), n)
@@ -313,18 +358,24 @@ class ConditionalMeans(Criterion):
     def sensitivity(self, ctx: EvalContext) -> tuple[float, dict]:
         """(U - L) / min m_g from C's group sizes (and n for the overall mean)."""
         n = ctx.n
-        best, at = (n, "overall") if None in self.by else (None, None)
+        best, at = (n, "overall") if None in self.by and not self.exclude else (None, None)
         sizes = {}
         for col, labels, _, s, m, reach in self._groups(ctx):
-            sizes[by_name(col)] = {lab: int(v) for lab, v, ok in zip(labels, s, reach) if ok}
+            if not reach.any():
+                continue
+            sizes[by_name(col) if col is not None else "overall"] = {
+                lab: int(v) for lab, v, ok in zip(labels, s, reach) if ok}
             g = int(np.argmin(np.where(reach, m, np.iinfo(np.int64).max)))
             if best is None or m[g] < best:
-                best, at = int(m[g]), f"{by_name(col)}={labels[g]}"
+                best, at = int(m[g]), (f"{by_name(col)}={labels[g]}" if col is not None else "overall")
+        if best is None:        # every group excluded: nothing is compared
+            best, at = n, "none"
         return (self.U - self.L) / best, {
             "n": n, "bounds": [self.L, self.U], "margin": self.margin(n),
             "min_group_size": int(best), "min_group": at, "synthetic_group_sizes": sizes,
             "formula": "(U - L) / min_g max(s_g - margin, 1), margin = "
-                       f"ceil({self.margin_share} n) + {self.margin_plus}"}
+                       f"ceil({self.margin_share} n) + {self.margin_plus}"} | (
+            {"special": "exclude"} if self.exclude else {})
 
     # ---- private part
 
@@ -348,14 +399,14 @@ class ConditionalMeans(Criterion):
         L, U = exact(self.L), exact(self.U)
         mid = (L + U) / 2
         err = Fraction(0)
-        if None in self.by:
+        if None in self.by and not self.exclude:
             err = abs(Fraction(int(np.dot(w_t, y_t)) - int(np.dot(w_c, y_c)), n)) * scale
         groups = self._groups(ctx)
         ids_t = self._ids(ctx, tt)
         order = None if rng is None else self.resize_order(ctx, rng)
         for (col, labels, ids_c, s, m, reach), gid in zip(groups, ids_t):
             G = len(labels)
-            r = np.bincount(gid, weights=w_t, minlength=G).astype(np.int64)
+            r = np.bincount(gid, weights=w_t, minlength=G)[:G].astype(np.int64)
             total = _int_bincount(gid, w_t * y_t, G)
             if order is not None:
                 kept = self._kept_sum(order, gid, y_t, m)
@@ -376,11 +427,12 @@ class ConditionalMeans(Criterion):
         """The target's clipped numbers per code as int64 integers on the grid 2^-e (public)."""
         vals = np.clip(np.asarray(ctx.synth.columns[ctx.synth.column(self.target)].values,
                                   dtype=np.float64), self.L, self.U)
+        vals[np.isnan(vals)] = self.L     # special values: no number, and in no group (exclude)
         return dyadic_units(vals, self.L, self.U, ctx.n)
 
     def _min_size(self, ctx: EvalContext) -> int:
         """min m_g over the compared groups (n for the overall mean): public."""
-        best = ctx.n if None in self.by else None
+        best = ctx.n if None in self.by and not self.exclude else None
         for _, _, _, _, m, reach in self._groups(ctx):
             mg = int(np.min(m[reach])) if reach.any() else None
             if mg is not None and (best is None or mg < best):
@@ -389,8 +441,7 @@ class ConditionalMeans(Criterion):
 
     def _ids(self, ctx: EvalContext, tt) -> list[np.ndarray]:
         """Group of every record type of T, per grouping (``null`` left out)."""
-        return [group_ids(tt.table, col, ctx.spec, ctx.alternatives)[0]
-                for col in self.by if col is not None]
+        return [self._group_ids(ctx, tt.table, col)[0] for col in self._groupings()]
 
     def resize_order(self, ctx: EvalContext, rng: np.random.Generator) -> tuple[LazyOrder, np.ndarray]:
         """The uniformly random order of T's records shared by every grouping's resize, over

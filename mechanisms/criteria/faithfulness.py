@@ -12,7 +12,8 @@ of the ``nominal`` columns differ, each to any other category; at most ``max_dif
 ``exact_if_contains: {col: [v, ...]}`` a bin [lower, upper) that contains a listed v *strictly
 inside* must match exactly (if either record has such a bin, the column must be equal). Strictly
 inside: for integer bins (finite integral edges, holding lower .. upper-1) lower < v < upper - 1,
-i.e. v is neither the bin's first nor its last integer; otherwise lower < v < upper. Births:
+i.e. v is neither the bin's first nor its last integer; otherwise lower < v < upper. A special
+value of an adjacent column (not applicable, unknown: after the bins) must match exactly. Births:
 mother_age 35-39 ([35, 40)) contains 37 strictly inside, 37-39 ([37, 40)) and unit bins do not.
 
 Computation on record *types* (distinct rows) with counts, as a max-flow: source -> T type
@@ -103,6 +104,8 @@ class FaithfulnessRules:
             j = names.index(c)
             if j in self.blocked:
                 self.blocked[j] = _strictly_inside(columns[j], [float(v) for v in vals])
+        for j in self.adjacent:     # a special value (not applicable, unknown) has no neighbour
+            self.blocked[j][list(getattr(columns[j], "special_codes", ()))] = True
 
     def _cap(self, k: int) -> int:
         """How many nominal columns may still differ after ``k`` adjacent changes."""

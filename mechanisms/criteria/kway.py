@@ -12,6 +12,9 @@ Sensitivity 1/n: changing one record of T moves it from one cell x to a cell x' 
 marginal, so each p_T(x) changes by at most 1/n, hence each |p_T - p_C| and their maximum
 change by at most 1/n (C and n are fixed and public). Restricting to a subset of columns keeps
 this: the record still moves between one pair of cells of each marginal. f lies in [0, 1].
+``special: exclude`` leaves out the cells where a compared column holds a special value (not
+applicable, unknown): a maximum over fewer cells, each still moving by at most 1/n, so the
+sensitivity stays 1/n.
 
 The released float is not fl(M/n) (M = the largest count difference, an integer): two such
 floats can differ by 1/n plus rounding, more than the noise layer's one-ulp slack covers
@@ -42,9 +45,19 @@ def _table(keys: np.ndarray, weights: np.ndarray | None, size: int) -> np.ndarra
     return np.bincount(keys, weights=weights, minlength=size).astype(np.int64)
 
 
+def _cells_max(table: np.ndarray, S: tuple[int, ...], keep: list | None) -> int:
+    """max |table| over the cells kept (``keep[j]``: a boolean per code of column j, or None: all)."""
+    if keep is not None and any(keep[j] is not None for j in S):
+        idx = np.ix_(*[np.flatnonzero(keep[j]) if keep[j] is not None else np.arange(table.shape[a])
+                       for a, j in enumerate(S)])
+        table = table[idx]
+    return int(np.abs(table).max()) if table.size else 0
+
+
 def max_marginal_error(real: np.ndarray, synth: np.ndarray, domain: tuple[int, ...],
                        max_k: int, real_counts: np.ndarray | None = None,
-                       synth_counts: np.ndarray | None = None) -> tuple[float, tuple[int, ...]]:
+                       synth_counts: np.ndarray | None = None,
+                       keep: list | None = None) -> tuple[float, tuple[int, ...]]:
     """max over subsets S (|S| <= max_k) and cells of |count_T - count_C| (counts, not shares).
 
     ``real``/``synth`` are rows, or record types with their counts (``real_counts``,
@@ -53,7 +66,8 @@ def max_marginal_error(real: np.ndarray, synth: np.ndarray, domain: tuple[int, .
     is tabulated once on it and every marginal is obtained by summing one axis out of the
     cheapest already computed superset marginal (marginals are linear, so marginal(N_T) -
     marginal(N_C) = marginal(D)); otherwise each subset is tabulated directly with
-    ``np.bincount`` on its mixed-radix index.
+    ``np.bincount`` on its mixed-radix index. ``keep`` (``special: exclude``): per column a
+    boolean per code, the cells compared (None: every cell).
     """
     wr = None if real_counts is None else np.asarray(real_counts, dtype=np.float64)
     ws = None if synth_counts is None else np.asarray(synth_counts, dtype=np.float64)
@@ -69,7 +83,7 @@ def max_marginal_error(real: np.ndarray, synth: np.ndarray, domain: tuple[int, .
         full = tuple(range(d))
         marg: dict[tuple[int, ...], np.ndarray] = {full: diff.reshape(domain)}
         if d <= max_k:
-            best, arg = int(np.abs(diff).max()), full
+            best, arg = _cells_max(diff.reshape(domain), full, keep), full
         for k in range(d - 1, 0, -1):
             for S in combinations(range(d), k):
                 # cheapest parent: S plus one missing axis, smallest parent table
@@ -83,7 +97,7 @@ def max_marginal_error(real: np.ndarray, synth: np.ndarray, domain: tuple[int, .
                         parent, axis, cost = P, P.index(j), c
                 marg[S] = marg[parent].sum(axis=axis)
                 if k <= max_k:
-                    m = int(np.abs(marg[S]).max())
+                    m = _cells_max(marg[S], S, keep)
                     if m > best:
                         best, arg = m, S
             for P in [P for P in marg if len(P) == k + 1]:
@@ -93,7 +107,7 @@ def max_marginal_error(real: np.ndarray, synth: np.ndarray, domain: tuple[int, .
         dom = tuple(domain[j] for j in S)
         kr, size = group_keys(real[:, list(S)], dom)
         ks, _ = group_keys(synth[:, list(S)], dom)
-        m = int(np.abs(_table(kr, wr, size) - _table(ks, ws, size)).max())
+        m = _cells_max((_table(kr, wr, size) - _table(ks, ws, size)).reshape(dom), S, keep)
         if m > best:
             best, arg = m, S
     return float(best), arg
@@ -108,7 +122,8 @@ class KWayMarginals(Criterion):
                               "full domain of |p_T - p_C|; sensitivity 1/n")
     parameters: ClassVar[dict[str, str]] = {
         "columns": "subset of released columns whose marginals are compared (default: all)",
-        "max_k": "largest marginal order k (default: the number of compared columns)"}
+        "max_k": "largest marginal order k (default: the number of compared columns)",
+        "special": "include (default) or exclude: the cells of special values left out"}
 
     def __init__(self, entry: dict) -> None:
         super().__init__(entry)
@@ -123,6 +138,7 @@ class KWayMarginals(Criterion):
             raise CriterionError(f"{self.where}.columns: expected a non-empty list of distinct "
                                  f"column names, got {cols!r}")
         self.columns: list[str] | None = cols
+        self.exclude = entry.get("special") == "exclude"
 
     def metric_range(self) -> tuple[float, float]:
         """A difference of two shares: [0, 1]."""
@@ -147,7 +163,15 @@ class KWayMarginals(Criterion):
         dom = tuple(ctx.synth.domain[j] for j in idx)
         tt, tc = types_of(ctx.real), types_of(ctx.synth)  # record types: O(types), not O(n)
         real, synth = tt.table.codes[:, idx], tc.table.codes[:, idx]
-        m, _ = max_marginal_error(real, synth, dom, self._k(len(dom)), tt.counts, tc.counts)
+        keep = None
+        if self.exclude:       # the cells of special values are not compared
+            keep = []
+            for j in idx:
+                col = ctx.synth.columns[j]
+                mask = np.ones(col.size, dtype=bool)
+                mask[list(getattr(col, "special_codes", ()))] = False
+                keep.append(mask if not mask.all() else None)
+        m, _ = max_marginal_error(real, synth, dom, self._k(len(dom)), tt.counts, tc.counts, keep=keep)
         n = ctx.n
         return lipschitz_float(Fraction(int(m), n), Fraction(1, n), 1.0 / n, 1)
 

@@ -142,7 +142,7 @@ def _coding_doc(c: ColumnCoding) -> dict:
             "ordered": bool(c.ordered), "lower": np.asarray(c.lower).tolist(),
             "upper": np.asarray(c.upper).tolist(),
             "categories": list(c.categories) if c.categories is not None else None,
-            "integer": c.integer}
+            "integer": c.integer, "special": list(c.special) if c.special is not None else None}
 
 
 def _coding(doc: dict) -> ColumnCoding:
@@ -150,7 +150,7 @@ def _coding(doc: dict) -> ColumnCoding:
     return ColumnCoding(doc["name"], tuple(doc["labels"]), np.asarray(doc["values"], float),
                         bool(doc["ordered"]), np.asarray(doc["lower"], float),
                         np.asarray(doc["upper"], float), tuple(cats) if cats is not None else None,
-                        doc.get("integer"))
+                        doc.get("integer"), tuple(doc["special"]) if doc.get("special") else None)
 
 
 # ------------------------------------------------------------------------------ the room

@@ -530,10 +530,12 @@ if list(metadata_package.METRICS_CSV_FIELDS) != METRICS_CSV_COLUMNS:  # pragma: 
 
 
 def spec_sha256(spec: dict) -> str:
-    """SHA-256 of the canonical JSON of the public spec (as ``audit --spec`` computes it)."""
+    """SHA-256 of the canonical JSON of the public spec as declared (as ``audit --spec`` computes
+    it: without the edges its ``dp_edges`` alternatives drew)."""
+    from dpbundle.mechanisms.edges import declared_document
     from dpbundle.release.spec.load import canonical_json
 
-    return hashlib.sha256(canonical_json(public_spec(spec))).hexdigest()
+    return hashlib.sha256(canonical_json(public_spec(declared_document(spec)))).hexdigest()
 
 
 def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests: dict[str, tuple[str, int]],
@@ -547,7 +549,9 @@ def _datapackage(spec: dict, columns: Sequence[Any], descriptions: dict, digests
     facts = metadata_package.PackageFacts(
         spec=spec, columns=[(c.name, [str(x) for x in c.labels], ordered[c.name]) for c in columns],
         descriptions=descriptions, digests=digests, created=created, configuration_id=configuration_id,
-        spec_sha256=spec_sha256(spec), table_ids=table_ids)
+        spec_sha256=spec_sha256(spec), table_ids=table_ids,
+        specials={c.name: [(c.labels[i], c.special[i]) for i in c.special_codes]
+                  for c in columns if getattr(c, "special_codes", ())})
     return metadata_package.datapackage(facts)
 
 

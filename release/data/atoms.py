@@ -85,7 +85,8 @@ def atom_signatures(spec: "Spec", name: str) -> Callable[[np.ndarray], np.ndarra
         out = np.full((len(values), 1 + len(conditions) + len(binnings)), -2, dtype=np.int64)
         out[:, 0] = missing
         for j, cond in enumerate(conditions, start=1):
-            out[:, j] = constraint_mask(cond, {name: values}, kinds, missing=_missing, categories=cats)
+            out[:, j] = constraint_mask(cond, {name: values}, kinds, missing=_missing, categories=cats,
+                                         specials=model.input.special_limits)
         present = values[~missing]
         for j, (col, alt) in enumerate(binnings, start=1 + len(conditions)):
             if len(present):
@@ -429,6 +430,7 @@ class AtomReader:
                         for n, m in inputs.items()}
         self.constraints = list(spec.model.all_raw_constraints)
         self.categories = {n: list(m.category_texts) for n, m in inputs.items() if m.type == "category"}
+        self.specials = spec.model.input.special_limits
         self.acc = AtomRows(self.names)
         self.keys = keys
 
@@ -443,7 +445,8 @@ class AtomReader:
         if self.keys is not None:
             drop = np.zeros(rows, dtype=bool)
             for c in self.constraints:
-                drop |= constraint_mask(c, table, self.kinds, missing=_missing, categories=self.categories)
+                drop |= constraint_mask(c, table, self.kinds, missing=_missing, categories=self.categories,
+                                      specials=self.specials)
             keep = ~drop
             self.keys.add({n: ids[n][keep] for n in self.names}, {n: self.columns[n].size for n in self.names})
 

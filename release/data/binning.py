@@ -66,23 +66,39 @@ def code_column(spec: Spec, name: str, alternative: str, table: dict[str, np.nda
             raise ValueError(f"column {name!r}: a record holds an input category that a raw constraint "
                              f"removes (alternative {alternative!r} does not map it); prepare the data first")
         return codes
+    special = _special_of(spec, col, table)
     if alt.clip is not None:
         values = np.clip(values, alt.clip[0], alt.clip[1])
     edges = np.array([a for a, _ in _bins(alt)] + [_bins(alt)[-1][1]], float)
     codes = np.searchsorted(edges, values, side="right") - 1
+    if special is not None:          # special values: the codes after the bins
+        codes = np.where(special >= 0, coding.regular_size + special, codes)
     outside = (codes < 0) | (codes >= coding.size)
     if outside.any():  # validation rules this out; the message names no private value
         raise ValueError(f"column {name!r}: a value lies outside the bins of alternative {alternative!r}; give the alternative a clip range")
     return codes.astype(np.int64)
 
 
+def _special_of(spec: Spec, col: ReleasedColumn, table: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Per row, the index of the special value its source holds (-1: a number); None when the
+    source has no special values. Special i is typed max + 1 + i (release/data/prepare.py)."""
+    meta = spec.model.input.column(col.source.column)
+    if not meta.specials:
+        return None
+    raw = np.asarray(table[col.source.column], dtype=np.float64)
+    top = float(meta.max)
+    return np.where(raw > top, np.round(raw - top - 1.0), -1).astype(np.int64)
+
+
 def clipped_values(spec: Spec, name: str, alternative: str, table: dict[str, np.ndarray]) -> np.ndarray:
     """The values a binned alternative of released column ``name`` bins: its source's values,
-    derived, clipped to the alternative's range (float64)."""
+    derived, clipped to the alternative's range (float64); NaN for special values."""
     col = spec.model.column(name)
     alt = col.alternative(alternative)
     values = np.asarray(_source_values(spec, col, table), dtype=np.float64)
-    return np.clip(values, alt.clip[0], alt.clip[1]) if alt.clip is not None else values
+    values = np.clip(values, alt.clip[0], alt.clip[1]) if alt.clip is not None else values
+    special = _special_of(spec, col, table)
+    return values if special is None else np.where(special >= 0, np.nan, values)
 
 
 def grid_signature(spec: Spec, name: str, alternative: str, table: dict[str, np.ndarray]) -> np.ndarray:
@@ -97,7 +113,9 @@ def grid_signature(spec: Spec, name: str, alternative: str, table: dict[str, np.
     v = clipped_values(spec, name, alternative, table)
     below = np.searchsorted(grid, v, side="left")
     hit = (below < grid.size) & (grid[np.minimum(below, grid.size - 1)] == v)
-    return (2 * below + hit).astype(np.int64)
+    out = (2 * below + hit).astype(np.int64)
+    special = _special_of(spec, spec.model.column(name), table)
+    return out if special is None else np.where(special >= 0, -1 - special, out)
 
 
 def category_lookup(alt: Alternative, source_categories: list[str],

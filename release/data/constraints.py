@@ -7,7 +7,8 @@ Ops: ``<, <=, >, >=, ==, !=`` with one value, ``in`` / ``not in`` with a list of
 Raw constraints are evaluated on the typed input columns, in input units: numbers, ISO dates,
 true/false, and for a category column its declared categories (matched by text, so the integer
 ``8`` and the string ``"8"`` name the same category). A comparison with a missing cell is False
-(also for ``!=`` and ``not in``).
+(also for ``!=`` and ``not in``), and so is a comparison with a special value of a number column
+(``input.columns[].special``: not applicable, unknown; they are neither numbers nor missing).
 
 Synthetic constraints act on the released columns, in released units (see :func:`bin_condition`):
 a bin matches a condition when every value it stands for does; a categorical column compares by
@@ -74,10 +75,13 @@ def _category_codes(column: str, cats: list[str], items: list) -> list[int]:
 
 def constraint_mask(constraint: Constraint | Mapping, table: Mapping[str, np.ndarray], kinds: Mapping[str, str],
                     missing: Callable[[str, np.ndarray], np.ndarray] | None = None,
-                    categories: Mapping[str, list[str]] | None = None) -> np.ndarray:
+                    categories: Mapping[str, list[str]] | None = None,
+                    specials: Mapping[str, float] | None = None) -> np.ndarray:
     """Rows matching one raw constraint (typed, or its document form ``{name, when | any_missing}``).
     ``categories``: the declared category texts of every category column (its cells are coded as
-    indices into them, -1 = missing)."""
+    indices into them, -1 = missing). ``specials``: the ``max`` of every number column with
+    special values (typed above it): a condition on such a column never holds on a special value
+    (it is not a number), and ``any_missing`` does not count it as missing."""
     constraint = as_constraint(constraint)
     n = len(next(iter(table.values())))
     if constraint.any_missing:
@@ -99,6 +103,8 @@ def constraint_mask(constraint: Constraint | Mapping, table: Mapping[str, np.nda
         hit = _compare(values, op, [_operand(kind, v) for v in items])
         # NaN != x and NaT != x are True in IEEE/numpy: exclude missing values explicitly.
         present = ~np.isnat(values) if kind == "date" else ~np.isnan(values)
+        if specials and column in specials:
+            present &= values <= specials[column]       # special values are not numbers
         mask &= hit & present
     return mask
 

@@ -221,7 +221,9 @@ def _parse_column(name: str, meta: InputColumn, cells: np.ndarray, missing: np.n
                  where=where)
     present = ~missing & ~empty
     if kind in ("integer", "float"):
-        return _checked_numbers(name, meta, _numbers(cells), present, problems, cells, where)
+        special = _special_index(meta, cells)
+        values = _checked_numbers(name, meta, _numbers(cells), present & (special < 0), problems, cells, where)
+        return _with_specials(meta, values, special)
     if kind == "boolean":
         values = np.fromiter(map(_BOOLEANS_CASED.get, cells, repeat(np.nan)), dtype=np.float64, count=len(cells))
         for r in np.flatnonzero(present & np.isnan(values)):   # other spellings: tRUE, yES
@@ -243,6 +245,22 @@ def _parse_column(name: str, meta: InputColumn, cells: np.ndarray, missing: np.n
     problems.add(present & (idx == -2), name, f"not one of the declared categories {cats}", cells, where)
     idx[~present | (idx == -2)] = -1
     return idx
+
+
+def _special_index(meta: InputColumn, cells: np.ndarray) -> np.ndarray:
+    """Per cell, the index of the special value it is (``input.columns[].special``), else -1."""
+    out = np.full(len(cells), -1, dtype=np.int64)
+    for i, sp in enumerate(meta.specials):
+        out[np.asarray(cells == sp.text, dtype=bool)] = i
+    return out
+
+
+def _with_specials(meta: InputColumn, values: np.ndarray, special: np.ndarray) -> np.ndarray:
+    """``values`` with each special cell set to its typed value, max + 1 + i (not missing)."""
+    hit = special >= 0
+    if hit.any():
+        values[hit] = float(meta.max) + 1.0 + special[hit]
+    return values
 
 
 def _checked_numbers(name: str, meta: InputColumn, values: np.ndarray, present: np.ndarray,
@@ -291,7 +309,14 @@ def _parse_typed(name: str, meta: InputColumn, values: np.ndarray, missing: np.n
     if meta.type in ("integer", "float"):
         values = np.array(values, dtype=np.float64)
         values += 0.0   # -0 -> 0 (one canonical zero), as _numbers
-        return _checked_numbers(name, meta, values, present, problems, cells, where)
+        special = np.full(len(values), -1, dtype=np.int64)
+        for i, sp in enumerate(meta.specials):      # a number in Parquet: a special value equal to it
+            try:
+                special[present & (values == float(sp.text))] = i
+            except ValueError:
+                pass                                 # "N": no number is it
+        values = _checked_numbers(name, meta, values, present & (special < 0), problems, cells, where)
+        return _with_specials(meta, values, special)
     if meta.type == "boolean":
         values = np.array(values, dtype=np.float64)
         values[~present] = np.nan
@@ -501,7 +526,8 @@ def _constrained(source: str, distinct: dict, index: np.ndarray, rows: int, spec
     drop = np.zeros(size, dtype=bool)
     dropped_by = []
     for c in spec.model.all_raw_constraints:
-        mask = constraint_mask(c, distinct, kinds, missing=is_missing, categories=cats)
+        mask = constraint_mask(c, distinct, kinds, missing=is_missing, categories=cats,
+                               specials=spec.model.input.special_limits)
         dropped_by.append((c.name, int(counts[mask].sum())))
         drop |= mask
     keep = ~drop

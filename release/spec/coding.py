@@ -89,7 +89,14 @@ def column_coding(spec: Spec, name: str, alternative: str) -> ColumnCoding:
         lower[0] = -np.inf
     if open_above:
         upper[-1] = np.inf
-    return ColumnCoding(name, tuple(labels), np.asarray(values, float), True, lower, upper, integer=bool(integer))
+    specials = spec.model.input.column(col.source.column).specials
+    if specials:    # special values (not numbers): after the bins, no number, no bounds
+        nan = [np.nan] * len(specials)
+        labels, values = [*labels, *(sp.label for sp in specials)], [*values, *nan]
+        lower, upper = np.concatenate([lower, nan]), np.concatenate([upper, nan])
+    kinds = ("",) * len(bins) + tuple(sp.kind for sp in specials)
+    return ColumnCoding(name, tuple(labels), np.asarray(values, float), True, lower, upper, integer=bool(integer),
+                        special=kinds)
 
 
 def _bin_labels(bins: list[tuple[float, float]], open_below: bool, open_above: bool, style: str,

@@ -16,8 +16,9 @@ Per column:
   equal-width bins; a larger range only the equal-width bins (:func:`equal_width_edges`: a round
   width, about ``bins`` bins);
 * codes and a range of at most :data:`MAX_UNIT_VALUES` integers: a category column of the codes and
-  the range's integers; codes and a larger range are left out (their not-applicable codes inside a
-  numeric range need values of their own beside the bins: issue 39, part 2);
+  the range's integers; codes beside a larger range: a number column whose codes are special
+  values (``input.columns[].special``: N/A codes not applicable, others unknown), except a code
+  that reads as the number just above the range, which widens it (POVPIP's 501);
 * no values, or a weight (its description has the word "weight"): left out.
 
 With ``dp_epsilon`` (``--dp-edges``) every numeric range also gets an alternative ``dp{bins}``
@@ -144,10 +145,13 @@ def _category_column(name: str, key: str, entry: dict, codes: list[tuple[str, st
 
 def _dp_edges_alternative(lo: float, hi: float, bins: int, epsilon: float, integer: bool) -> dict:
     """An alternative whose ``bins`` bins the release draws under DP (quantiles) at ``epsilon``:
-    candidates every whole number (integers) or every hundredth of the range, rounded (floats)."""
+    candidates every whole number (integers over at most 1,000 values) or every hundredth of the
+    range, rounded (floats, wider integer ranges)."""
     dp: dict = {"bins": bins, "epsilon": epsilon}
     if not integer:
         dp["step"] = _nice_width(hi - lo, 100, False)
+    elif hi - lo > 1000:       # a wide integer range: about a hundred candidates, a whole step
+        dp["step"] = int(_nice_width(hi - lo, 100, True))
     return {"id": f"dp{bins}", "clip": [lo, hi], "dp_edges": dp}
 
 
@@ -190,8 +194,33 @@ def _column(name: str, key: str, entry: dict, bins: int, dp_epsilon: float | Non
         taken = {c for c, _ in codes}
         extra = [(str(v), str(v)) for v in range(lo, hi + 1) if str(v) not in taken]
         return _category_column(name, key, entry, codes + extra, codes + [(f"{lo} to {hi}", "the number")])
-    return ("codes beside a range of more than 100 values: its codes (such as a not-applicable "
-            "'N') would need values of their own beside the bins, not yet supported")
+    return _range_with_specials(name, key, entry, lo, hi, bins, codes, dp_epsilon)
+
+
+def _range_with_specials(name: str, key: str, entry: dict, lo, hi, bins: int, codes: list,
+                         dp_epsilon: float | None) -> tuple[dict, dict] | str:
+    """A wide range beside codes: the codes that read as numbers just above the range widen it
+    (POVPIP's 501, "501 or more"), every other code is a special value of its own (N: not
+    applicable when its label starts "N/A", else unknown)."""
+    integer = isinstance(lo, int) and isinstance(hi, int)
+    specials = []
+    for code, label in codes:
+        try:
+            x = float(code)
+        except ValueError:
+            x = None
+        if x is not None and integer and x == hi + 1:
+            hi += 1
+            continue
+        if x is not None and lo <= x <= hi:
+            return f"the code {code!r} lies inside its range [{lo}, {hi}]"
+        kind = "not_applicable" if label.strip().upper().startswith("N/A") else "unknown"
+        specials.append({"value": code, "label": label, "kind": kind})
+    inp, col = _range_column(name, key, entry, lo, hi, bins, dp_epsilon)
+    inp["max"] = hi
+    if specials:
+        inp["special"] = specials
+    return inp, col
 
 
 def dictionary_spec(dictionary: dict, *, columns: list[str] | None = None, bins: int = DEFAULT_BINS,

@@ -3,12 +3,9 @@
 spec would need to know them before they exist."""
 from __future__ import annotations
 
-from fractions import Fraction
-
-from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.edges import candidate_grid
 
-__all__ = ["dp_edges_alternatives", "dp_edges_problems", "edges_epsilon"]
+__all__ = ["dp_edges_alternatives", "dp_edges_problems"]
 
 
 def dp_edges_alternatives(doc: dict) -> list[tuple[int, int, dict, dict]]:
@@ -17,10 +14,10 @@ def dp_edges_alternatives(doc: dict) -> list[tuple[int, int, dict, dict]]:
             for j, alt in enumerate(col.get("alternatives") or []) if "dp_edges" in alt]
 
 
-def edges_epsilon(doc: dict) -> Fraction:
-    """The epsilon of every ``dp_edges`` draw of the spec, exactly (each alternative draws its
-    edges whether or not the selection uses it)."""
-    return exact.total(alt["dp_edges"]["epsilon"] for _, _, _, alt in dp_edges_alternatives(doc))
+def _label_number(x: float) -> str:
+    """A number as the generated bin labels show it (release/spec/coding.py's rule: 6 significant
+    digits, whole numbers without a decimal point)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def _whole(x) -> bool:
@@ -29,8 +26,6 @@ def _whole(x) -> bool:
 
 def dp_edges_problems(doc: dict) -> list[str]:
     """``path: message`` for each rule a ``dp_edges`` alternative breaks."""
-    from dpbundle.release.spec.coding import _fmt      # the labels' numbers (coding imports the model)
-
     problems: list[str] = []
     found = dp_edges_alternatives(doc)
     if not found:
@@ -67,7 +62,7 @@ def dp_edges_problems(doc: dict) -> list[str]:
                             f"ends (got step {d.get('step', 1)!r}, clip {alt['clip']}): other edges would make "
                             "bins no value can fall in, and labels that say otherwise")
             continue
-        shown = [_fmt(v) for v in [alt["clip"][0], *grid]]
+        shown = [_label_number(v) for v in [alt["clip"][0], *grid]]
         if len(set(shown)) < len(shown):
             problems.append(f"{path}.dp_edges.step: two candidate edges would be labelled alike (labels show "
                             "6 significant digits): take a larger step or a narrower clip range")

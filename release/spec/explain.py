@@ -102,6 +102,8 @@ CRITERIA: dict[str, TypeDoc] = {
                   default_text="every released column"),
             Param("max_k", "largest table order k (integer >= 1)",
                   default_text="the number of compared columns"),
+            Param("special", "include: the cells of special values (not applicable, unknown) are "
+                  "compared like the others; exclude: they are not", default="include"),
         )),
     "smoothed_ratio": TypeDoc(
         "Largest ratio max((r+1)/(s+1), (s+1)/(r+1)) between real (r) and synthetic (s) counts "
@@ -129,6 +131,9 @@ CRITERIA: dict[str, TypeDoc] = {
             Param("margin_share", "resize margin = ceil(margin_share * n) + margin_plus records",
                   default=0.01),
             Param("margin_plus", "added to ceil(margin_share * n) (integer >= 0)", default=1),
+            Param("special", "exclude (needed when the target has special values): the groups of "
+                  "special values are not compared, the records whose target is special are in no "
+                  "group, and the overall mean is resized like a group", default="include"),
         )),
     "regression_coefficients": TypeDoc(
         "L1 distance between DP linear-regression coefficients of `target` on T and OLS "

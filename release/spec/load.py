@@ -963,6 +963,7 @@ def semantic_problems(doc: dict) -> list[str]:
     rule group in this order."""
     from dpbundle.release.spec.criteria_checks import criteria_problems  # group_bins, acceptance, faithfulness
     from dpbundle.release.spec.dp_edges_checks import dp_edges_problems
+    from dpbundle.release.spec.special_checks import special_problems
 
     problems: list[str] = (epsilon_problems(doc) + _period_problems(doc) + _publish_problems(doc)
                            + _missing_problems(doc) + _duplicate_name_problems(doc))
@@ -978,6 +979,7 @@ def semantic_problems(doc: dict) -> list[str]:
     problems += _retries_problems(doc)
     problems += _definition_problems(doc)
     problems += dp_edges_problems(doc)
+    problems += special_problems(doc)
     if not [p for p in problems if p.startswith(("privacy.definition", "generators["))]:
         problems += _cap_problems(doc)
     problems += space_problems(doc)

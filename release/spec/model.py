@@ -20,7 +20,6 @@ from typing import Any
 from dpbundle.mechanisms import exact
 from dpbundle.mechanisms.records import DEFAULT_COUNT_EPSILON, DEFAULT_POLICY
 
-from dpbundle.release.spec.dp_edges_checks import edges_epsilon
 from dpbundle.release.spec.typed import ReleasedColumn, SpecModel, thaw
 
 SELECTION_FACTOR = 2  # Liu & Talwar private selection with a known threshold doubles the per-iteration epsilon
@@ -287,6 +286,13 @@ class Spec:
     def fingerprint(self) -> str:
         """SHA-256 of the canonical JSON of the whole spec."""
         return hashlib.sha256(canonical_json(self.raw)).hexdigest()
+
+
+def edges_epsilon(doc: dict) -> Fraction:
+    """The epsilon of every ``dp_edges`` draw of a spec document, exactly (each alternative draws
+    its edges whether or not the selection uses it)."""
+    return exact.total(alt["dp_edges"]["epsilon"] for col in doc.get("columns") or []
+                       for alt in col.get("alternatives") or [] if "dp_edges" in alt)
 
 
 def _publish_items(doc: dict) -> list[str]:

@@ -220,6 +220,21 @@ class ReleaseMeta(Node):
 
 
 @dataclass(frozen=True)
+class Special(Node):
+    """``input.columns[].special[]``: a cell text of an integer or float column that is a value of
+    its own (not a number, not missing), released with its own label after the bins."""
+
+    value: str | int = _req()
+    label: str = _req()
+    kind: str = _req()
+
+    @property
+    def text(self) -> str:
+        """The cell text (an integer as its decimal text)."""
+        return str(self.value)
+
+
+@dataclass(frozen=True)
 class InputColumn(Node):
     """One column of the input CSV (``input.columns[]``)."""
 
@@ -230,7 +245,17 @@ class InputColumn(Node):
     header: str | None = _opt()
     categories: tuple[str | int, ...] | None = _opt()
     missing: tuple[str | int, ...] | None = _opt()
+    special: tuple[Special, ...] | None = _opt(**_many(Special))
     description: str | None = _opt()
+
+    @property
+    def specials(self) -> tuple[Special, ...]:
+        """The column's special values (none: an empty tuple)."""
+        return tuple(self.special or ())
+
+    def special_code(self, i: int) -> float:
+        """The typed value of special value ``i``: max + 1 + i (above every number allowed)."""
+        return float(self.max) + 1.0 + i
 
     @property
     def csv_header(self) -> str:
@@ -258,6 +283,11 @@ class Inputs(Node):
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.by_name)
+
+    @cached_property
+    def special_limits(self) -> FrozenMap:
+        """name -> ``max`` of every number column with special values (typed above it)."""
+        return FrozenMap((c.name, float(c.max)) for c in self.columns if c.specials)
 
     def column(self, name: str) -> InputColumn:
         return self.by_name[name]
@@ -484,6 +514,7 @@ class Criterion(Node):
     quantiles: tuple[int | float, ...] | None = _opt()
     margin_share: int | float | None = _opt()
     margin_plus: int | None = _opt()
+    special: str | None = _opt()
 
 
 @dataclass(frozen=True)

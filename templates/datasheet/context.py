@@ -422,7 +422,20 @@ def _family_kway(q: _Family) -> str:
     over = f"of the columns {_names(names)}" if names else "of the released columns"
     return (f"Counts and shares of records in any cross-tabulation of {size} {over}, every combination of "
             f"values included: the check asks that the share of each cell differ from the real share by "
-            f"less than {q.tn} ({q.t}).")
+            f"less than {q.tn} ({q.t}).{_special_note(q, 'cells')}")
+
+
+def _special_note(q: _Family, what: str) -> str:
+    """With ``special: exclude``: which special values the check leaves out ("" otherwise)."""
+    if q.entry.get("special") != "exclude":
+        return ""
+    labels = [f"\u201c{lab}\u201d" for c in q.columns for lab, k in zip(c.labels, getattr(c, "special", None) or ())
+              if k]
+    listed = ", ".join(labels) if labels else "none in these columns"
+    if what == "cells":
+        return f" The cells of special values ({listed}) are not compared."
+    return (f" Special values ({listed}) are left out: the records whose {q.target} is one, and the groups "
+            "of one.")
 
 
 def _family_ratio(q: _Family) -> str:
@@ -439,8 +452,9 @@ def _family_conditional_means(q: _Family) -> str:
                 f"by group: {groups}; the check asks for an error below {q.tn} ({q.t}) in every group.")
     if q.measured:
         return (f"The mean {q.target} by group: {groups}. The mean is of numbers: {q.measured}. The check "
-                f"asks for an error below {q.t} in every group.")
-    return f"The mean {q.target} by group: {groups}; the check asks for an error below {q.t} in every group."
+                f"asks for an error below {q.t} in every group.{_special_note(q, 'records')}")
+    return (f"The mean {q.target} by group: {groups}; the check asks for an error below {q.t} in every "
+            f"group.{_special_note(q, 'records')}")
 
 
 def _family_regression_coefficients(q: _Family) -> str:

@@ -111,6 +111,12 @@ def provenance_text(spec: dict, configuration: dict, name: str, unit: str = "") 
         text += f", clipped to the range {plain(clip[0])} to {with_unit(plain(clip[1]), unit)}"
     if "edges" in alt or "unit_bins" in alt:
         text += ", in the bins listed"
+    specials = [sp for sp in inp.get("special") or [] if isinstance(sp, dict)] if "categories" not in alt else []
+    if specials:
+        shown = "; ".join(f"\u201c{sp.get('label')}\u201d ({str(sp.get('kind', '')).replace('_', ' ')}, "
+                          f"recorded {sp.get('value')})" for sp in specials)
+        text += (f"; special values (not numbers): {shown}" if len(specials) > 1 else
+                 f"; a special value (not a number): {shown}")
     if isinstance(alt.get("dp_edges"), dict):
         d = alt["dp_edges"]
         text += (f", whose {plain(d.get('bins'))} bins were chosen under differential privacy: each inner edge "

@@ -14,7 +14,10 @@ the text of
   each column holds the value's position in the order, labelled with its text.
 
 Both read every cell as text (``"1"`` stays a label, ``"NA"`` is not missing) and fail on a cell
-that is not a label of the codebook. The text depends only on the column names and their
+that is not a label of the codebook. A bundle whose codebook has the ``special`` column (special
+values: not applicable, unknown) gets programs that make each special value NA in its column and
+name it in ``COLUMN_special`` (R), or an extended missing value ``.a``, ``.b``, ... labelled with its
+label (Stata: excluded from statistics, as missing values are). The text depends only on the column names and their
 ``ordered`` flags, so the datasheet shows the same programs whenever it is rendered again.
 docs/reading-the-data.md explains them.
 """
@@ -47,9 +50,16 @@ def _r_vector(items: Sequence[str], indent: str = "  ") -> str:
     return "\n".join(lines)
 
 
+def _has_specials(columns: Sequence[Any]) -> bool:
+    """Has a column special values (codebook.csv's ``special`` column: not applicable, unknown)?"""
+    return any(getattr(c, "special", None) for c in columns)
+
+
 def r_snippet(columns: Sequence[Any]) -> str:
     """The R program (readr) for these columns."""
     ordered = [c.name for c in columns if bool(getattr(c, "ordered", False))]
+    if _has_specials(columns):
+        return _r_special(ordered)
     return f"""# Read data.csv with every column as a factor in the codebook's order (readr).
 library(readr)
 as_text <- cols(.default = col_character())
@@ -72,8 +82,44 @@ number_of <- function(column) {{
 """
 
 
+def _r_special(ordered: list[str]) -> str:
+    """The R program of a bundle with special values: each column a factor of its regular values
+    (a special value is NA there), and beside a column with special values ``COLUMN_special``,
+    the special value's label (NA elsewhere)."""
+    return f"""# Read data.csv with every column as a factor in the codebook's order (readr); a special
+# value (codebook.csv: special, e.g. not applicable) is NA in its column and named in COLUMN_special.
+library(readr)
+as_text <- cols(.default = col_character())
+codebook <- read_csv("codebook.csv", col_types = as_text, na = character())
+data <- read_csv("data.csv", col_types = as_text, na = character())
+# columns whose values are ordered (datapackage.json: categoriesOrdered)
+ordered_columns <- {_r_vector(ordered)}
+for (column in names(data)) {{
+  column_rows <- codebook[codebook$column == column, ]
+  column_rows <- column_rows[order(as.integer(column_rows$order)), ]
+  stopifnot(all(data[[column]] %in% column_rows$label))  # every cell is a label of the codebook
+  special <- column_rows$label[column_rows$special != ""]
+  if (length(special) > 0) {{
+    data[[paste0(column, "_special")]] <- factor(
+      ifelse(data[[column]] %in% special, data[[column]], NA), levels = special)
+  }}
+  data[[column]] <- factor(ifelse(data[[column]] %in% special, NA, data[[column]]),
+                           levels = setdiff(column_rows$label, special),
+                           ordered = column %in% ordered_columns)
+}}
+# the number a column's values stand for (codebook.csv: number; NA for a special value)
+number_of <- function(column) {{
+  column_rows <- codebook[codebook$column == column, ]
+  numbers <- suppressWarnings(as.numeric(column_rows$number))
+  numbers[match(as.character(data[[column]]), column_rows$label)]
+}}
+"""
+
+
 def stata_snippet(columns: Sequence[Any]) -> str:
     """The Stata program (14 or later) for these columns."""
+    if _has_specials(columns):
+        return _stata_special(" ".join(c.name for c in columns))
     names = " ".join(c.name for c in columns)
     return f"""* Read data.csv with every column as labelled values 1, 2, ... in the codebook's order.
 * Columns: {names}
@@ -107,6 +153,55 @@ foreach v of varlist _all {{
     order dp_code_, after(`v')
     drop `v'
     rename dp_code_ `v'
+}}
+"""
+
+
+def _stata_special(names: str) -> str:
+    """The Stata program of a bundle with special values: each special value becomes an extended
+    missing value .a, .b, ... of its column (in the codebook's order), labelled with its label."""
+    return f"""* Read data.csv with every column as labelled values 1, 2, ... in the codebook's order;
+* a special value (codebook.csv: special, e.g. not applicable) becomes .a, .b, ... (labelled).
+* Columns: {names}
+* 1. One value label per column from codebook.csv (value = order, text = label).
+import delimited using "codebook.csv", varnames(1) stringcols(_all) ///
+    encoding("utf-8") bindquote(strict) case(preserve) clear
+destring order, replace
+generate long row = _n
+bysort column (row): generate long first = row[1]
+egen long colno = group(first)
+sort row
+label drop _all
+forvalues r = 1/`=_N' {{
+    local i = colno[`r']
+    local o = order[`r']
+    local l = label[`r']
+    label define dpcol`i' `o' `"`l'"', add
+    if special[`r'] != "" local sp`i' `sp`i'' `o'
+}}
+label save using "dpbundle_labels.do", replace
+* 2. data.csv, every column as text, then encoded with its label (a cell that is no
+*    label of the codebook stops encode: noextend); special values to .a, .b, ...
+import delimited using "data.csv", varnames(1) stringcols(_all) ///
+    encoding("utf-8") bindquote(strict) case(preserve) clear
+do "dpbundle_labels.do"
+local i = 0
+foreach v of varlist _all {{
+    local ++i
+    label copy dpcol`i' `v', replace
+    label drop dpcol`i'
+    encode `v', generate(dp_code_) label(`v') noextend
+    order dp_code_, after(`v')
+    drop `v'
+    rename dp_code_ `v'
+    local k = 0
+    foreach o of local sp`i' {{
+        local ++k
+        local m = substr("abcdefghijklmnopqrstuvwxyz", `k', 1)
+        local l : label `v' `o'
+        replace `v' = .`m' if `v' == `o'
+        label define `v' .`m' `"`l'"', modify
+    }}
 }}
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .dp_tables import TABLES_CSV, tables_resource
@@ -66,6 +66,8 @@ _CODEBOOK_FIELDS = {
     "unit": ("string", "The column's unit (empty: none)."),
     "description": ("string", "The column's description."),
 }
+_SPECIAL_FIELD = ("string", "A special value's kind (not_applicable, unknown): not a number, so no "
+                            "bounds and no number; empty for the other values.")
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class PackageFacts:
     configuration_id: str
     spec_sha256: str
     table_ids: Sequence[str] = ()
+    specials: dict = field(default_factory=dict)    # column -> [(label, kind)] of its special values
 
 
 def json_bytes(obj: Any) -> bytes:
@@ -120,8 +123,8 @@ def datapackage(facts: PackageFacts) -> dict:
     package_id = datapackage_id(facts.spec_sha256, facts.configuration_id, facts.digests["data.csv"][0])
     pkg = _head(release, title, package_id, facts.created)
     pkg.update(_people(release))
-    fields = _data_fields(facts.columns, facts.descriptions)
-    pkg["resources"] = _resources(title, fields, [c[0] for c in facts.columns], facts.digests)
+    fields = _data_fields(facts.columns, facts.descriptions, facts.specials)
+    pkg["resources"] = _resources(title, fields, [c[0] for c in facts.columns], facts.digests, facts.specials)
     if TABLES_CSV in facts.digests:
         pkg["resources"].append(_table(
             "dp-tables", TABLES_CSV,
@@ -187,20 +190,35 @@ def _people(release: dict) -> dict:
     return out
 
 
-def _data_fields(columns: Sequence[tuple[str, Sequence[str], bool]], descriptions: dict) -> list[dict]:
+def _data_fields(columns: Sequence[tuple[str, Sequence[str], bool]], descriptions: dict,
+                 specials: dict | None = None) -> list[dict]:
     """data.csv's Table Schema fields: every column categorical, its labels in order (Table
-    Schema v2 ``categories``, and ``constraints.enum``, which validators check)."""
+    Schema v2 ``categories``, and ``constraints.enum``, which validators check). A column's
+    special values (not applicable, unknown) are not among them: the schema declares them
+    labelled missing values (:func:`_missing_values`), so the field is not ``required``."""
     fields = []
     for name, labels, ordered in columns:
         f: dict[str, Any] = {"name": name, "type": "string"}
         if descriptions.get(name):
             f["description"] = descriptions[name]
-        labels = [str(x) for x in labels]
+        special = {lab for lab, _ in (specials or {}).get(name, [])}
+        labels = [str(x) for x in labels if str(x) not in special]
         f["categories"] = labels
         f["categoriesOrdered"] = bool(ordered)
-        f["constraints"] = {"required": True, "enum": labels}
+        f["constraints"] = {"required": not special, "enum": labels}
         fields.append(f)
     return fields
+
+
+#: How a special value's kind reads in datapackage.json's labelled missing values.
+KIND_WORDS = {"not_applicable": "not applicable", "unknown": "unknown"}
+
+
+def _missing_values(specials: dict | None) -> list:
+    """data.csv's ``missingValues``: Data Package v2 labelled missing values, ``{"value": label,
+    "label": kind}`` for every special value of every column ([] without)."""
+    return [{"value": lab, "label": KIND_WORDS[kind]} for items in (specials or {}).values()
+            for lab, kind in items]
 
 
 def _plain_fields(types: dict[str, tuple[str, str]], required: Sequence[str] = ()) -> list[dict]:
@@ -220,16 +238,19 @@ def _table(name: str, path: str, text: tuple[str, str], digest: tuple[str, int],
             "hash": f"sha256:{sha}", "dialect": dict(_DIALECT), "schema": schema}
 
 
-def _resources(title: str, fields: list[dict], names: list[str], digests: dict) -> list[dict]:
-    """The three table resources: data.csv, codebook.csv, metrics.csv."""
-    codebook_fields = _plain_fields(_CODEBOOK_FIELDS, required=("column", "order", "label", "number"))
+def _resources(title: str, fields: list[dict], names: list[str], digests: dict,
+               specials: dict | None = None) -> list[dict]:
+    """The three table resources: data.csv, codebook.csv, metrics.csv (codebook.csv with its
+    ``special`` column, and an empty number on a special value's row, when a column has them)."""
+    book = dict(_CODEBOOK_FIELDS) | ({"special": _SPECIAL_FIELD} if specials else {})
+    codebook_fields = _plain_fields(book, required=("column", "order", "label") + (() if specials else ("number",)))
     codebook_fields[0]["constraints"]["enum"] = names
     codebook_fields[1]["constraints"]["minimum"] = 1
     metrics_fields = _plain_fields(METRICS_CSV_FIELDS, required=_METRICS_REQUIRED)
     return [
         _table("data", "data.csv", (title, "One synthetic record per row; every column is categorical "
                                            "(labels of bins, in order)."),
-               digests["data.csv"], {"fields": fields, "missingValues": []}),
+               digests["data.csv"], {"fields": fields, "missingValues": _missing_values(specials)}),
         _table("codebook", "codebook.csv",
                ("Codebook", "One row per value of each column of data.csv, in order: its label, bounds, "
                             "the number it stands for, the unit and the column's description."),
