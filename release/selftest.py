@@ -347,7 +347,7 @@ class ColumnDomain:
     """What values an input column may take (typed as in :class:`Prepared`): the allowed range
     (spec min/max, else the data's own), and the edge values tried first: the range's ends,
     every raw-constraint threshold and its neighbours, the clip edges of released columns that
-    read the column directly; categories and booleans: every value."""
+    read the column directly, and its special values; categories and booleans: every value."""
 
     name: str
     kind: str
@@ -414,6 +414,9 @@ def column_domain(spec: Spec, prepared: Prepared, name: str) -> ColumnDomain:
     high = _typed(kind, meta.max) if meta.max is not None else values.max()
     extra = _thresholds(spec, name, kind) + ([] if kind == "date" else _clip_edges(spec, name))
     edges = sorted({low, high, *(v for v in extra if low <= v <= high)})
+    # special values (typed max + 1 + i): tried as edge values too, so that neighbours move records
+    # between a number and a special value
+    edges += [meta.special_code(i) for i in range(len(meta.specials))]
     return ColumnDomain(name, kind, low, high, tuple(edges))
 
 
