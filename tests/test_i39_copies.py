@@ -259,6 +259,20 @@ def test_copies_are_reproducible_from_the_seed(persons):
     assert files(a) != files(c)
 
 
+def recipe_intervals(out: Path) -> list:
+    """The library's intervals (registry, population) of the share the documented recipes estimate
+    (education = bachelor's) on the copies in ``out``."""
+    import pandas as pd
+
+    q, u = [], []
+    for e in json.loads((out / "copies.json").read_text())["copies"]:
+        d = pd.read_csv(out / e["file"], dtype=str, keep_default_na=False)
+        p = float((d["education"] == "bachelor's").mean())
+        q.append(p)
+        u.append(p * (1 - p) / len(d))
+    return [combine(q, u), combine(q, u, target="population")]
+
+
 def test_the_documented_recipe_gives_the_library_numbers(persons):
     """docs/reading-the-data.md's pandas recipe, run on copies of a released bundle, prints what
     dpbundle.mechanisms.copies.combine gives for the same estimates (registry and population)."""
@@ -271,13 +285,7 @@ def test_the_documented_recipe_gives_the_library_numbers(persons):
     recipe = recipe.replace('folder = "copies"', f"folder = {str(out)!r}")
     found: list = []
     exec(compile(recipe, "reading-the-data.md", "exec"), {"print": lambda *a: found.append(a)})
-    q, u = [], []
-    for e in json.loads((out / "copies.json").read_text())["copies"]:
-        d = pd.read_csv(out / e["file"], dtype=str, keep_default_na=False)
-        p = float((d["education"] == "bachelor's").mean())
-        q.append(p)
-        u.append(p * (1 - p) / len(d))
-    want = [combine(q, u), combine(q, u, target="population")]
+    want = recipe_intervals(out)
     assert len(found) == 2
     for (est, lo, hi), c in zip(found, want):
         assert (est, lo, hi) == pytest.approx((c.estimate, c.lower, c.upper), rel=1e-9)

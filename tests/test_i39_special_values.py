@@ -33,8 +33,8 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from criteria_util import int_coding, neighbours  # noqa: E402
 from test_criteria_condmeans import order_keys  # noqa: E402
-from hostile_bundles import resign  # noqa: E402
 from test_i39_dictionary import NIST, _registry  # noqa: E402
+from test_i39_dp_edges_release import _forged, _problems  # noqa: E402
 from test_i39_dp_tables import _audit, _released  # noqa: E402
 
 from dpbundle.mechanisms.coding import ColumnCoding  # noqa: E402
@@ -65,16 +65,6 @@ def _persons_doc(**change) -> dict:
     doc["privacy"].pop("selection", None)
     doc.update(change)
     return doc
-
-
-def _problems(doc: dict) -> str:
-    from dpbundle.release.spec.load import SpecError, validate_spec
-
-    try:
-        validate_spec(doc)
-    except SpecError as exc:
-        return str(exc)
-    return ""
 
 
 def _hours(doc: dict) -> dict:
@@ -114,6 +104,8 @@ def test_the_persons_spec_with_special_hours_is_valid():
      "group_bins.hours"),
     (lambda d: d["synthetic_constraints"].append({"name": "x", "when": [["hours", ">", 70]]}),
      "synthetic_constraints"),
+    (lambda d: _hours(d)["special"][0].update(label="40"), "also the label of one of its bins"),
+    (lambda d: _hours(d)["special"][0].update(label="female"), "is also a value of sex"),
 ])
 def test_what_would_need_a_number_is_refused_before_any_spend(change, rule):
     doc = _persons_doc()
@@ -464,14 +456,6 @@ def test_the_census_bundle_keeps_not_applicable_beside_the_bins(census):
 
 
 # ------------------------------------------------------------------ forgeries
-
-
-def _forged(rel: dict, tmp: Path, edit) -> Path:
-    b = tmp / "forged"
-    shutil.copytree(rel["bundle"], b)
-    edit(b)
-    resign(b, rel["key"])
-    return b
 
 
 def _failed(checks: dict) -> set:

@@ -21,9 +21,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_i39_copies import _copies, census, persons  # noqa: E402,F401 - fixtures
-
-from dpbundle.mechanisms.copies import combine  # noqa: E402
+from test_i39_copies import _copies, census, persons, recipe_intervals  # noqa: E402,F401 - fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "reading-the-data.md").read_text()
@@ -94,19 +92,11 @@ def _csv_columns(b: Path) -> list[str]:
 
 
 def test_the_r_recipe_of_the_combining_rules_gives_the_library_numbers(persons):
-    import pandas as pd
-
     out = _copies(persons, "copies-r", m=5)
     recipe = _recipe("# copies")
     assert 'folder <- "copies"' in recipe
     lines = _run_r(recipe.replace('folder <- "copies"', f'folder <- "{out.as_posix()}"'), out)
-    q, u = [], []
-    for e in json.loads((out / "copies.json").read_text())["copies"]:
-        d = pd.read_csv(out / e["file"], dtype=str, keep_default_na=False)
-        p = float((d["education"] == "bachelor's").mean())
-        q.append(p)
-        u.append(p * (1 - p) / len(d))
-    want = [combine(q, u), combine(q, u, target="population")]
+    want = recipe_intervals(out)
     assert len(lines) == 2
     for line, c in zip(lines, want):
         got = [float(x) for x in line.split()]

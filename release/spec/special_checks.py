@@ -99,4 +99,42 @@ def special_problems(doc: dict) -> list[str]:
     names = [c["name"] for c in doc.get("columns") or []]
     for k, c in enumerate(doc.get("acceptance") or []):
         problems += _criterion_problems(k, c, special, names)
+    if not problems:
+        problems += _label_problems(doc, special)
     return problems
+
+
+def _label_problems(doc: dict, special: dict[str, str]) -> list[str]:
+    """A special value's label must be no other label of its column (its bins) nor of any other
+    released column: datapackage.json declares the labels missing values for the whole table."""
+    from dpbundle.release.spec.coding import column_coding
+    from dpbundle.release.spec.model import Spec
+
+    try:
+        spec = Spec(raw=doc).provisional()
+    except Exception:  # noqa: BLE001 - another rule reports what makes the spec unusable
+        return []
+    labels: dict[str, set[str]] = {}
+    out = []
+    for col in spec.model.columns:
+        for alt in col.alternatives:
+            try:
+                cc = column_coding(spec, col.name, alt.id)
+            except ValueError as exc:
+                if col.name in special and "labels must be distinct" in str(exc):
+                    out.append(f"columns[{col.name}].alternatives[{alt.id}]: a special value's label is "
+                               "also the label of one of its bins; give it another")
+                continue
+            except Exception:  # noqa: BLE001 - reported by the column checks
+                continue
+            labels.setdefault(col.name, set()).update(lab for i, lab in enumerate(cc.labels)
+                                                      if i not in cc.special_codes)
+    inputs = {c["name"]: c for c in doc["input"]["columns"]}
+    for name, src in special.items():
+        for sp in inputs[src]["special"]:
+            clash = sorted(other for other, labs in labels.items() if sp["label"] in labs)
+            if clash:
+                out.append(f"input.columns[{src}].special: the label {sp['label']!r} is also a value of "
+                           f"{', '.join(clash)}; a special value's label must be no other value's (readers "
+                           "take it for the special value wherever it appears)")
+    return out

@@ -56,153 +56,108 @@ def _has_specials(columns: Sequence[Any]) -> bool:
 
 
 def r_snippet(columns: Sequence[Any]) -> str:
-    """The R program (readr) for these columns."""
+    """The R program (readr) for these columns; with special values (codebook.csv's ``special``),
+    each column is a factor of its regular values (a special value is NA there) and beside a column
+    with special values ``COLUMN_special`` holds the special value's label (NA elsewhere)."""
     ordered = [c.name for c in columns if bool(getattr(c, "ordered", False))]
-    if _has_specials(columns):
-        return _r_special(ordered)
-    return f"""# Read data.csv with every column as a factor in the codebook's order (readr).
-library(readr)
-as_text <- cols(.default = col_character())
-codebook <- read_csv("codebook.csv", col_types = as_text, na = character())
-data <- read_csv("data.csv", col_types = as_text, na = character())
-# columns whose values are ordered (datapackage.json: categoriesOrdered)
-ordered_columns <- {_r_vector(ordered)}
-for (column in names(data)) {{
-  column_rows <- codebook[codebook$column == column, ]
-  column_rows <- column_rows[order(as.integer(column_rows$order)), ]
-  data[[column]] <- factor(data[[column]], levels = column_rows$label,
-                           ordered = column %in% ordered_columns)
-  stopifnot(!anyNA(data[[column]]))  # every cell is a label of the codebook
-}}
-# the number a column's values stand for (codebook.csv: number)
-number_of <- function(column) {{
-  column_rows <- codebook[codebook$column == column, ]
-  as.numeric(column_rows$number)[match(as.character(data[[column]]), column_rows$label)]
-}}
-"""
-
-
-def _r_special(ordered: list[str]) -> str:
-    """The R program of a bundle with special values: each column a factor of its regular values
-    (a special value is NA there), and beside a column with special values ``COLUMN_special``,
-    the special value's label (NA elsewhere)."""
-    return f"""# Read data.csv with every column as a factor in the codebook's order (readr); a special
+    special = _has_specials(columns)
+    head = ("""# Read data.csv with every column as a factor in the codebook's order (readr); a special
 # value (codebook.csv: special, e.g. not applicable) is NA in its column and named in COLUMN_special.
-library(readr)
-as_text <- cols(.default = col_character())
-codebook <- read_csv("codebook.csv", col_types = as_text, na = character())
-data <- read_csv("data.csv", col_types = as_text, na = character())
-# columns whose values are ordered (datapackage.json: categoriesOrdered)
-ordered_columns <- {_r_vector(ordered)}
-for (column in names(data)) {{
-  column_rows <- codebook[codebook$column == column, ]
-  column_rows <- column_rows[order(as.integer(column_rows$order)), ]
-  stopifnot(all(data[[column]] %in% column_rows$label))  # every cell is a label of the codebook
+""" if special else """# Read data.csv with every column as a factor in the codebook's order (readr).
+""")
+    factor = ("""  stopifnot(all(data[[column]] %in% column_rows$label))  # every cell is a label of the codebook
   special <- column_rows$label[column_rows$special != ""]
-  if (length(special) > 0) {{
+  if (length(special) > 0) {
     data[[paste0(column, "_special")]] <- factor(
       ifelse(data[[column]] %in% special, data[[column]], NA), levels = special)
-  }}
+  }
   data[[column]] <- factor(ifelse(data[[column]] %in% special, NA, data[[column]]),
                            levels = setdiff(column_rows$label, special),
                            ordered = column %in% ordered_columns)
-}}
-# the number a column's values stand for (codebook.csv: number; NA for a special value)
-number_of <- function(column) {{
+""" if special else """  data[[column]] <- factor(data[[column]], levels = column_rows$label,
+                           ordered = column %in% ordered_columns)
+  stopifnot(!anyNA(data[[column]]))  # every cell is a label of the codebook
+""")
+    number = ("""# the number a column's values stand for (codebook.csv: number; NA for a special value)
+number_of <- function(column) {
   column_rows <- codebook[codebook$column == column, ]
   numbers <- suppressWarnings(as.numeric(column_rows$number))
   numbers[match(as.character(data[[column]]), column_rows$label)]
-}}
-"""
+}
+""" if special else """# the number a column's values stand for (codebook.csv: number)
+number_of <- function(column) {
+  column_rows <- codebook[codebook$column == column, ]
+  as.numeric(column_rows$number)[match(as.character(data[[column]]), column_rows$label)]
+}
+""")
+    return head + f"""library(readr)
+as_text <- cols(.default = col_character())
+codebook <- read_csv("codebook.csv", col_types = as_text, na = character())
+data <- read_csv("data.csv", col_types = as_text, na = character())
+# columns whose values are ordered (datapackage.json: categoriesOrdered)
+ordered_columns <- {_r_vector(ordered)}
+for (column in names(data)) {{
+  column_rows <- codebook[codebook$column == column, ]
+  column_rows <- column_rows[order(as.integer(column_rows$order)), ]
+{factor}}}
+""" + number
 
 
 def stata_snippet(columns: Sequence[Any]) -> str:
-    """The Stata program (14 or later) for these columns."""
-    if _has_specials(columns):
-        return _stata_special(" ".join(c.name for c in columns))
+    """The Stata program (14 or later) for these columns; with special values (codebook.csv's
+    ``special``), each becomes an extended missing value .a, .b, ... of its column (in the
+    codebook's order), labelled with its label."""
     names = " ".join(c.name for c in columns)
-    return f"""* Read data.csv with every column as labelled values 1, 2, ... in the codebook's order.
-* Columns: {names}
-* 1. One value label per column from codebook.csv (value = order, text = label).
-import delimited using "codebook.csv", varnames(1) stringcols(_all) ///
-    encoding("utf-8") bindquote(strict) case(preserve) clear
-destring order, replace
-generate long row = _n
-bysort column (row): generate long first = row[1]
-egen long colno = group(first)
-sort row
-label drop _all
-forvalues r = 1/`=_N' {{
-    local i = colno[`r']
-    local o = order[`r']
-    local l = label[`r']
-    label define dpcol`i' `o' `"`l'"', add
-}}
-label save using "dpbundle_labels.do", replace
-* 2. data.csv, every column as text, then encoded with its label (a cell that is no
-*    label of the codebook stops encode: noextend).
-import delimited using "data.csv", varnames(1) stringcols(_all) ///
-    encoding("utf-8") bindquote(strict) case(preserve) clear
-do "dpbundle_labels.do"
-local i = 0
-foreach v of varlist _all {{
-    local ++i
-    label copy dpcol`i' `v', replace
-    label drop dpcol`i'
-    encode `v', generate(dp_code_) label(`v') noextend
-    order dp_code_, after(`v')
-    drop `v'
-    rename dp_code_ `v'
-}}
-"""
-
-
-def _stata_special(names: str) -> str:
-    """The Stata program of a bundle with special values: each special value becomes an extended
-    missing value .a, .b, ... of its column (in the codebook's order), labelled with its label."""
-    return f"""* Read data.csv with every column as labelled values 1, 2, ... in the codebook's order;
+    special = _has_specials(columns)
+    head = ("""* Read data.csv with every column as labelled values 1, 2, ... in the codebook's order;
 * a special value (codebook.csv: special, e.g. not applicable) becomes .a, .b, ... (labelled).
-* Columns: {names}
-* 1. One value label per column from codebook.csv (value = order, text = label).
-import delimited using "codebook.csv", varnames(1) stringcols(_all) ///
-    encoding("utf-8") bindquote(strict) case(preserve) clear
-destring order, replace
-generate long row = _n
-bysort column (row): generate long first = row[1]
-egen long colno = group(first)
-sort row
-label drop _all
-forvalues r = 1/`=_N' {{
-    local i = colno[`r']
-    local o = order[`r']
-    local l = label[`r']
-    label define dpcol`i' `o' `"`l'"', add
-    if special[`r'] != "" local sp`i' `sp`i'' `o'
-}}
-label save using "dpbundle_labels.do", replace
-* 2. data.csv, every column as text, then encoded with its label (a cell that is no
-*    label of the codebook stops encode: noextend); special values to .a, .b, ...
-import delimited using "data.csv", varnames(1) stringcols(_all) ///
-    encoding("utf-8") bindquote(strict) case(preserve) clear
-do "dpbundle_labels.do"
-local i = 0
-foreach v of varlist _all {{
-    local ++i
-    label copy dpcol`i' `v', replace
-    label drop dpcol`i'
-    encode `v', generate(dp_code_) label(`v') noextend
-    order dp_code_, after(`v')
-    drop `v'
-    rename dp_code_ `v'
-    local k = 0
-    foreach o of local sp`i' {{
+""" if special else """* Read data.csv with every column as labelled values 1, 2, ... in the codebook's order.
+""")
+    collect = """    if special[`r'] != "" local sp`i' `sp`i'' `o'
+""" if special else ""
+    step2 = ("""*    label of the codebook stops encode: noextend); special values to .a, .b, ...
+""" if special else """*    label of the codebook stops encode: noextend).
+""")
+    recode = """    local k = 0
+    foreach o of local sp`i' {
         local ++k
         local m = substr("abcdefghijklmnopqrstuvwxyz", `k', 1)
         local l : label `v' `o'
         replace `v' = .`m' if `v' == `o'
         label define `v' .`m' `"`l'"', modify
-    }}
-}}
+    }
+""" if special else ""
+    return head + f"""* Columns: {names}
+* 1. One value label per column from codebook.csv (value = order, text = label).
+import delimited using "codebook.csv", varnames(1) stringcols(_all) ///
+    encoding("utf-8") bindquote(strict) case(preserve) clear
+destring order, replace
+generate long row = _n
+bysort column (row): generate long first = row[1]
+egen long colno = group(first)
+sort row
+label drop _all
+forvalues r = 1/`=_N' {{
+    local i = colno[`r']
+    local o = order[`r']
+    local l = label[`r']
+    label define dpcol`i' `o' `"`l'"', add
+{collect}}}
+label save using "dpbundle_labels.do", replace
+* 2. data.csv, every column as text, then encoded with its label (a cell that is no
+{step2}import delimited using "data.csv", varnames(1) stringcols(_all) ///
+    encoding("utf-8") bindquote(strict) case(preserve) clear
+do "dpbundle_labels.do"
+local i = 0
+foreach v of varlist _all {{
+    local ++i
+    label copy dpcol`i' `v', replace
+    label drop dpcol`i'
+    encode `v', generate(dp_code_) label(`v') noextend
+    order dp_code_, after(`v')
+    drop `v'
+    rename dp_code_ `v'
+{recode}}}
 """
 
 
