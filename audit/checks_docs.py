@@ -225,7 +225,8 @@ def check_documentation(ctx: AuditContext) -> CheckResult:
 
 
 def _check_codebook(ctx: AuditContext, r: CheckResult) -> None:
-    """codebook.csv against the audit's own reading of the spec (labels, numbers, bounds)."""
+    """codebook.csv against the audit's own reading of the spec (labels, numbers, bounds, the
+    kinds of special values)."""
     import math
 
     from dpbundle.templates.datasheet.codebook import CodebookError, read_codebook
@@ -251,6 +252,8 @@ def _check_codebook(ctx: AuditContext, r: CheckResult) -> None:
         elif mine.lower is not None and not (same(list(mine.lower), list(theirs.lower))
                                              and same(list(mine.upper), list(theirs.upper))):
             r.fail(f"{where}: the bounds of its values differ from the spec's")
+        elif (mine.special or None) != (getattr(theirs, "special", None) or None):
+            r.fail(f"{where}: its special values (not applicable, unknown) differ from the spec's")
 
 
 def _rendered(ctx: AuditContext) -> str:

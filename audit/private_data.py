@@ -914,10 +914,11 @@ def _special_index(cell: str, meta: dict) -> int | None:
         if cell == text:
             return i
         try:
-            if float(cell) == float(text):
-                return i
+            x, y = float(cell), float(text)
         except ValueError:
-            pass
+            continue
+        if math.isfinite(y) and x == y:      # the same number (a Parquet cell's text, "-4.0")
+            return i
     return None
 
 

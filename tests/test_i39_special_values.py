@@ -55,8 +55,10 @@ def _persons_doc(**change) -> dict:
     doc["acceptance"] = [a for a in doc["acceptance"]
                          if a["id"] not in ("income_model", "income_accuracy", "median_hours")]
     for a in doc["acceptance"]:
-        if a["id"] in ("mean_hours", "kway"):
+        if a["id"] in ("mean_hours", "kway", "share_female"):
             a["special"] = "exclude"
+        if a["id"] == "share_female":     # a joint grouping of a column with group bins and hours
+            a["by"] = a["by"] + [["age", "hours"]]
         if isinstance(a.get("threshold"), (int, float)):
             a["threshold"] = 1e9
     doc["generators"] = [{"type": "privbayes", "flavour": "theta", "grid": {"epsilon_split": [0.25], "theta": [8]}}]
@@ -69,6 +71,10 @@ def _persons_doc(**change) -> dict:
 
 def _hours(doc: dict) -> dict:
     return next(c for c in doc["input"]["columns"] if c["name"] == "hours")
+
+
+def _column_doc(doc: dict, name: str) -> dict:
+    return next(c for c in doc["columns"] if c["name"] == name)
 
 
 def _criterion(doc: dict, cid: str) -> dict:
@@ -104,8 +110,13 @@ def test_the_persons_spec_with_special_hours_is_valid():
      "group_bins.hours"),
     (lambda d: d["synthetic_constraints"].append({"name": "x", "when": [["hours", ">", 70]]}),
      "synthetic_constraints"),
-    (lambda d: _hours(d)["special"][0].update(label="40"), "also the label of one of its bins"),
+    (lambda d: _hours(d)["special"][0].update(label="40"), "reads as a number or a bin's label"),
+    (lambda d: (_column_doc(d, "hours")["alternatives"][0].update(labels=[f"v{i}" for i in range(8)]),
+                _hours(d)["special"][0].update(label="v3")), "also the label of one of its bins"),
     (lambda d: _hours(d)["special"][0].update(label="female"), "is also a value of sex"),
+    (lambda d: _hours(d)["special"][0].update(label="18-30"), "reads as a number or a bin's label"),
+    (lambda d: _hours(d)["special"].append(dict(HOURS_VARY, value="-4.0", label="other")),
+     "read as the same number"),
 ])
 def test_what_would_need_a_number_is_refused_before_any_spend(change, rule):
     doc = _persons_doc()
@@ -379,12 +390,12 @@ def test_the_persons_bundle_says_what_a_special_value_is(persons):
     assert 0 < sum(r["hours"] == "hours vary" for r in data) < len(data) / 10
     package = json.loads((b / "datapackage.json").read_text())
     res = package["resources"][0]["schema"]
-    assert res["missingValues"] == [{"value": "hours vary", "label": "unknown"}]
+    assert res["missingValues"] == [{"value": "hours vary", "label": "unknown: hours vary"}]
     hours = next(f for f in res["fields"] if f["name"] == "hours")
     assert "hours vary" not in hours["constraints"]["enum"] and hours["constraints"]["required"] is False
     text = " ".join(re.sub(r"<[^>]+>", " ", (b / "README.html").read_text()).split())
     assert "a special value (not a number): “hours vary” (unknown, recorded -4)" in text
-    assert "Special values (“hours vary”) are left out: the records whose hours is one" in text
+    assert "Left out: the records whose hours is a special value (“hours vary”)." in text
     assert "The cells of special values (“hours vary”) are not compared." in text
     metrics = json.loads((b / "metrics.json").read_text())
     mean = next(c for c in metrics["criteria"] if c["id"] == "mean_hours")
@@ -393,14 +404,16 @@ def test_the_persons_bundle_says_what_a_special_value_is(persons):
     assert unclassified(b) == []
 
 
-def test_frictionless_reads_special_values_as_missing(persons):
+@pytest.mark.parametrize("which, column", [("persons", "hours"), ("census", "PINCP"), ("census", "POVPIP")])
+def test_frictionless_reads_special_values_as_missing(which, column, request):
     frictionless = pytest.importorskip("frictionless")
-    b = persons["bundle"]
+    b = request.getfixturevalue(which)["bundle"]
     report = frictionless.validate(str(b / "datapackage.json"))
     assert report.valid, report.flatten(["rowNumber", "fieldName", "type", "note"])[:5]
     package = frictionless.Package(str(b / "datapackage.json"))
     rows = package.get_resource("data").read_rows()
-    assert any(r["hours"] is None for r in rows) and all(r["hours"] != "hours vary" for r in rows)
+    special = {r["label"] for r in _book(b) if r["column"] == column and r["special"]}
+    assert any(r[column] is None for r in rows) and not any(r[column] in special for r in rows)
 
 
 PANDAS = re.search(r"```python\n(# special values\n.*?)```", (ROOT / "docs" / "reading-the-data.md").read_text(), re.S)
@@ -466,6 +479,15 @@ def test_a_special_value_given_a_number_in_the_codebook_fails(persons, tmp_path)
     def edit(b):
         text = (b / "codebook.csv").read_text().replace("hours vary,,,,", "hours vary,,,40,")
         (b / "codebook.csv").write_text(text)
+    code, checks = _audit(_forged(persons, tmp_path, edit), "--pubkey", persons["pub"])
+    assert code != 0 and "documentation" in _failed(checks)
+
+
+def test_a_special_values_kind_swapped_in_the_codebook_fails(persons, tmp_path):
+    def edit(b):
+        text = (b / "codebook.csv").read_text()
+        assert text.count(",unknown\n") == 1
+        (b / "codebook.csv").write_text(text.replace(",unknown\n", ",not_applicable\n"))
     code, checks = _audit(_forged(persons, tmp_path, edit), "--pubkey", persons["pub"])
     assert code != 0 and "documentation" in _failed(checks)
 

@@ -251,17 +251,27 @@ def fine_types(keys: list[np.ndarray], counts: np.ndarray) -> tuple[np.ndarray, 
     return merged.astype(np.int64), index
 
 
-def _special_groups(coded: "Coded", col, size: int) -> np.ndarray:
-    """Which groups of a grouping hold a special value of one of its columns (``null``: none).
-    A column with special values has no group bins (validation), so its groups are its codes."""
+def _special_groups(ctx: EvalContext, coded: "Coded", col, size: int) -> np.ndarray:
+    """Which groups of a grouping hold a special value of one of its columns (``null``: none),
+    in :func:`group_ids`' order. A column with special values has no group bins (validation),
+    so its groups are its codes; another column's groups are its own (codes or group bins)."""
+    from .base import alternative_of
+
     cols = [] if col is None else [col] if isinstance(col, str) else list(col)
     special = np.zeros(1, dtype=bool)
     for c in cols:
         cc = coded.columns[coded.column(c)]
-        own = np.zeros(cc.size, dtype=bool)
-        own[list(cc.special_codes)] = True
+        if cc.special_codes:
+            own = np.zeros(cc.size, dtype=bool)
+            own[list(cc.special_codes)] = True
+        else:
+            own = np.zeros(len(column_groups(coded, c, ctx.spec, alternative_of(ctx.spec, c, ctx.alternatives))[1]),
+                           dtype=bool)
         special = np.logical_or.outer(special, own).ravel()
-    return special if special.size == size else np.zeros(size, dtype=bool)
+    if special.size != size:
+        raise CriterionError(f"conditional_means: {size} groups of {by_name(col)}, but {special.size} "
+                             "counted for its special values")
+    return special
 
 
 def _by_item_ok(b) -> bool:
@@ -332,7 +342,7 @@ class ConditionalMeans(Criterion):
         else:
             ids, labels, reach = group_ids(coded, col, ctx.spec, ctx.alternatives)
         if self.exclude:
-            reach = reach & ~_special_groups(coded, col, len(labels))
+            reach = reach & ~_special_groups(ctx, coded, col, len(labels))
             target = coded.columns[coded.column(self.target)]
             if target.special_codes:
                 out = np.isin(coded.codes[:, coded.column(self.target)], list(target.special_codes))

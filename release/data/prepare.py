@@ -248,11 +248,26 @@ def _parse_column(name: str, meta: InputColumn, cells: np.ndarray, missing: np.n
 
 
 def _special_index(meta: InputColumn, cells: np.ndarray) -> np.ndarray:
-    """Per cell, the index of the special value it is (``input.columns[].special``), else -1."""
+    """Per cell, the index of the special value it is (``input.columns[].special``: its text, or
+    for a value that reads as a number the same number, as a Parquet cell is matched), else -1."""
     out = np.full(len(cells), -1, dtype=np.int64)
+    numbers = None
     for i, sp in enumerate(meta.specials):
         out[np.asarray(cells == sp.text, dtype=bool)] = i
+        x = _special_number(sp.text)
+        if x is not None:
+            numbers = _numbers(np.asarray(cells, dtype=object).copy()) if numbers is None else numbers
+            out[numbers == x] = i
     return out
+
+
+def _special_number(text: str) -> float | None:
+    """The number a special value's text reads as (None: it reads as none)."""
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if np.isfinite(x) else None
 
 
 def _with_specials(meta: InputColumn, values: np.ndarray, special: np.ndarray) -> np.ndarray:
@@ -311,10 +326,9 @@ def _parse_typed(name: str, meta: InputColumn, values: np.ndarray, missing: np.n
         values += 0.0   # -0 -> 0 (one canonical zero), as _numbers
         special = np.full(len(values), -1, dtype=np.int64)
         for i, sp in enumerate(meta.specials):      # a number in Parquet: a special value equal to it
-            try:
-                special[present & (values == float(sp.text))] = i
-            except ValueError:
-                pass                                 # "N": no number is it
+            x = _special_number(sp.text)
+            if x is not None:
+                special[present & (values == x)] = i
         values = _checked_numbers(name, meta, values, present & (special < 0), problems, cells, where)
         return _with_specials(meta, values, special)
     if meta.type == "boolean":

@@ -669,7 +669,8 @@ def _numbers_text(spec, name: str, alt_id: str, limit: int = 8) -> str:
         cc = column_coding(spec, name, alt_id)
     except Exception:  # noqa: BLE001 - display only
         return "(numbers not available)"
-    pairs = [f"{lab} = {v:g}" for lab, v in zip(cc.labels, cc.values)]
+    pairs = [f"{lab} = {v:g}" if i not in cc.special_codes else f"{lab} (special: {cc.special[i].replace('_', ' ')})"
+             for i, (lab, v) in enumerate(zip(cc.labels, cc.values))]
     more = f", ... ({len(pairs)} in all)" if len(pairs) > limit else ""
     return ", ".join(pairs[:limit]) + more
 

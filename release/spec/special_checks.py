@@ -9,6 +9,8 @@ is refused here, before any spend, unless the criterion says how to leave the sp
 (``special: exclude``)."""
 from __future__ import annotations
 
+import re
+
 __all__ = ["special_problems", "special_columns"]
 
 #: criteria that take ``special`` (include / exclude)
@@ -22,6 +24,10 @@ def special_columns(doc: dict) -> dict[str, str]:
     inputs = {c["name"]: c for c in doc["input"]["columns"]}
     return {c["name"]: c["source"]["column"] for c in doc.get("columns") or []
             if (inputs.get(c["source"]["column"]) or {}).get("special")}
+
+
+#: the forms of numbers and generated bin labels: 40, 18-30, <30, 44<, 45+, under 18, 45 and over
+_BIN_LABEL = re.compile(r"^\s*(under\s+|<)?-?\d[\d.,eE+]*(\s*-\s*-?\d[\d.,eE+]*)?(\s*<|\+|\s+and\s+over)?\s*$")
 
 
 def _number(text: str) -> float | None:
@@ -44,6 +50,13 @@ def _input_problems(i: int, col: dict, shared_missing: list) -> list[str]:
     labels = [s["label"] for s in col["special"]]
     if len(set(texts)) < len(texts) or len(set(labels)) < len(labels):
         out.append(f"{path}: each special value needs its own cell text and its own label")
+    numbers = [x for x in (_number(t) for t in texts) if x is not None]
+    if len(set(numbers)) < len(numbers):
+        out.append(f"{path}: two special values read as the same number")
+    for j, label in enumerate(labels):
+        if _BIN_LABEL.match(label):
+            out.append(f"{path}[{j}].label: {label!r} reads as a number or a bin's label (18-30, <30, "
+                       "45 and over); a special value's label must say what it is (a word)")
     missing = {str(m) for m in list(shared_missing) + list(col.get("missing") or [])}
     for j, text in enumerate(texts):
         if text in missing:
@@ -130,6 +143,12 @@ def _label_problems(doc: dict, special: dict[str, str]) -> list[str]:
             labels.setdefault(col.name, set()).update(lab for i, lab in enumerate(cc.labels)
                                                       if i not in cc.special_codes)
     inputs = {c["name"]: c for c in doc["input"]["columns"]}
+    kinds: dict[str, set[str]] = {}
+    for src in set(special.values()):
+        for sp in inputs[src]["special"]:
+            kinds.setdefault(sp["label"], set()).add(sp["kind"])
+    out += [f"input.columns: the special label {lab!r} has two kinds ({', '.join(sorted(k))}); "
+            "datapackage.json declares each label once" for lab, k in kinds.items() if len(k) > 1]
     for name, src in special.items():
         for sp in inputs[src]["special"]:
             clash = sorted(other for other, labs in labels.items() if sp["label"] in labs)

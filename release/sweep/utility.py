@@ -7,7 +7,8 @@ Measures (all computed on the integer-coded tables, numbers of codes as in ``Col
 
 * ``groups``: mean and median of every ordered (binned numeric) column, overall and by the
   spec's coarse group-by bins (``group_bins``), in T and in C.
-* ``correlations``: Pearson correlation matrices of the columns' numbers in T and in C.
+* ``correlations``: Pearson correlation matrices of the columns' numbers in T and in C (a special
+  value, which has no number, counts as its column's mean); ``groups`` leave special values out.
 * ``marginals``: for every 2- and 3-way table (every cell of the full domain), the total
   variation distance ``1/2 sum |f_T - f_C|`` and the largest absolute cell-share error.
 * ``s_pmse``: the table-based standardised pMSE of DP synthpop (Raab 2024, after Snoke et al.
@@ -332,6 +333,11 @@ def correlations(real: Coded, synth: Coded) -> dict:
         w = ty.counts.astype(np.float64)
         total = max(float(w.sum()), 1.0)
         V = np.column_stack([ty.table.values_of(name) for name in t.names]).astype(np.float64)
+        gap = np.isnan(V)          # special values (not applicable, unknown) have no number:
+        if gap.any():              # they count as their column's mean (no deviation)
+            known = np.where(gap, 0.0, V)
+            means = (w @ known) / np.maximum(w @ (~gap), 1.0)
+            V = np.where(gap, means, V)
         V = V - (w @ V) / total
         sd = np.sqrt((w @ (V * V)) / total)
         sd[sd == 0] = np.inf
@@ -409,9 +415,9 @@ def group_statistics(real: Coded, synth: Coded, spec: dict | None = None, *,
                 coding = real.columns[real.column(by)]
                 gt, labels = _group_of(tt.table.values_of(by), group_bins.get(by), coding)
                 gc, _ = _group_of(tc.table.values_of(by), group_bins.get(by), coding)
-            for g, label in enumerate(labels):
-                a, wa = vt[gt == g], tt.counts[gt == g]
-                b, wb = vc[gc == g], tc.counts[gc == g]
+            for g, label in enumerate(labels):     # special values (no number) left out
+                a, wa = vt[(gt == g) & ~np.isnan(vt)], tt.counts[(gt == g) & ~np.isnan(vt)]
+                b, wb = vc[(gc == g) & ~np.isnan(vc)], tc.counts[(gc == g) & ~np.isnan(vc)]
                 na, nb = int(wa.sum()), int(wb.sum())
                 mt = float(a @ wa / na) if na else float("nan")
                 mc = float(b @ wb / nb) if nb else float("nan")

@@ -426,16 +426,30 @@ def _family_kway(q: _Family) -> str:
 
 
 def _special_note(q: _Family, what: str) -> str:
-    """With ``special: exclude``: which special values the check leaves out ("" otherwise)."""
+    """With ``special: exclude``: which special values of the criterion's own columns the check
+    leaves out ("" otherwise, and when none of its columns has one)."""
     if q.entry.get("special") != "exclude":
         return ""
-    labels = [f"\u201c{lab}\u201d" for c in q.columns for lab, k in zip(c.labels, getattr(c, "special", None) or ())
-              if k]
-    listed = ", ".join(labels) if labels else "none in these columns"
     if what == "cells":
-        return f" The cells of special values ({listed}) are not compared."
-    return (f" Special values ({listed}) are left out: the records whose {q.target} is one, and the groups "
-            "of one.")
+        names = set(q.entry.get("columns") or [c.name for c in q.columns])
+    else:
+        by = [b for item in q.entry.get("by") or [] if item is not None
+              for b in ([item] if isinstance(item, str) else item)]
+        names = {q.entry.get("target"), *by}
+    def listed(cols) -> str:
+        return ", ".join(f"\u201c{lab}\u201d" for c in q.columns if c.name in cols
+                         for lab, k in zip(c.labels, getattr(c, "special", None) or ()) if k)
+    if not listed(names):
+        return ""
+    if what == "cells":
+        return f" The cells of special values ({listed(names)}) are not compared."
+    target = q.entry.get("target")
+    parts = []
+    if listed({target}):
+        parts.append(f"the records whose {str(target).replace('_', ' ')} is a special value ({listed({target})})")
+    if listed(names - {target}):
+        parts.append(f"the groups of a special value ({listed(names - {target})})")
+    return f" Left out: {' and '.join(parts)}."
 
 
 def _family_ratio(q: _Family) -> str:
@@ -449,7 +463,8 @@ def _family_conditional_means(q: _Family) -> str:
     if q.kind == "share":
         share = _share_of(q.entry, q.spec, q.columns)
         return (f"{share[0].upper()}{share[1:]}, "
-                f"by group: {groups}; the check asks for an error below {q.tn} ({q.t}) in every group.")
+                f"by group: {groups}; the check asks for an error below {q.tn} ({q.t}) in every group."
+                f"{_special_note(q, 'records')}")
     if q.measured:
         return (f"The mean {q.target} by group: {groups}. The mean is of numbers: {q.measured}. The check "
                 f"asks for an error below {q.t} in every group.{_special_note(q, 'records')}")

@@ -216,9 +216,13 @@ KIND_WORDS = {"not_applicable": "not applicable", "unknown": "unknown"}
 
 def _missing_values(specials: dict | None) -> list:
     """data.csv's ``missingValues``: Data Package v2 labelled missing values, ``{"value": label,
-    "label": kind}`` for every special value of every column ([] without)."""
-    return [{"value": lab, "label": KIND_WORDS[kind]} for items in (specials or {}).values()
-            for lab, kind in items]
+    "label": "<kind>: <label>"}`` for every special value of the columns, each label once (the
+    spec refuses one label with two kinds; Frictionless wants values and labels unique), [] without."""
+    out: dict[str, str] = {}
+    for items in (specials or {}).values():
+        for lab, kind in items:
+            out.setdefault(lab, f"{KIND_WORDS[kind]}: {lab}")
+    return [{"value": v, "label": w} for v, w in out.items()]
 
 
 def _plain_fields(types: dict[str, tuple[str, str]], required: Sequence[str] = ()) -> list[dict]:
