@@ -117,6 +117,8 @@ def test_the_persons_spec_with_special_hours_is_valid():
     (lambda d: _hours(d)["special"][0].update(label="18-30"), "reads as a number or a bin's label"),
     (lambda d: _hours(d)["special"].append(dict(HOURS_VARY, value="-4.0", label="other")),
      "read as the same number"),
+    (lambda d: d["raw_constraints"].append({"name": "vary", "when": [["hours", "==", -4]]}),
+     "-4 is a special value of hours, and a condition never holds on one"),
 ])
 def test_what_would_need_a_number_is_refused_before_any_spend(change, rule):
     doc = _persons_doc()

@@ -70,6 +70,27 @@ def _input_problems(i: int, col: dict, shared_missing: list) -> list[str]:
     return out
 
 
+def _raw_condition_problems(doc: dict) -> list[str]:
+    """A raw constraint's condition that names a special value of its column: it would never hold
+    (a condition never holds on a special value), so nothing would be dropped."""
+    specials = {c["name"]: {str(s["value"]) for s in c["special"]} for c in doc["input"]["columns"]
+                if c.get("special")}
+    out = []
+    for i, con in enumerate(doc.get("raw_constraints") or []):
+        for j, cond in enumerate(con.get("when") or []):
+            if not cond or cond[0] not in specials:
+                continue
+            items = cond[2] if isinstance(cond[2], list) else [cond[2]]
+            numbers = {x for x in (_number(t) for t in specials[cond[0]]) if x is not None}
+            named = [v for v in items if str(v) in specials[cond[0]]
+                     or (isinstance(v, (int, float)) and not isinstance(v, bool) and float(v) in numbers)]
+            if named:
+                out.append(f"raw_constraints[{i}].when[{j}]: {named[0]!r} is a special value of {cond[0]}, "
+                           "and a condition never holds on one (it is not a number): to drop those "
+                           "records, declare the text a missing marker instead")
+    return out
+
+
 def _criterion_problems(k: int, c: dict, special: dict[str, str], all_columns: list[str]) -> list[str]:
     where = f"acceptance[{k}]"
     ctype = c.get("type")
@@ -97,6 +118,7 @@ def special_problems(doc: dict) -> list[str]:
     for i, col in enumerate(doc["input"]["columns"]):
         if col.get("special"):
             problems += _input_problems(i, col, shared)
+    problems += _raw_condition_problems(doc)
     special = special_columns(doc)
     if not special:
         for k, c in enumerate(doc.get("acceptance") or []):
