@@ -40,13 +40,9 @@ def spec_edges(spec: dict) -> list[tuple[str, str, dict]]:
 def declared_spec(spec: dict) -> dict:
     """``spec`` without the drawn ``edges`` of its ``dp_edges`` alternatives: the spec as declared,
     whose canonical SHA-256 the run binding and a pre-registration hold."""
-    if not spec_edges(spec):
-        return spec
-    out = dict(spec)
-    out["columns"] = [dict(c, alternatives=[{k: v for k, v in a.items() if not ("dp_edges" in a and k == "edges")}
-                                            if isinstance(a, dict) else a for a in c.get("alternatives") or []])
-                      if isinstance(c, dict) else c for c in spec.get("columns") or []]
-    return out
+    from dpbundle.mechanisms.edges import declared_document    # the one form the release hashes
+
+    return declared_document(spec) if spec_edges(spec) else spec
 
 
 def edges_epsilon(spec: dict) -> Fraction:
