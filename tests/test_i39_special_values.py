@@ -305,6 +305,19 @@ def test_the_worst_case_is_reached_by_a_record_becoming_special():
     assert abs(crit.value(EvalContext(mk(t1), mk(c), {})) - crit.value(EvalContext(mk(t2), mk(c), {}))) == pytest.approx(1.0)
 
 
+@settings(max_examples=300, deadline=None)
+@given(special_columns().flatmap(lambda cols: neighbours(columns=cols, max_n=30)), st.integers(1, 3))
+def test_kway_exclude_keeps_its_sensitivity_on_neighbours(cs, max_k):
+    """Change one record (into or out of a special value included): the largest share error over
+    the cells compared moves by at most 1/n, the declared sensitivity."""
+    t, t2, c = cs
+    crit = make_criterion({"id": "k", "type": "kway_marginals", "max_k": max_k, "special": "exclude",
+                           "threshold": 1, "epsilon": 1})
+    sens, _ = crit.sensitivity(EvalContext(t, c, {}))
+    assert sens == pytest.approx(1 / t.n)
+    assert abs(crit.value(EvalContext(t, c, {})) - crit.value(EvalContext(t2, c, {}))) <= sens + 1e-12
+
+
 def test_kway_exclude_leaves_the_special_cells_out():
     from dpbundle.mechanisms.coding import Coded
 
